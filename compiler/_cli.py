@@ -1,0 +1,108 @@
+"""The command line: thin. Each command calls one library function; one handler turns errors
+into a message on stderr and an exit status (0 ok, 1 invalid spec or check failed, 2 usage).
+
+Only argparse is imported up front, so `acrl --help` stays as fast as the interpreter allows;
+the compiler is imported by the command that needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._version import __version__
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
+
+
+def _compile_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", type=Path, help="the experiment spec (TOML)")
+    parser.add_argument("-o", "--output", type=Path, metavar="DIR",
+                        help="bundle directory (default: bundles/<exp_id>)")
+    parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    parser.add_argument("--force", action="store_true", help="replace an existing, different bundle")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    parser.set_defaults(run=_run_compile)
+
+
+def _run_compile(args: argparse.Namespace) -> int:
+    from . import _compile
+
+    bundle = _compile.compile_spec(args.spec, strict=args.strict)
+    out = args.output if args.output is not None else Path("bundles") / bundle.exp_id
+    status = _compile.write(bundle, out, force=args.force)
+    if args.json:
+        _print_json({"ok": True, "bundle": str(out), "bundle_hash": bundle.bundle_hash, "status": status,
+                     "warnings": [w.as_json() for w in bundle.warnings], "notes": list(bundle.notes)})
+        return EXIT_OK
+    for warning in bundle.warnings:
+        print(warning.format(), file=sys.stderr)
+    for note in bundle.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"{status} {out}{os.sep}  bundle sha256:{bundle.bundle_hash}")
+    return EXIT_OK
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True))
+
+
+def _handle(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    from ._errors import AcrlError
+
+    try:
+        return run(args)
+    except AcrlError as exc:
+        if getattr(args, "json", False):
+            _print_json({"ok": False, "error": exc.as_json()})
+        else:
+            print(exc, file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug in acrl, not in the input: say so, without a traceback
+        if os.environ.get("ACRL_DEBUG"):
+            raise
+        print(f"acrl: internal error: {type(exc).__name__}: {exc}\n"
+              "  This is a bug in acrl; rerun with ACRL_DEBUG=1 for a traceback and report it.",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+    args = parser.parse_args(argv)
+    run = getattr(args, "run", None)
+    if run is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    return _handle(run, args)
+
+
+def compile_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``acrl-compile``."""
+    parser = argparse.ArgumentParser(
+        prog="acrl-compile", description="Compile an experiment spec into a run bundle.")
+    parser.add_argument("--version", action="version", version=f"acrl {__version__}")
+    _compile_arguments(parser)
+    return _main(parser, argv)
+
+
+def acrl_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``acrl``."""
+    parser = argparse.ArgumentParser(prog="acrl", description="Compile and run slime RL bundles "
+                                     "for agents on Amazon Bedrock AgentCore Runtime.")
+    parser.add_argument("--version", action="version", version=f"acrl {__version__}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    _compile_arguments(commands.add_parser("compile", help="compile a spec into a bundle (= acrl-compile)",
+                                           description="Compile an experiment spec into a run bundle."))
+    return _main(parser, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(acrl_main())

@@ -1,0 +1,127 @@
+"""compile_spec: the pipeline, a short chain of pure stages.
+
+parse -> structure -> resolve (model args, slime flags) -> validate -> render -> hash.
+Only :func:`write` touches the output directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from . import _render
+from ._argv import ArgGroup, build_argv, flat_argv, global_batch_size, hf_mode
+from ._bundle import MANIFEST, bundle_hash, sha256, write_bundle
+from ._errors import Diagnostic, SpecError
+from ._model_args import ModelArgs, ModelArgsError, resolve_model_args
+from ._rules import Context, validate
+from ._source import SpecSource, read_spec
+from ._spec import Spec
+from ._structure import structure, unstructure
+from ._version import __version__
+from ._verify_flags import FlagVerification, verify_flags
+
+BUNDLE_FORMAT = 1
+
+
+@attrs.frozen
+class Bundle:
+    """A compiled bundle in memory: its files, hash and everything the compiler learned."""
+
+    spec: Spec
+    files: Mapping[str, bytes]
+    bundle_hash: str
+    warnings: tuple[Diagnostic, ...]
+    notes: tuple[str, ...]
+    model_args: ModelArgs
+    groups: tuple[ArgGroup, ...]
+
+    @property
+    def exp_id(self) -> str:
+        return self.spec.experiment.id
+
+    def argv(self) -> list[str]:
+        """The slime argv without the run-time arguments train.sh adds."""
+        return flat_argv(self.model_args, self.groups, self.spec)
+
+
+def compile_spec(path: Path, *, strict: bool = False, display_name: str | None = None) -> Bundle:
+    """Compile the spec at ``path`` into an in-memory bundle. Raises SpecError listing every
+    problem; with ``strict``, warnings are errors too."""
+    return compile_source(read_spec(path, display_name=display_name), strict=strict)
+
+
+def compile_source(source: SpecSource, *, strict: bool = False) -> Bundle:
+    """Compile an already parsed spec (see :func:`compile_spec`)."""
+    spec, diagnostics = structure(source)
+    if spec is None:
+        raise SpecError(diagnostics)
+    try:
+        model_args = resolve_model_args(spec, source.name)
+    except ModelArgsError as exc:
+        raise SpecError([source.diagnostic(("model", "args_source"), exc.message, hint=exc.hint)]) from None
+    groups = build_argv(spec)
+    verification = verify_flags(spec)
+    diagnostics = validate(source, Context(spec, model_args, groups, verification.check))
+    if strict:
+        diagnostics = [attrs.evolve(d, severity="error") if d.severity == "warning" else d for d in diagnostics]
+    if any(d.severity == "error" for d in diagnostics):
+        raise SpecError(diagnostics)
+    return _assemble(source, spec, model_args, groups, tuple(diagnostics), verification)
+
+
+def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tuple[ArgGroup, ...],
+              warnings: tuple[Diagnostic, ...], verification: FlagVerification) -> Bundle:
+    spec_name = Path(source.name).name
+    files = {
+        "train.sh": _render.train_sh(spec, groups, spec_name),
+        "model_args.sh": _render.model_args_sh(spec, model_args),
+        "custom_config.yaml": _render.custom_config_yaml(spec),
+        "spec.toml": _render.resolved_spec_toml(unstructure(resolved_spec(spec, model_args))),
+    }
+    hashes = {name: sha256(data) for name, data in sorted(files.items())}
+    digest = bundle_hash(hashes)
+    manifest = _manifest(source, spec, model_args, warnings, hashes, digest)
+    files[MANIFEST] = _render.manifest_json(manifest)
+    return Bundle(spec, files, digest, warnings, verification.notes, model_args, groups)
+
+
+def resolved_spec(spec: Spec, model_args: ModelArgs) -> Spec:
+    """The spec with every "auto" and implicit default replaced by what it resolved to."""
+    mode = hf_mode(spec)
+    model = attrs.evolve(spec.model, args_source=model_args.source, ref_load=spec.model.ref_load or spec.model.dir,
+                         megatron_to_hf_mode=mode if mode is not None else spec.model.megatron_to_hf_mode)
+    return attrs.evolve(spec, model=model)
+
+
+def _manifest(source: SpecSource, spec: Spec, model_args: ModelArgs, warnings: tuple[Diagnostic, ...],
+              hashes: Mapping[str, str], digest: str) -> dict[str, Any]:
+    c = spec.cluster
+    actor = c.num_nodes * c.gpus_per_node
+    samples = spec.rollout.batch_size * spec.rollout.n_samples_per_prompt
+    return {
+        "acrl_version": __version__,
+        "bundle_format": BUNDLE_FORMAT,
+        "bundle_hash": digest,
+        "exp_id": spec.experiment.id,
+        "files": dict(hashes),
+        "spec": {"name": Path(source.name).name, "sha256": sha256(source.text.encode("utf-8"))},
+        "slime": {"commit": spec.slime.commit},
+        "model_args": model_args.provenance(),
+        "derived": {
+            "actor_gpus": actor,
+            "rollout_gpus": (actor if c.colocate and c.rollout_num_gpus is None else c.rollout_num_gpus),
+            "samples_per_rollout": samples,
+            "global_batch_size": global_batch_size(spec),
+            "optimizer_steps_per_rollout": spec.train.num_steps_per_rollout,
+        },
+        "warnings": [d.as_json() for d in warnings],
+    }
+
+
+def write(bundle: Bundle, out: Path, *, force: bool = False) -> str:
+    """Write ``bundle`` into ``out`` atomically; see :func:`acrl.compiler._bundle.write_bundle`."""
+    return write_bundle(out, bundle.files, force=force)

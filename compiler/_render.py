@@ -1,0 +1,141 @@
+"""Stage 5, render: the bundle's files as bytes.
+
+Shell files come from Jinja templates (StrictUndefined, every value through the ``sh`` filter);
+YAML, JSON and TOML files are data serialized by their libraries, never assembled by hand.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+import jinja2
+
+from ._argv import ArgGroup
+from ._model_args import ModelArgs
+from ._rules import parse_flags
+from ._spec import Spec
+from ._version import __version__
+
+TEMPLATE_VARIABLES = {
+    "train.sh.jinja": frozenset({
+        "acrl_version", "spec_name", "exp_id", "slime_dir", "megatron_dir", "entrypoint", "groups", "extra_args",
+        "cuda_home", "fix_torch_memory_saver", "wandb_key_env", "wandb_args", "ray_address",
+        "stop_stale_processes", "ray_stop_timeout", "start_ray_head", "head_gpus", "dashboard_port",
+        "env_vars_json", "forward",
+    }),
+    "model_args.sh.jinja": frozenset({
+        "acrl_version", "model_type", "provenance_source", "provenance_from", "provenance_sha256",
+        "provenance_env", "lines",
+    }),
+}
+
+# Keys the toolkit's rollout integration reads from --custom-config-path (SlimeArtConfig.from_args).
+def custom_config(spec: Spec) -> dict[str, Any]:
+    """The custom-config YAML's data."""
+    a = spec.agentcore
+    return {
+        "agent_runtime_arn": a.runtime_arn,
+        "s3_bucket": a.s3_bucket,
+        "exp_id": spec.experiment.id,
+        "gateway_port": a.gateway_port,
+        "acr_timeout": a.timeout,
+        "model_id": a.model_id,
+        "acr_tps_limit": a.tps_limit,
+        "max_concurrent": a.max_concurrent,
+        "max_pool_connections": a.max_pool_connections,
+        "reward_postprocessing": a.reward_postprocessing,
+        "cumulative_token_mode": a.cumulative_token_mode,
+        "renderer_family": a.renderer_family,
+        "gateway_log_level": a.gateway_log_level,
+    }
+
+
+def _sh(value: object) -> str:
+    return shlex.quote(str(value))
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    """The Jinja environment of the bundle templates."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("acrl.templates", "."),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters["sh"] = _sh
+    return env
+
+
+def _render(name: str, variables: Mapping[str, Any]) -> bytes:
+    assert set(variables) == TEMPLATE_VARIABLES[name], set(variables) ^ TEMPLATE_VARIABLES[name]
+    return environment().get_template(name).render(**variables).encode("utf-8")
+
+
+def train_sh(spec: Spec, groups: tuple[ArgGroup, ...], spec_name: str) -> bytes:
+    """The launch script."""
+    c = spec.cluster
+    wandb_args = [*(["--wandb-project", spec.wandb.project] if spec.wandb.project else []),
+                  *(["--wandb-group", spec.wandb.group] if spec.wandb.group else [])]
+    return _render("train.sh.jinja", {
+        "acrl_version": __version__,
+        "spec_name": spec_name,
+        "exp_id": spec.experiment.id,
+        "slime_dir": spec.slime.dir,
+        "megatron_dir": spec.slime.megatron_dir,
+        "entrypoint": "train_async.py" if spec.train.mode == "async" else "train.py",
+        "groups": groups,
+        "extra_args": spec.extra.args,
+        "cuda_home": spec.cuda.home,
+        "fix_torch_memory_saver": spec.cuda.fix_torch_memory_saver,
+        "wandb_key_env": spec.wandb.key_env,
+        "wandb_args": wandb_args,
+        "ray_address": c.address or "",
+        "stop_stale_processes": c.stop_stale_processes,
+        "ray_stop_timeout": c.ray_stop_timeout,
+        "start_ray_head": c.start_ray_head,
+        "head_gpus": c.gpus_per_node,
+        "dashboard_port": c.dashboard_port,
+        "env_vars_json": json.dumps(spec.env.vars, sort_keys=True),
+        "forward": spec.env.forward,
+    })
+
+
+def model_args_sh(spec: Spec, model_args: ModelArgs) -> bytes:
+    """model_args.sh: the literal MODEL_ARGS array, one flag and its values per line."""
+    lines = [[flag, *values] for flag, values in parse_flags(model_args.args).items()]
+    if sum(len(line) for line in lines) != len(model_args.args):  # stray values: keep them verbatim
+        lines = [[token] for token in model_args.args]
+    return _render("model_args.sh.jinja", {
+        "acrl_version": __version__,
+        "model_type": spec.model.type,
+        "provenance_source": model_args.source,
+        "provenance_from": model_args.description,
+        "provenance_sha256": model_args.sha256,
+        "provenance_env": model_args.env,
+        "lines": lines,
+    })
+
+
+def custom_config_yaml(spec: Spec) -> bytes:
+    import yaml  # the YAML library is only needed here
+
+    header = f"# --custom-config-path of {spec.experiment.id}: read by the rollout integration.\n"
+    body = yaml.safe_dump(custom_config(spec), sort_keys=False, allow_unicode=True, default_flow_style=False)
+    return (header + body).encode("utf-8")
+
+
+def resolved_spec_toml(data: Mapping[str, Any]) -> bytes:
+    import tomli_w
+
+    return tomli_w.dumps(dict(data)).encode("utf-8")
+
+
+def manifest_json(manifest: Mapping[str, Any]) -> bytes:
+    return (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")

@@ -1,0 +1,520 @@
+"""Stage 4, validate: the catalog of cross-field rules.
+
+Each rule has a stable id, a severity, the spec keys it concerns (the message points at the first
+one the spec wrote), and a check that yields findings with a fix hint. Sources: what slime,
+Megatron and sglang reject at launch, the mistakes nothing rejects until the GPUs fail, and the
+toolkit's own pitfalls. docs/rules.md is generated from this catalog.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+import attrs
+
+from ._argv import ArgGroup, global_batch_size
+from ._errors import Diagnostic
+from ._flags import flags_in, is_credential_flag, is_secret_env_name, known_absent_flags, normalize_flag
+from ._model_args import ModelArgs
+from ._source import SpecSource
+from ._spec import Spec
+
+
+@attrs.frozen
+class Finding:
+    message: str
+    hint: str
+    keys: tuple[str, ...] = ()  # overrides the rule's keys for pointing at the spec
+
+
+@attrs.frozen
+class Context:
+    spec: Spec
+    model_args: ModelArgs
+    groups: tuple[ArgGroup, ...]
+    accepted: Callable[[str], tuple[str, Sequence[str]]] | None = None  # flag -> (status, suggestions)
+
+    @property
+    def model(self) -> Mapping[str, list[str]]:
+        return parse_flags(self.model_args.args)
+
+    def model_int(self, flag: str) -> int | None:
+        values = self.model.get(flag)
+        try:
+            return int(values[0]) if values else None
+        except ValueError:
+            return None
+
+    @property
+    def actor_gpus(self) -> int:
+        return self.spec.cluster.num_nodes * self.spec.cluster.gpus_per_node
+
+    @property
+    def rollout_gpus(self) -> int | None:
+        c = self.spec.cluster
+        return self.actor_gpus if c.colocate and c.rollout_num_gpus is None else c.rollout_num_gpus
+
+    @property
+    def data_parallel(self) -> int:
+        p = self.spec.parallel
+        return max(1, self.actor_gpus // (p.tensor * p.pipeline * p.context))
+
+    def passes(self, flag: str) -> bool:
+        """Whether the slime argv (escape hatch included) carries ``flag``."""
+        return flag in set(flags_in([t for g in self.groups for a in g.args for t in a.tokens] +
+                                    list(self.spec.extra.args)))
+
+
+Check = Callable[[Context], Iterator[Finding]]
+
+
+@attrs.frozen
+class Rule:
+    id: str
+    severity: str
+    keys: tuple[str, ...]
+    title: str
+    check: Check
+
+
+RULES: list[Rule] = []
+
+
+def rule(rule_id: str, severity: str, keys: Sequence[str], title: str) -> Callable[[Check], Check]:
+    def register(check: Check) -> Check:
+        RULES.append(Rule(rule_id, severity, tuple(keys), title, check))
+        return check
+    return register
+
+
+def parse_flags(tokens: Sequence[str]) -> dict[str, list[str]]:
+    """``--a 1 --b --c x y`` -> {--a: [1], --b: [], --c: [x, y]} (last occurrence wins)."""
+    out: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for token in tokens:
+        if token.startswith("--") and not _numeric(token):
+            current = out[token] = []
+        elif current is not None:
+            current.append(token)
+    return out
+
+
+def _numeric(token: str) -> bool:
+    return bool(re.fullmatch(r"-+[0-9.eE+-]+", token))
+
+
+# --- cluster and parallelism -------------------------------------------------------------------
+
+@rule("ACRL-P001", "error", ["cluster.gpus_per_node", "parallel.tensor", "parallel.pipeline",
+                             "parallel.context"], "actor GPUs divisible by TP x PP x CP")
+def _actor_world(ctx: Context) -> Iterator[Finding]:
+    p = ctx.spec.parallel
+    size = p.tensor * p.pipeline * p.context
+    if ctx.actor_gpus % size:
+        yield Finding(f"the actor's {ctx.actor_gpus} GPUs (num_nodes x gpus_per_node) are not divisible by "
+                      f"tensor x pipeline x context = {size}; Megatron stops at launch",
+                      f"choose parallel sizes whose product divides {ctx.actor_gpus}")
+
+
+@rule("ACRL-P002", "error", ["cluster.colocate", "cluster.rollout_num_gpus"],
+      "disaggregated rollout needs rollout_num_gpus")
+def _disaggregated(ctx: Context) -> Iterator[Finding]:
+    c = ctx.spec.cluster
+    if not c.colocate and c.rollout_num_gpus is None:
+        yield Finding("colocate = false without rollout_num_gpus: slime crashes with a TypeError when it "
+                      "builds the placement group", "set [cluster] rollout_num_gpus to the GPUs for SGLang")
+
+
+@rule("ACRL-P003", "error", ["train.mode", "cluster.colocate"], "async training cannot colocate")
+def _async_colocate(ctx: Context) -> Iterator[Finding]:
+    if ctx.spec.train.mode == "async" and ctx.spec.cluster.colocate:
+        yield Finding("train_async.py rejects --colocate ('Colocation is not supported for async training')",
+                      "set [cluster] colocate = false and rollout_num_gpus")
+
+
+@rule("ACRL-P004", "warning", ["cluster.rollout_num_gpus", "rollout.gpus_per_engine"],
+      "rollout GPUs divisible by GPUs per engine")
+def _rollout_engines(ctx: Context) -> Iterator[Finding]:
+    gpus, per = ctx.rollout_gpus, ctx.spec.rollout.gpus_per_engine
+    if gpus is not None and gpus % min(per, ctx.spec.cluster.gpus_per_node):
+        yield Finding(f"{gpus} rollout GPUs are not divisible by {per} GPUs per engine: slime floors the "
+                      "engine count and leaves GPUs idle", "make rollout GPUs a multiple of gpus_per_engine")
+
+
+@rule("ACRL-P005", "error", ["rollout.gpus_per_engine", "cluster.gpus_per_node"],
+      "multi-node engines span whole nodes")
+def _engine_nodes(ctx: Context) -> Iterator[Finding]:
+    per, node = ctx.spec.rollout.gpus_per_engine, ctx.spec.cluster.gpus_per_node
+    if per > node and per % node:
+        yield Finding(f"an engine of {per} GPUs spans nodes of {node} GPUs but is not a multiple of it: the "
+                      "multi-node SGLang engine is built with a floored node count", 
+                      f"use a multiple of {node} or at most {node}")
+
+
+@rule("ACRL-P006", "error", ["rollout.gpus_per_engine", "cluster.rollout_num_gpus"],
+      "rollout GPUs hold at least one engine")
+def _engine_fits(ctx: Context) -> Iterator[Finding]:
+    gpus = ctx.rollout_gpus
+    if gpus is not None and gpus < ctx.spec.rollout.gpus_per_engine:
+        yield Finding(f"one engine needs {ctx.spec.rollout.gpus_per_engine} GPUs but rollout has {gpus}",
+                      "lower gpus_per_engine or give rollout more GPUs")
+
+
+@rule("ACRL-P007", "error", ["sglang.data_parallel_size", "extra.flags"],
+      "SGLang data parallelism needs DP attention")
+def _sglang_dp(ctx: Context) -> Iterator[Finding]:
+    if ctx.spec.sglang.data_parallel_size > 1 and not ctx.passes("--sglang-enable-dp-attention"):
+        yield Finding("sglang data_parallel_size > 1 without --sglang-enable-dp-attention fails slime's "
+                      "sglang validation with a bare AssertionError",
+                      'add "--sglang-enable-dp-attention" = true to [extra.flags]')
+
+
+@rule("ACRL-P008", "warning", ["parallel.sequence_parallel", "parallel.tensor"],
+      "sequence parallelism needs tensor parallelism")
+def _sp_without_tp(ctx: Context) -> Iterator[Finding]:
+    if ctx.spec.parallel.sequence_parallel and ctx.spec.parallel.tensor == 1:
+        yield Finding("Megatron silently turns sequence parallelism off when tensor = 1",
+                      "set sequence_parallel = false to say what runs")
+
+
+# --- batch arithmetic --------------------------------------------------------------------------
+
+@rule("ACRL-B001", "error", ["train.num_steps_per_rollout", "rollout.batch_size", "rollout.n_samples_per_prompt"],
+      "rollout samples split evenly into optimizer steps")
+def _steps_divide(ctx: Context) -> Iterator[Finding]:
+    r, steps = ctx.spec.rollout, ctx.spec.train.num_steps_per_rollout
+    samples = r.batch_size * r.n_samples_per_prompt
+    if samples < steps:
+        yield Finding(f"{samples} samples per rollout cannot make {steps} optimizer steps",
+                      f"set num_steps_per_rollout to at most {samples}")
+    elif samples % steps:
+        yield Finding(f"{samples} samples per rollout (batch_size x n_samples_per_prompt) are not divisible "
+                      f"by num_steps_per_rollout = {steps}: trailing samples would be dropped silently",
+                      "choose num_steps_per_rollout dividing the samples per rollout")
+
+
+@rule("ACRL-B002", "error", ["train.num_steps_per_rollout", "train.micro_batch_size", "parallel.tensor"],
+      "global batch divisible by micro-batch x data-parallel size")
+def _gbs_microbatch(ctx: Context) -> Iterator[Finding]:
+    mbs = ctx.spec.train.micro_batch_size or 1
+    gbs = global_batch_size(ctx.spec)
+    if gbs and gbs % (mbs * ctx.data_parallel):
+        yield Finding(f"global batch {gbs} is not divisible by micro_batch_size x data-parallel size = "
+                      f"{mbs} x {ctx.data_parallel}: Megatron's micro-batch calculator fails in the actors",
+                      "adjust num_steps_per_rollout, micro_batch_size or the parallel sizes")
+
+
+@rule("ACRL-B003", "warning", ["train.max_tokens_per_gpu", "rollout.max_response_len",
+                               "rollout.max_context_len"], "a sample fits in max_tokens_per_gpu")
+def _tokens_per_gpu(ctx: Context) -> Iterator[Finding]:
+    r, t = ctx.spec.rollout, ctx.spec.train
+    longest = r.max_context_len or ((r.max_prompt_len + r.max_response_len) if r.max_prompt_len else None)
+    budget = t.max_tokens_per_gpu * ctx.spec.parallel.context
+    known = longest if longest is not None else r.max_response_len
+    if t.use_dynamic_batch_size and known > budget:
+        what = "the longest sample" if longest is not None else "max_response_len alone"
+        yield Finding(f"{what} ({known} tokens) exceeds max_tokens_per_gpu x context = {budget}: such a "
+                      "sample gets a micro-batch of its own and risks running out of memory",
+                      f"raise max_tokens_per_gpu to at least {known}")
+
+
+@rule("ACRL-B004", "error", ["rollout.over_sampling_batch_size", "rollout.batch_size"],
+      "over-sampling batch at least the rollout batch")
+def _oversampling(ctx: Context) -> Iterator[Finding]:
+    r = ctx.spec.rollout
+    if r.over_sampling_batch_size is not None and r.over_sampling_batch_size < r.batch_size:
+        yield Finding(f"over_sampling_batch_size {r.over_sampling_batch_size} < batch_size {r.batch_size}",
+                      "set it to at least batch_size or remove it")
+
+
+@rule("ACRL-B005", "error", ["rollout.max_prompt_len", "rollout.max_context_len"],
+      "prompt shorter than the context")
+def _prompt_context(ctx: Context) -> Iterator[Finding]:
+    r = ctx.spec.rollout
+    if r.max_prompt_len is not None and r.max_context_len is not None and r.max_prompt_len >= r.max_context_len:
+        yield Finding(f"max_prompt_len {r.max_prompt_len} must be smaller than max_context_len "
+                      f"{r.max_context_len}", "lower max_prompt_len")
+
+
+# --- algorithm -----------------------------------------------------------------------------------
+
+@rule("ACRL-A001", "error", ["algorithm.kl_coef", "algorithm.kl_loss_coef"], "only one KL coefficient")
+def _two_kl(ctx: Context) -> Iterator[Finding]:
+    a = ctx.spec.algorithm
+    if a.kl_coef and a.kl_loss_coef:
+        yield Finding("slime rejects kl_coef and kl_loss_coef both non-zero", "keep one of them")
+
+
+@rule("ACRL-A002", "error", ["algorithm.advantage_estimator", "algorithm.normalize_advantages"],
+      "REINFORCE++ needs advantage normalization")
+def _rpp_norm(ctx: Context) -> Iterator[Finding]:
+    a = ctx.spec.algorithm
+    if a.advantage_estimator.startswith("reinforce_plus_plus") and not a.normalize_advantages:
+        yield Finding(f"{a.advantage_estimator} requires advantage normalization; slime stops at launch",
+                      "set [algorithm] normalize_advantages = true")
+
+
+@rule("ACRL-A003", "error", ["algorithm.use_tis", "extra.flags"], "TIS excludes rollout log-probs")
+def _tis(ctx: Context) -> Iterator[Finding]:
+    if ctx.spec.algorithm.use_tis and ctx.passes("--use-rollout-logprobs"):
+        yield Finding("use_tis and --use-rollout-logprobs cannot be set together",
+                      "drop --use-rollout-logprobs or use_tis")
+
+
+@rule("ACRL-A004", "warning", ["algorithm.use_kl_loss", "algorithm.kl_loss_coef"],
+      "a KL loss with a zero coefficient")
+def _kl_zero(ctx: Context) -> Iterator[Finding]:
+    a = ctx.spec.algorithm
+    if a.use_kl_loss and not a.kl_loss_coef and ctx.spec.algorithm.kl_loss_coef is not None:
+        yield Finding("use_kl_loss with kl_loss_coef = 0 loads the reference model for a zero-weight loss",
+                      "set kl_loss_coef > 0, or use_kl_loss = false")
+
+
+# --- evaluation and checkpoints ------------------------------------------------------------------
+
+@rule("ACRL-E001", "error", ["eval.interval", "eval.datasets"], "eval interval needs datasets")
+def _eval_datasets(ctx: Context) -> Iterator[Finding]:
+    e = ctx.spec.eval
+    if e.interval is not None and not e.datasets:
+        yield Finding("eval.interval is set but no eval datasets are configured; slime stops at launch",
+                      'add [eval.datasets] name = "/path/to/eval.jsonl"')
+    if e.datasets and e.interval is None:
+        yield Finding("eval datasets are configured but eval.interval is not: they are never evaluated",
+                      "set [eval] interval", keys=("eval.datasets",))
+
+
+@rule("ACRL-E002", "error", ["checkpoint.save_interval", "checkpoint.save"], "save interval needs a save dir")
+def _save_interval(ctx: Context) -> Iterator[Finding]:
+    c = ctx.spec.checkpoint
+    if c.save_interval is not None and not c.save:
+        yield Finding("'--save' is required when save_interval is set", "set [checkpoint] save")
+
+
+@rule("ACRL-E003", "error", ["checkpoint.save_hf", "checkpoint.save", "model.dir"],
+      "checkpoints never overwrite the source model")
+def _save_paths(ctx: Context) -> Iterator[Finding]:
+    c, model = ctx.spec.checkpoint, ctx.spec.model.dir.rstrip("/")
+    for key, path in (("checkpoint.save_hf", c.save_hf), ("checkpoint.save", c.save)):
+        if path is not None and path.rstrip("/") == model:
+            yield Finding(f"{key} is the Hugging Face checkpoint ({model}): saving would overwrite the model "
+                          "being trained", "save to another directory", keys=(key,))
+
+
+# --- the toolkit ---------------------------------------------------------------------------------
+
+_LOCAL_PATH = re.compile(r"^(/|\.|~)")
+
+
+@rule("ACRL-T001", "error", ["agentcore.renderer_family", "agentcore.cumulative_token_mode", "model.dir"],
+      "cumulative token mode needs an explicit renderer family")
+def _renderer(ctx: Context) -> Iterator[Finding]:
+    a = ctx.spec.agentcore
+    if a.cumulative_token_mode and a.renderer_family == "auto" and _LOCAL_PATH.match(ctx.spec.model.dir):
+        yield Finding("renderer_family 'auto' matches the served model name exactly, and a local checkpoint "
+                      "path never matches: the gateway fails at startup in cumulative token mode",
+                      'set [agentcore] renderer_family to the model family, e.g. "qwen3"')
+
+
+@rule("ACRL-T002", "warning", ["agentcore.max_pool_connections", "agentcore.max_concurrent"],
+      "connection pool at least the concurrency")
+def _pool(ctx: Context) -> Iterator[Finding]:
+    a = ctx.spec.agentcore
+    if a.max_pool_connections < a.max_concurrent:
+        yield Finding(f"max_pool_connections {a.max_pool_connections} < max_concurrent {a.max_concurrent}: "
+                      "boto3 discards connections and floods the log with pool warnings",
+                      f"set max_pool_connections to at least {a.max_concurrent}")
+
+
+_ARN = re.compile(r"^arn:aws(-[a-z]+)*:bedrock-agentcore:[a-z]{2}(-[a-z]+)+-\d:\d{12}:runtime/[A-Za-z][A-Za-z0-9_-]*$")
+
+
+@rule("ACRL-T003", "error", ["agentcore.runtime_arn"], "AgentCore Runtime ARN format")
+def _arn(ctx: Context) -> Iterator[Finding]:
+    if not _ARN.match(ctx.spec.agentcore.runtime_arn):
+        yield Finding(f"{ctx.spec.agentcore.runtime_arn!r} is not an AgentCore Runtime ARN",
+                      "copy it from `bedrock-agentcore-starter-toolkit launch`: "
+                      "arn:aws:bedrock-agentcore:REGION:ACCOUNT_ID:runtime/NAME-ID")
+
+
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+@rule("ACRL-T004", "error", ["agentcore.s3_bucket"], "S3 bucket name format")
+def _bucket(ctx: Context) -> Iterator[Finding]:
+    b = ctx.spec.agentcore.s3_bucket
+    bad = (not _BUCKET.match(b) or ".." in b or ".-" in b or "-." in b
+           or re.fullmatch(r"\d+\.\d+\.\d+\.\d+", b) or b.startswith(("xn--", "sthree-"))
+           or b.endswith(("-s3alias", "--ol-s3")))
+    if bad:
+        yield Finding(f"{b!r} is not a valid S3 bucket name",
+                      "3-63 characters: lowercase letters, digits, '.' and '-', starting and ending with a "
+                      "letter or digit (a name, not an s3:// URL)")
+
+
+_EXP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@rule("ACRL-T005", "error", ["experiment.id"], "experiment id safe for paths and Ray ids")
+def _exp_id(ctx: Context) -> Iterator[Finding]:
+    if not _EXP_ID.match(ctx.spec.experiment.id) or ".." in ctx.spec.experiment.id:
+        yield Finding(f"{ctx.spec.experiment.id!r} cannot name a directory and a Ray submission id",
+                      "use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+
+
+# --- flags ---------------------------------------------------------------------------------------
+
+def _escape_hatch(ctx: Context) -> Iterator[tuple[str, str]]:
+    """(flag, spec key) of every flag in [extra.flags] and [extra.args]."""
+    for name in ctx.spec.extra.flags:
+        yield normalize_flag(name), f"extra.flags.{name}"
+    for i, token in enumerate(ctx.spec.extra.args):
+        if token.startswith("--"):
+            yield token.split("=", 1)[0], f"extra.args.{i}"
+
+
+@rule("ACRL-F001", "error", ["extra.flags", "extra.args"], "no credentials in flags")
+def _credentials(ctx: Context) -> Iterator[Finding]:
+    for flag, key in _escape_hatch(ctx):
+        if is_credential_flag(flag):
+            yield Finding(f"{flag} would put a credential in train.sh, the process list and W&B (slime logs "
+                          "its whole argument namespace)",
+                          "remove it and export the secret in the cluster's environment (for W&B: "
+                          "WANDB_API_KEY, named by [wandb] key_env)", keys=(key,))
+
+
+@rule("ACRL-F002", "error", ["extra.flags", "extra.args"], "escape hatch does not repeat a spec key")
+def _duplicates(ctx: Context) -> Iterator[Finding]:
+    owned = {a.flag: a.origin for g in ctx.groups for a in g.args if not a.origin.startswith("extra.")}
+    owned.update({f: "model args" for f in parse_flags(ctx.model_args.args)})
+    for flag, key in _escape_hatch(ctx):
+        if flag in owned:
+            origin = owned[flag]
+            where = f"[{origin.rsplit('.', 1)[0]}] {origin.rsplit('.', 1)[1]}" if "." in origin and \
+                not origin.startswith("derived") else origin
+            yield Finding(f"{flag} is already set by {where}; slime would see it twice",
+                          f"set {where} instead" if not origin.startswith("derived") else
+                          "remove it: acrl derives this flag", keys=(key,))
+
+
+@rule("ACRL-F003", "error", ["slime.commit", "extra.flags", "model.megatron_to_hf_mode"],
+      "flags exist at the targeted slime commit")
+def _absent_at_commit(ctx: Context) -> Iterator[Finding]:
+    absent = known_absent_flags(ctx.spec.slime.commit)
+    if absent is None:
+        return
+    origins = {a.flag: a.origin for g in ctx.groups for a in g.args}
+    for flag, key in [*((f, origins[f]) for f in origins), *_escape_hatch(ctx)]:
+        if flag in absent:
+            spec_key = key if not key.startswith("derived") else "slime.commit"
+            yield Finding(f"{flag} does not exist at slime {ctx.spec.slime.commit[:9]} ({absent[flag]}); "
+                          "slime would ignore it silently", "remove it, or target a slime commit that has it",
+                          keys=(spec_key,))
+
+
+@rule("ACRL-F004", "error", ["extra.flags", "extra.args"], "escape-hatch flags are known to slime")
+def _unknown_flags(ctx: Context) -> Iterator[Finding]:
+    if ctx.accepted is None:
+        return
+    for flag, key in _escape_hatch(ctx):
+        status, close = ctx.accepted(flag)
+        if status == "unknown":
+            yield Finding(f"{flag} is not accepted by slime or Megatron at {ctx.spec.slime.dir} (slime would "
+                          "ignore it silently)", f"did you mean {close[0]}?" if close else
+                          "check the flag's spelling against slime's arguments", keys=(key,))
+
+
+# --- security ------------------------------------------------------------------------------------
+
+@rule("ACRL-S001", "error", ["env.vars", "env.forward"], "no secrets in the job environment")
+def _secret_env(ctx: Context) -> Iterator[Finding]:
+    for name in ctx.spec.env.vars:
+        if is_secret_env_name(name):
+            yield Finding(f"{name} looks like a secret: [env] vars are written into train.sh and the Ray "
+                          "job's runtime environment (visible in the dashboard)",
+                          "export it in the cluster's environment instead", keys=(f"env.vars.{name}",))
+    for i, name in enumerate(ctx.spec.env.forward):
+        if is_secret_env_name(name):
+            yield Finding(f"forwarding {name} would put a secret in the Ray job's metadata",
+                          "export it on the cluster (a local head started by train.sh inherits the "
+                          "launching shell's environment)", keys=(f"env.forward.{i}",))
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            yield Finding(f"{name!r} is not an environment variable name", "use letters, digits and '_'",
+                          keys=(f"env.forward.{i}",))
+    for name in ctx.spec.env.vars:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            yield Finding(f"{name!r} is not an environment variable name", "use letters, digits and '_'",
+                          keys=(f"env.vars.{name}",))
+
+
+@rule("ACRL-S002", "error", ["wandb.key_env", "model.script_env"], "environment names are names")
+def _env_names(ctx: Context) -> Iterator[Finding]:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", ctx.spec.wandb.key_env):
+        yield Finding(f"{ctx.spec.wandb.key_env!r} is not an environment variable name",
+                      "name the variable, e.g. WANDB_API_KEY; never the key itself", keys=("wandb.key_env",))
+    for name in ctx.spec.model.script_env:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            yield Finding(f"{name!r} is not an environment variable name", "use letters, digits and '_'",
+                          keys=(f"model.script_env.{name}",))
+
+
+# --- model architecture --------------------------------------------------------------------------
+
+@rule("ACRL-M001", "error", ["parallel.tensor", "model.args"], "attention heads divisible by TP")
+def _heads_tp(ctx: Context) -> Iterator[Finding]:
+    heads, groups = ctx.model_int("--num-attention-heads"), ctx.model_int("--num-query-groups")
+    if "--group-query-attention" not in ctx.model:
+        groups = None
+    for tp, what, key in ((ctx.spec.parallel.tensor, "tensor parallel size", "parallel.tensor"),
+                          (ctx.spec.rollout.gpus_per_engine, "the rollout engine's tensor parallel size "
+                           "(gpus_per_engine)", "rollout.gpus_per_engine")):
+        if heads and heads % tp:
+            yield Finding(f"{heads} attention heads are not divisible by {what} {tp}",
+                          f"choose a {what} dividing {heads}", keys=(key,))
+        if groups and groups % tp and tp % groups:
+            yield Finding(f"{groups} query groups (KV heads) are neither a multiple nor a divisor of {what} "
+                          f"{tp}", f"choose a {what} that divides or is a multiple of {groups}", keys=(key,))
+
+
+@rule("ACRL-M002", "error", ["parallel.pipeline", "model.args"], "layers divisible by PP")
+def _layers_pp(ctx: Context) -> Iterator[Finding]:
+    layers, pp = ctx.model_int("--num-layers"), ctx.spec.parallel.pipeline
+    if layers and pp > 1 and layers % pp and "--decoder-first-pipeline-num-layers" not in ctx.model:
+        yield Finding(f"{layers} layers are not divisible by pipeline size {pp}",
+                      f"choose a pipeline size dividing {layers}", keys=("parallel.pipeline",))
+
+
+@rule("ACRL-M003", "error", ["parallel.expert", "model.args"], "experts divisible by EP")
+def _experts_ep(ctx: Context) -> Iterator[Finding]:
+    experts, ep = ctx.model_int("--num-experts"), ctx.spec.parallel.expert
+    if ep > 1 and not experts:
+        yield Finding(f"expert parallel size {ep} on a model without experts", "set [parallel] expert = 1",
+                      keys=("parallel.expert",))
+    elif experts and experts % ep:
+        yield Finding(f"{experts} experts are not divisible by expert parallel size {ep}",
+                      f"choose an expert parallel size dividing {experts}", keys=("parallel.expert",))
+
+
+def validate(source: SpecSource, ctx: Context) -> list[Diagnostic]:
+    """Run every rule; diagnostics point at the first key of a finding that the spec wrote."""
+    out: list[Diagnostic] = []
+    for r in RULES:
+        for finding in r.check(ctx):
+            keys = finding.keys or r.keys
+            path = next((k for k in keys if source.position(_path(k)) is not None
+                         and _written(source, _path(k))), keys[0])
+            out.append(source.diagnostic(_path(path), finding.message, hint=finding.hint,
+                                         severity=r.severity, rule=r.id))
+    return out
+
+
+def _path(key: str) -> tuple[str | int, ...]:
+    parts: list[str | int] = []
+    for p in key.split(".", 2) if key.startswith(("extra.flags.", "env.vars.", "model.script_env.")) \
+            else key.split("."):
+        parts.append(int(p) if p.isdigit() else p)
+    return tuple(parts)
+
+
+def _written(source: SpecSource, path: tuple[str | int, ...]) -> bool:
+    return path in source.positions

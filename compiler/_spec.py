@@ -1,0 +1,347 @@
+"""The spec: one frozen attrs class per TOML table.
+
+Field metadata is the single description of a key: its documentation (``doc``), the slime flag it
+maps to (``flag``), numeric ranges (``ge``/``gt``/``le``/``lt``) and, for flags slime would default
+the same way, the value at which the flag is left out (``omit_if``). Validation, the reference
+docs and the argv builder all read it; nothing else restates it.
+"""
+
+
+from typing import Any, Literal
+
+import attrs
+
+# agentcore-rl-toolkit's scripts/install_slime.sh pins this slime commit.
+TOOLKIT_SLIME_COMMIT = "fa3c990af6f18efd3fd9922698bf4bf4048d1263"
+DEFAULT_ROLLOUT_FUNCTION = "agentcore_rl_toolkit.backends.slime.integration.rollout.generate_rollout"
+DEFAULT_REWARD_POST_PROCESS = (
+    "agentcore_rl_toolkit.backends.slime.integration.rewards.normalize_episode_rewards"
+)
+
+FlagScalar = bool | int | float | str
+FlagValue = FlagScalar | list[int | float | str]
+
+AdvantageEstimator = Literal[
+    "grpo", "gspo", "cispo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "ppo"
+]
+KlLossType = Literal["k1", "k2", "k3", "low_var_kl"]
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+LrDecayStyle = Literal["constant", "linear", "cosine", "inverse-square-root", "WSD"]
+AttentionBackend = Literal["flash", "fused", "unfused", "local", "auto"]
+TrainMode = Literal["sync", "async"]
+ModelArgsSource = Literal["auto", "args", "script"]
+HfMode = Literal["auto", "bridge", "raw"]
+
+
+def setting(
+    default: Any = attrs.NOTHING,
+    *,
+    doc: str,
+    flag: str | None = None,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    omit_if: Any = attrs.NOTHING,
+    factory: Any = None,
+) -> Any:
+    """An attrs field with acrl's metadata. Required when neither default nor factory is given."""
+    metadata = {"doc": doc, "flag": flag, "ge": ge, "gt": gt, "le": le, "lt": lt, "omit_if": omit_if}
+    if factory is not None:
+        return attrs.field(factory=factory, metadata=metadata)
+    return attrs.field(default=default, metadata=metadata)
+
+
+@attrs.frozen(kw_only=True)
+class Experiment:
+    """[experiment]: what this run is called and how long it trains."""
+
+    id: str = setting(doc="Experiment id: names the bundle directory, the Ray submission id and the "
+                          "toolkit's S3 prefix. Letters, digits, '.', '_' and '-'.")
+    num_rollout: int = setting(1, doc="Number of rollout/train iterations.", flag="--num-rollout", ge=1)
+    seed: int | None = setting(None, doc="Random seed (slime's default is 1234).", flag="--seed", ge=0)
+
+
+@attrs.frozen(kw_only=True)
+class AgentCore:
+    """[agentcore]: the deployed agent and the toolkit's gateway; written to custom_config.yaml."""
+
+    runtime_arn: str = setting(doc="ARN of the agent's AgentCore Runtime "
+                                   "(arn:aws:bedrock-agentcore:REGION:ACCOUNT:runtime/NAME).")
+    s3_bucket: str = setting(doc="S3 bucket the agent writes its rollout results to.")
+    model_id: str = setting("default", doc="OpenAI model id the gateway serves to the agent.")
+    timeout: int = setting(900, doc="Per-session ACR invocation timeout, in seconds (acr_timeout).", ge=1)
+    tps_limit: int = setting(25, doc="ACR invocations per second quota (acr_tps_limit).", ge=1)
+    max_concurrent: int = setting(100, doc="Maximum concurrent ACR sessions.", ge=1)
+    max_pool_connections: int = setting(100, doc="boto3 connection pool size; keep >= max_concurrent.", ge=1)
+    gateway_port: int = setting(9090, doc="Port of the rllm-model-gateway.", ge=1, le=65535)
+    gateway_log_level: LogLevel = setting("warning", doc="Gateway log level.")
+    reward_postprocessing: Literal["grpo", "identity"] = setting(
+        "grpo", doc="How episode rewards are post-processed by the toolkit.")
+    cumulative_token_mode: bool = setting(False, doc="Gateway cumulative token mode (multi-turn agents).")
+    renderer_family: str = setting("auto", doc="renderers model family for cumulative token mode "
+                                               "(e.g. 'qwen3'); 'auto' matches the served model name.")
+
+
+@attrs.frozen(kw_only=True)
+class Model:
+    """[model]: the checkpoint and its architecture arguments (MODEL_ARGS)."""
+
+    type: str = setting(doc="slime model type: the name of scripts/models/<type>.sh (e.g. qwen2.5-3B).")
+    dir: str = setting(doc="Hugging Face checkpoint directory on the cluster.", flag="--hf-checkpoint")
+    ref_load: str | None = setting(None, doc="Reference model checkpoint; defaults to dir.",
+                                   flag="--ref-load")
+    args_source: ModelArgsSource = setting(
+        "auto", doc="Where MODEL_ARGS come from: 'args' (the [model.args] table), 'script' (slime's "
+                    "scripts/models/<type>.sh sourced at compile time), 'auto' (args if given).")
+    args: dict[str, FlagValue] = setting(
+        factory=dict, doc="Literal MODEL_ARGS as flag = value; true means a store-true flag.")
+    script_env: dict[str, str] = setting(
+        factory=dict, doc="Environment variables the model script reads (e.g. MODEL_ARGS_ROTARY_BASE).")
+    megatron_to_hf_mode: HfMode = setting(
+        "auto", doc="--megatron-to-hf-mode; 'auto' passes 'bridge' when the targeted slime has the flag.")
+
+
+@attrs.frozen(kw_only=True)
+class Data:
+    """[data]: the training prompts."""
+
+    path: str = setting(doc="Training prompt JSONL on the cluster.", flag="--prompt-data")
+    input_key: str = setting("prompt", doc="JSON key of the prompt.", flag="--input-key")
+    label_key: str | None = setting(None, doc="JSON key of the label.", flag="--label-key")
+    metadata_key: str | None = setting(None, doc="JSON key of the metadata object.", flag="--metadata-key")
+
+
+@attrs.frozen(kw_only=True)
+class Cluster:
+    """[cluster]: GPUs, placement and the Ray cluster."""
+
+    num_nodes: int = setting(1, doc="Nodes for the training actor.", flag="--actor-num-nodes", ge=1)
+    gpus_per_node: int = setting(8, doc="GPUs per node for the training actor.",
+                                 flag="--actor-num-gpus-per-node", ge=1)
+    colocate: bool = setting(True, doc="Share GPUs between training and rollout.", flag="--colocate")
+    rollout_num_gpus: int | None = setting(None, doc="GPUs for rollout engines when not colocated.",
+                                           flag="--rollout-num-gpus", ge=1)
+    address: str | None = setting(None, doc="Dashboard address of an existing Ray cluster "
+                                            "(e.g. http://head:8265); then no local head is started.")
+    stop_stale_processes: bool = setting(True, doc="Kill stale sglang processes and stop Ray first "
+                                                   "(local head only).")
+    start_ray_head: bool = setting(True, doc="Start a local Ray head (local head only).")
+    dashboard_port: int = setting(8265, doc="Dashboard port of the local Ray head.", ge=1, le=65535)
+    ray_stop_timeout: int = setting(60, doc="Seconds to wait for stale Ray processes to exit.", ge=1)
+
+
+@attrs.frozen(kw_only=True)
+class Parallel:
+    """[parallel]: Megatron model parallelism of the training actor."""
+
+    tensor: int = setting(2, doc="Tensor parallel size.", flag="--tensor-model-parallel-size", ge=1)
+    pipeline: int = setting(1, doc="Pipeline parallel size.", flag="--pipeline-model-parallel-size",
+                            ge=1, omit_if=1)
+    context: int = setting(1, doc="Context parallel size.", flag="--context-parallel-size", ge=1,
+                           omit_if=1)
+    expert: int = setting(1, doc="Expert parallel size.", flag="--expert-model-parallel-size", ge=1,
+                          omit_if=1)
+    sequence_parallel: bool = setting(True, doc="Megatron sequence parallelism (needs tensor > 1).",
+                                      flag="--sequence-parallel")
+
+
+@attrs.frozen(kw_only=True)
+class Rollout:
+    """[rollout]: sampling and the rollout integration."""
+
+    batch_size: int = setting(32, doc="Prompts per rollout.", flag="--rollout-batch-size", ge=1)
+    n_samples_per_prompt: int = setting(8, doc="Samples per prompt.", flag="--n-samples-per-prompt", ge=1)
+    max_response_len: int = setting(1024, doc="Maximum response tokens.", flag="--rollout-max-response-len",
+                                    ge=1)
+    max_prompt_len: int | None = setting(None, doc="Maximum prompt tokens.", flag="--rollout-max-prompt-len",
+                                         ge=1)
+    max_context_len: int | None = setting(None, doc="Maximum prompt + response tokens.",
+                                          flag="--rollout-max-context-len", ge=1)
+    temperature: float = setting(1.0, doc="Sampling temperature (> 0).", flag="--rollout-temperature", gt=0)
+    top_p: float | None = setting(None, doc="Nucleus sampling top-p.", flag="--rollout-top-p", gt=0, le=1)
+    over_sampling_batch_size: int | None = setting(None, doc="Prompts sampled per rollout before "
+                                                   "filtering.", flag="--over-sampling-batch-size", ge=1)
+    gpus_per_engine: int = setting(2, doc="GPUs per SGLang engine.", flag="--rollout-num-gpus-per-engine",
+                                   ge=1)
+    function_path: str = setting(DEFAULT_ROLLOUT_FUNCTION, doc="Rollout function (dotted path).",
+                                 flag="--rollout-function-path")
+    reward_post_process_path: str = setting(DEFAULT_REWARD_POST_PROCESS,
+                                            doc="Reward post-processing function (dotted path).",
+                                            flag="--custom-reward-post-process-path")
+    custom_generate_function_path: str | None = setting(
+        None, doc="Custom generate function (dotted path).", flag="--custom-generate-function-path")
+    custom_rm_path: str | None = setting(None, doc="Custom reward function (dotted path).",
+                                         flag="--custom-rm-path")
+
+
+@attrs.frozen(kw_only=True)
+class Sglang:
+    """[sglang]: the rollout engines."""
+
+    mem_fraction_static: float = setting(0.7, doc="Fraction of GPU memory for weights and KV cache.",
+                                         flag="--sglang-mem-fraction-static", gt=0, lt=1)
+    context_length: int | None = setting(None, doc="Context length cap.", flag="--sglang-context-length",
+                                         ge=1)
+    tool_call_parser: str = setting("qwen", doc="Tool-call parser; must match the served model.",
+                                    flag="--sglang-tool-call-parser")
+    reasoning_parser: str | None = setting(None, doc="Reasoning parser (splits <think> blocks).",
+                                           flag="--sglang-reasoning-parser")
+    data_parallel_size: int = setting(1, doc="SGLang data parallel size.",
+                                      flag="--sglang-data-parallel-size", ge=1)
+    cuda_graph_max_bs: int = setting(32, doc="Largest batch captured in a CUDA graph.",
+                                     flag="--sglang-cuda-graph-max-bs", ge=1)
+    log_level: LogLevel = setting("warning", doc="SGLang log level.", flag="--sglang-log-level")
+    log_level_http: LogLevel = setting("warning", doc="SGLang HTTP log level.", flag="--sglang-log-level-http")
+
+
+@attrs.frozen(kw_only=True)
+class Algorithm:
+    """[algorithm]: the RL objective."""
+
+    advantage_estimator: AdvantageEstimator = setting("grpo", doc="Advantage estimator.",
+                                                      flag="--advantage-estimator")
+    use_kl_loss: bool = setting(True, doc="Add a KL loss against the reference model.", flag="--use-kl-loss")
+    kl_loss_type: KlLossType = setting("low_var_kl", doc="KL loss estimator.", flag="--kl-loss-type")
+    kl_loss_coef: float | None = setting(None, doc="KL loss coefficient (slime's default is 0.0).",
+                                         flag="--kl-loss-coef", ge=0)
+    kl_coef: float | None = setting(None, doc="KL penalty in the reward (slime's default is 0.0).",
+                                    flag="--kl-coef", ge=0)
+    entropy_coef: float | None = setting(None, doc="Entropy bonus coefficient.", flag="--entropy-coef", ge=0)
+    eps_clip: float = setting(0.2, doc="PPO clip range (lower).", flag="--eps-clip", gt=0)
+    eps_clip_high: float = setting(0.28, doc="PPO clip range (upper).", flag="--eps-clip-high", gt=0)
+    normalize_advantages: bool = setting(False, doc="Normalize advantages.", flag="--normalize-advantages")
+    use_tis: bool = setting(False, doc="Truncated importance sampling for off-policy rollouts.",
+                            flag="--use-tis")
+
+
+@attrs.frozen(kw_only=True)
+class Train:
+    """[train]: optimizer, batching and training-loop settings."""
+
+    mode: TrainMode = setting("sync", doc="'sync' runs train.py; 'async' runs train_async.py "
+                                          "(needs colocate = false).")
+    num_steps_per_rollout: int = setting(1, doc="Optimizer steps per rollout; global batch = "
+                                                "rollout samples / steps.", flag="--num-steps-per-rollout",
+                                         ge=1)
+    micro_batch_size: int | None = setting(None, doc="Micro-batch size (slime's default is 1).",
+                                           flag="--micro-batch-size", ge=1)
+    use_dynamic_batch_size: bool = setting(True, doc="Pack micro-batches by token count.",
+                                           flag="--use-dynamic-batch-size")
+    max_tokens_per_gpu: int = setting(9216, doc="Token budget per GPU per micro-batch.",
+                                      flag="--max-tokens-per-gpu", ge=1)
+    lr: float = setting(1e-6, doc="Learning rate.", flag="--lr", gt=0)
+    lr_decay_style: LrDecayStyle = setting("constant", doc="Learning-rate schedule.", flag="--lr-decay-style")
+    weight_decay: float = setting(0.1, doc="Weight decay.", flag="--weight-decay", ge=0)
+    adam_beta1: float | None = setting(None, doc="Adam beta1.", flag="--adam-beta1", gt=0, lt=1)
+    adam_beta2: float = setting(0.98, doc="Adam beta2.", flag="--adam-beta2", gt=0, lt=1)
+    optimizer_cpu_offload: bool = setting(True, doc="Keep optimizer states on the CPU.",
+                                          flag="--optimizer-cpu-offload")
+    overlap_cpu_optimizer_d2h_h2d: bool = setting(True, doc="Overlap CPU-optimizer transfers.",
+                                                  flag="--overlap-cpu-optimizer-d2h-h2d")
+    precision_aware_optimizer: bool = setting(True, doc="Precision-aware optimizer.",
+                                              flag="--use-precision-aware-optimizer")
+    attention_backend: AttentionBackend = setting("flash", doc="Attention kernel backend.",
+                                                  flag="--attention-backend")
+    attention_dropout: float = setting(0.0, doc="Attention dropout.", flag="--attention-dropout", ge=0, lt=1)
+    hidden_dropout: float = setting(0.0, doc="Hidden dropout.", flag="--hidden-dropout", ge=0, lt=1)
+    accumulate_allreduce_grads_in_fp32: bool = setting(True, doc="All-reduce gradients in fp32.",
+                                                       flag="--accumulate-allreduce-grads-in-fp32")
+    attention_softmax_in_fp32: bool = setting(True, doc="Attention softmax in fp32.",
+                                              flag="--attention-softmax-in-fp32")
+
+
+@attrs.frozen(kw_only=True)
+class Eval:
+    """[eval]: periodic evaluation."""
+
+    interval: int | None = setting(None, doc="Evaluate every N rollouts.", flag="--eval-interval", ge=1)
+    datasets: dict[str, str] = setting(factory=dict, doc="Evaluation datasets: name = JSONL path.",
+                                       flag="--eval-prompt-data")
+    n_samples_per_prompt: int | None = setting(None, doc="Samples per eval prompt.",
+                                               flag="--n-samples-per-eval-prompt", ge=1)
+    temperature: float | None = setting(None, doc="Eval sampling temperature.", flag="--eval-temperature",
+                                        ge=0)
+    max_response_len: int | None = setting(None, doc="Eval maximum response tokens.",
+                                           flag="--eval-max-response-len", ge=1)
+
+
+@attrs.frozen(kw_only=True)
+class Checkpoint:
+    """[checkpoint]: saving. acrl never deletes or moves existing checkpoints."""
+
+    save: str | None = setting(None, doc="Megatron checkpoint directory.", flag="--save")
+    save_interval: int | None = setting(None, doc="Save every N rollouts.", flag="--save-interval", ge=1)
+    save_hf: str | None = setting(None, doc="Hugging Face export path pattern (e.g. "
+                                            "/ckpt/hf/iter_{rollout_id}).", flag="--save-hf")
+
+
+@attrs.frozen(kw_only=True)
+class Cuda:
+    """[cuda]: pin one CUDA toolkit on the cluster (optional)."""
+
+    home: str | None = setting(None, doc="CUDA toolkit to pin (e.g. /usr/local/cuda-12.9); sets CUDA_HOME, "
+                                         "PATH and LD_LIBRARY_PATH and forwards them to the train actors.")
+    fix_torch_memory_saver: bool = setting(
+        True, doc="Link torch_memory_saver's _cu13 preload library under the name slime looks for.")
+
+
+@attrs.frozen(kw_only=True)
+class Wandb:
+    """[wandb]: logging; on only when the key's environment variable is set at run time."""
+
+    project: str | None = setting(None, doc="W&B project.", flag="--wandb-project")
+    group: str | None = setting(None, doc="W&B group.", flag="--wandb-group")
+    key_env: str = setting("WANDB_API_KEY", doc="Name of the environment variable holding the API key. "
+                                                "The key itself never appears in a spec or bundle.")
+
+
+@attrs.frozen(kw_only=True)
+class Env:
+    """[env]: environment of the Ray job (values must not be secrets)."""
+
+    vars: dict[str, str] = setting(factory=dict, doc="Extra environment variables for every Ray worker.")
+    forward: list[str] = setting(factory=lambda: ["WANDB_ENTITY"],
+                                 doc="Variables copied from the launching shell when set.")
+
+
+@attrs.frozen(kw_only=True)
+class Slime:
+    """[slime]: the slime checkout the bundle targets."""
+
+    dir: str = setting("/root/slime", doc="slime checkout on the cluster.")
+    megatron_dir: str = setting("/root/Megatron-LM", doc="Megatron-LM checkout on the cluster.")
+    commit: str = setting(TOOLKIT_SLIME_COMMIT, doc="slime commit the bundle targets (flags differ between "
+                                                    "commits); defaults to agentcore-rl-toolkit's pin.")
+
+
+@attrs.frozen(kw_only=True)
+class Extra:
+    """[extra]: escape hatch for any other slime / Megatron / sglang flag."""
+
+    flags: dict[str, FlagValue] = setting(factory=dict, doc="flag = value; true is a store-true flag, false "
+                                                            "leaves it out, a list passes several values.")
+    args: list[str] = setting(factory=list, doc="Raw arguments appended last, verbatim.")
+
+
+@attrs.frozen(kw_only=True)
+class Spec:
+    """A whole experiment spec."""
+
+    experiment: Experiment = setting(doc="What this run is called and how long it trains.")
+    agentcore: AgentCore = setting(doc="The deployed agent and the toolkit's gateway.")
+    model: Model = setting(doc="The checkpoint and its architecture.")
+    data: Data = setting(doc="The training prompts.")
+    slime: Slime = setting(factory=Slime, doc="The slime checkout the bundle targets.")
+    cluster: Cluster = setting(factory=Cluster, doc="GPUs, placement and the Ray cluster.")
+    parallel: Parallel = setting(factory=Parallel, doc="Megatron model parallelism.")
+    rollout: Rollout = setting(factory=Rollout, doc="Sampling and the rollout integration.")
+    sglang: Sglang = setting(factory=Sglang, doc="The rollout engines.")
+    algorithm: Algorithm = setting(factory=Algorithm, doc="The RL objective.")
+    train: Train = setting(factory=Train, doc="Optimizer and batching.")
+    eval: Eval = setting(factory=Eval, doc="Periodic evaluation.")
+    checkpoint: Checkpoint = setting(factory=Checkpoint, doc="Saving.")
+    cuda: Cuda = setting(factory=Cuda, doc="CUDA toolkit pinning.")
+    wandb: Wandb = setting(factory=Wandb, doc="Weights & Biases logging.")
+    env: Env = setting(factory=Env, doc="Environment of the Ray job.")
+    extra: Extra = setting(factory=Extra, doc="Escape hatch for other flags.")

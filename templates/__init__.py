@@ -1,0 +1,1 @@
+"""Jinja templates of the bundle files (package data, loaded by acrl.compiler)."""
