@@ -1,1 +1,47 @@
-"""acrl.compiler: spec -> bundle, pure. Never imports ray, boto3, torch or acrl.runtime."""
+"""acrl.compiler: spec -> bundle, pure. Never imports ray, boto3, torch or acrl.runtime.
+
+    bundle = compile_spec(Path("spec.toml"))
+    write(bundle, Path("bundles") / bundle.exp_id)
+
+The names below are imported on first use (PEP 562), so that the command line can start
+without loading Jinja and cattrs for `acrl --help`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from ._compile import Bundle, compile_source, compile_spec, resolved_spec, write
+    from ._errors import AcrlError, BundleExistsError, BundleWriteError, Diagnostic, SpecError, UsageError
+    from ._rules import RULES, Rule
+    from ._source import SpecSource, parse_spec_text, read_spec
+    from ._spec import Spec
+
+_WHERE = {
+    "Bundle": "_compile", "compile_source": "_compile", "compile_spec": "_compile",
+    "resolved_spec": "_compile", "write": "_compile",
+    "AcrlError": "_errors", "BundleExistsError": "_errors", "BundleWriteError": "_errors",
+    "Diagnostic": "_errors", "SpecError": "_errors", "UsageError": "_errors",
+    "RULES": "_rules", "Rule": "_rules",
+    "SpecSource": "_source", "parse_spec_text": "_source", "read_spec": "_source",
+    "Spec": "_spec",
+}
+
+__all__ = ["__version__", *sorted(_WHERE)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

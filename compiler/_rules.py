@@ -496,15 +496,16 @@ def _experts_ep(ctx: Context) -> Iterator[Finding]:
 
 
 def validate(source: SpecSource, ctx: Context) -> list[Diagnostic]:
-    """Run every rule; diagnostics point at the first key of a finding that the spec wrote."""
+    """Run every rule. A diagnostic points at the first of its keys the spec wrote, else at the
+    nearest written table of one of them."""
     out: list[Diagnostic] = []
     for r in RULES:
         for finding in r.check(ctx):
-            keys = finding.keys or r.keys
-            path = next((k for k in keys if source.position(_path(k)) is not None
-                         and _written(source, _path(k))), keys[0])
-            out.append(source.diagnostic(_path(path), finding.message, hint=finding.hint,
-                                         severity=r.severity, rule=r.id))
+            keys = [_path(k) for k in (*finding.keys, *r.keys)]
+            path = next((k for k in keys if k in source.positions), None) or \
+                next((k for k in keys if source.position(k) is not None), keys[0])
+            out.append(source.diagnostic(path, finding.message, hint=finding.hint, severity=r.severity,
+                                         rule=r.id))
     return out
 
 
@@ -515,6 +516,3 @@ def _path(key: str) -> tuple[str | int, ...]:
         parts.append(int(p) if p.isdigit() else p)
     return tuple(parts)
 
-
-def _written(source: SpecSource, path: tuple[str | int, ...]) -> bool:
-    return path in source.positions

@@ -1,0 +1,76 @@
+"""Shared fixtures: a minimal valid spec, a factory that merges overrides into it, and paths."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+
+from acrl.compiler import Bundle, compile_spec
+
+REPO = Path(__file__).resolve().parent.parent
+SPECS = REPO / "specs"
+EXAMPLE_SPECS = sorted(SPECS.glob("*.toml"))
+
+QWEN25_3B_ARGS: dict[str, Any] = {
+    "swiglu": True, "num-layers": 36, "hidden-size": 2048, "ffn-hidden-size": 11008,
+    "num-attention-heads": 16, "use-rotary-position-embeddings": True, "disable-bias-linear": True,
+    "add-qkv-bias": True, "normalization": "RMSNorm", "norm-epsilon": "1e-6", "rotary-base": 1000000,
+    "group-query-attention": True, "num-query-groups": 2, "vocab-size": 151936,
+}
+
+MINIMAL: dict[str, Any] = {
+    "experiment": {"id": "test-exp"},
+    "agentcore": {
+        "runtime_arn": "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/agent-abc123",
+        "s3_bucket": "test-bucket",
+    },
+    "model": {"type": "qwen2.5-3B", "dir": "/models/Qwen2.5-3B-Instruct", "args": QWEN25_3B_ARGS},
+    "data": {"path": "/data/train.jsonl"},
+}
+
+
+def merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Tables merge key by key; a None value deletes the key."""
+    out = copy.deepcopy(dict(base))
+    for key, value in overrides.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+SpecWriter = Callable[..., Path]
+
+
+@pytest.fixture
+def write_spec(tmp_path: Path) -> SpecWriter:
+    """write_spec(overrides=None, text=None, name="spec.toml") -> path of a spec file."""
+    def write(overrides: Mapping[str, Any] | None = None, *, text: str | None = None,
+              name: str = "spec.toml") -> Path:
+        path = tmp_path / name
+        if text is None:
+            text = tomli_w.dumps(merge(MINIMAL, overrides or {}))
+        path.write_text(text, encoding="utf-8")
+        return path
+    return write
+
+
+@pytest.fixture
+def compile_overrides(write_spec: SpecWriter) -> Callable[..., Bundle]:
+    """compile_overrides(overrides, strict=False) -> Bundle of MINIMAL merged with overrides."""
+    def run(overrides: Mapping[str, Any] | None = None, *, strict: bool = False) -> Bundle:
+        return compile_spec(write_spec(overrides), strict=strict, display_name="spec.toml")
+    return run
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite tests/golden/ from the example specs instead of comparing")

@@ -1,0 +1,155 @@
+"""The command line: exit codes, output, --json, --strict, --force and never losing a file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from acrl.compiler._cli import acrl_main, compile_main
+from conftest import SPECS, SpecWriter
+
+SMOKE = SPECS / "gsm8k-qwen2.5-3b-smoke.toml"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str, main=compile_main) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_compile_writes_the_bundle_and_prints_its_hash(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, str(SMOKE), "-o", str(tmp_path / "b"))
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert code == 0
+    assert out == f"created {tmp_path / 'b'}{os.sep}  bundle sha256:{manifest['bundle_hash']}\n"
+    assert "flags not verified" in err
+
+
+def test_default_output_is_bundles_exp_id(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run(capsys, str(SMOKE))[0] == 0
+    assert (tmp_path / "bundles" / "gsm8k-qwen2.5-3b-smoke" / "train.sh").is_file()
+
+
+def test_acrl_compile_subcommand_is_the_same_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "compile", str(SMOKE), "-o", str(tmp_path / "a"), main=acrl_main)[0] == 0
+    assert run(capsys, str(SMOKE), "-o", str(tmp_path / "b"))[0] == 0
+    for name in os.listdir(tmp_path / "a"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_invalid_spec_exits_1_and_writes_nothing(write_spec: SpecWriter, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_spec({"rollout": {"batch_size": 0}})
+    code, out, err = run(capsys, str(path), "-o", str(tmp_path / "b"))
+    assert (code, out) == (1, "")
+    assert f"{path}:" in err and "[rollout] batch_size: must be at least 1, got 0" in err
+    assert not (tmp_path / "b").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["spec.toml"]  # no temporary directory left
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        compile_main(["--no-such-option"])
+    assert info.value.code == 2
+    assert acrl_main([]) == 2
+
+
+def test_json_output(write_spec: SpecWriter, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, str(SMOKE), "-o", str(tmp_path / "b"), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["ok"] and data["status"] == "created" and len(data["bundle_hash"]) == 64
+    code, out, _ = run(capsys, str(write_spec({"rollout": {"batch_sise": 1}})), "--json")
+    data = json.loads(out)
+    assert code == 1 and not data["ok"]
+    (diag,) = data["error"]["diagnostics"]
+    assert (diag["key"], diag["line"], diag["hint"]) == ("rollout.batch_sise", diag["line"], 'did you mean "batch_size"?')
+
+
+def test_strict_turns_warnings_into_errors(write_spec: SpecWriter, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_spec({"agentcore": {"max_concurrent": 200}})
+    code, _, err = run(capsys, str(path), "-o", str(tmp_path / "w"))
+    assert code == 0 and "warning: [agentcore] max_concurrent: max_pool_connections 100 < max_concurrent 200" in err
+    code, _, err = run(capsys, str(path), "-o", str(tmp_path / "s"), "--strict")
+    assert code == 1 and "error: [agentcore] max_concurrent" in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_existing_bundles_are_kept_unless_forced(write_spec: SpecWriter, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "b"
+    assert run(capsys, str(write_spec()), "-o", str(out))[0] == 0
+    assert run(capsys, str(write_spec()), "-o", str(out))[1].startswith("unchanged ")
+    before = (out / "train.sh").read_bytes()
+    changed = write_spec({"rollout": {"batch_size": 64}})
+    code, _, err = run(capsys, str(changed), "-o", str(out))
+    assert code == 1 and "exists and differs" in err and "--force" in err
+    assert (out / "train.sh").read_bytes() == before
+    code, stdout, _ = run(capsys, str(changed), "-o", str(out), "--force")
+    assert code == 0 and stdout.startswith("replaced ")
+    assert b"--rollout-batch-size 64" in (out / "train.sh").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "spec.toml"]
+
+
+def test_hand_edited_bundle_is_not_overwritten(write_spec: SpecWriter, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "b"
+    run(capsys, str(write_spec()), "-o", str(out))
+    (out / "notes.txt").write_text("mine")
+    assert run(capsys, str(write_spec()), "-o", str(out))[0] == 1
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_force_never_replaces_a_directory_that_is_not_a_bundle(write_spec: SpecWriter, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    precious = tmp_path / "home"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    code, _, err = run(capsys, str(write_spec()), "-o", str(precious), "--force")
+    assert code == 1 and "not an acrl bundle" in err
+    assert (precious / "thesis.tex").read_text() == "years of work"
+    (tmp_path / "file").write_text("x")
+    assert run(capsys, str(write_spec()), "-o", str(tmp_path / "file"), "--force")[0] == 1
+
+
+def test_unwritable_output_is_a_clear_error(write_spec: SpecWriter, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    if os.geteuid() == 0:
+        target = Path("/proc/acrl-cannot-write-here")
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        target = locked / "b"
+    code, _, err = run(capsys, str(write_spec()), "-o", str(target))
+    assert code == 1 and "cannot write the bundle" in err and "Traceback" not in err
+
+
+def test_internal_errors_print_no_traceback(capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import acrl.compiler._compile as compile_module
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(compile_module, "compile_spec", boom)
+    code, _, err = run(capsys, str(SMOKE))
+    assert code == 70 and "internal error: RuntimeError: kaboom" in err and "Traceback" not in err
+
+
+def test_console_scripts_are_installed(tmp_path: Path) -> None:
+    bindir = Path(sys.executable).parent
+    for script in ("acrl-compile", "acrl"):
+        assert (bindir / script).exists(), f"{script} is not installed next to {sys.executable}"
+    proc = subprocess.run([str(bindir / "acrl"), "compile", str(SMOKE), "-o", str(tmp_path / "b")],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert (bindir / "acrl-compile").exists()
+    proc = subprocess.run([str(bindir / "acrl-compile"), "--version"], capture_output=True, text=True, check=False)
+    assert proc.stdout.strip().startswith("acrl ")
