@@ -31,7 +31,11 @@ _WHERE = {
     "Spec": "_spec",
 }
 
-__all__ = ["__version__", *sorted(_WHERE)]
+__all__ = [
+    "RULES", "AcrlError", "Bundle", "BundleExistsError", "BundleWriteError", "Diagnostic", "Rule", "Spec",
+    "SpecError", "SpecSource", "UsageError", "__version__", "compile_source", "compile_spec", "parse_spec_text",
+    "read_spec", "resolved_spec", "write",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -8,6 +8,7 @@ path, wandb, --train-env-vars) are added by train.sh itself and documented there
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, Literal
 
 import attrs
 
@@ -35,7 +36,7 @@ class ArgGroup:
     args: tuple[Arg, ...]
 
 
-def _field(obj: object, table: str, name: str) -> Iterator[Arg]:
+def _field(obj: Any, table: str, name: str) -> Iterator[Arg]:
     field = attrs.fields_dict(type(obj))[name]
     value = getattr(obj, name)
     if "omit_if" in field.metadata and field.metadata["omit_if"] is not attrs.NOTHING \
@@ -46,7 +47,7 @@ def _field(obj: object, table: str, name: str) -> Iterator[Arg]:
         yield Arg(tokens[0], tuple(tokens[1:]), f"{table}.{name}")
 
 
-def _fields(obj: object, table: str, *names: str) -> list[Arg]:
+def _fields(obj: Any, table: str, *names: str) -> list[Arg]:
     return [arg for name in names for arg in _field(obj, table, name)]
 
 
@@ -55,7 +56,7 @@ def global_batch_size(spec: Spec) -> int:
     return spec.rollout.batch_size * spec.rollout.n_samples_per_prompt // spec.train.num_steps_per_rollout
 
 
-def hf_mode(spec: Spec) -> str | None:
+def hf_mode(spec: Spec) -> Literal["bridge", "raw"] | None:
     """--megatron-to-hf-mode value, or None when the targeted slime has no such flag."""
     if spec.model.megatron_to_hf_mode != "auto":
         return spec.model.megatron_to_hf_mode

@@ -21,8 +21,8 @@ from ._rules import Context, validate
 from ._source import SpecSource, read_spec
 from ._spec import Spec
 from ._structure import structure, unstructure
-from ._version import __version__
 from ._verify_flags import FlagVerification, verify_flags
+from ._version import __version__
 
 BUNDLE_FORMAT = 1
 
@@ -62,7 +62,8 @@ def compile_source(source: SpecSource, *, strict: bool = False) -> Bundle:
     try:
         model_args = resolve_model_args(spec, source.name)
     except ModelArgsError as exc:
-        raise SpecError([source.diagnostic(("model", "args_source"), exc.message, hint=exc.hint)]) from None
+        key = ("model", "args_source") if ("model", "args_source") in source.positions else ("model", "type")
+        raise SpecError([source.diagnostic(key, exc.message, hint=exc.hint)]) from None
     groups = build_argv(spec)
     verification = verify_flags(spec)
     diagnostics = validate(source, Context(spec, model_args, groups, verification.check))

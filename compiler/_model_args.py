@@ -14,6 +14,7 @@ import re
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 import attrs
 
@@ -31,7 +32,7 @@ class ModelArgs:
     """Frozen MODEL_ARGS and where they came from."""
 
     args: tuple[str, ...]
-    source: str  # "args" | "script"
+    source: Literal["args", "script"]
     description: str  # human-readable origin, e.g. "spec.toml [model.args]"
     sha256: str  # of the source: the script file, or the canonical args list
     env: tuple[tuple[str, str | None], ...] = ()  # knobs the script reads: (name, value or None=unset)
@@ -91,7 +92,8 @@ def _from_script(spec: Spec) -> ModelArgs:
         raise ModelArgsError(f"{script} does not define MODEL_ARGS", "check [model] type")
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise ModelArgsError(f"sourcing {script} failed (exit {proc.returncode}): {err[-1] if err else ''}",
+        detail = f": {err[-1]}" if err else ""
+        raise ModelArgsError(f"sourcing {script} failed (exit {proc.returncode}){detail}",
                              "run the script by hand with bash to see why")
     args = tuple(a.decode("utf-8", "replace") for a in proc.stdout.split(b"\0")[:-1])
     recorded = tuple((k, spec.model.script_env.get(k)) for k in knobs)

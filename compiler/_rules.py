@@ -109,6 +109,8 @@ def _numeric(token: str) -> bool:
 @rule("ACRL-P001", "error", ["cluster.gpus_per_node", "parallel.tensor", "parallel.pipeline",
                              "parallel.context"], "actor GPUs divisible by TP x PP x CP")
 def _actor_world(ctx: Context) -> Iterator[Finding]:
+    """The actor's GPUs (num_nodes x gpus_per_node) must be divisible by tensor x pipeline x context parallel sizes;
+    Megatron stops at launch otherwise."""
     p = ctx.spec.parallel
     size = p.tensor * p.pipeline * p.context
     if ctx.actor_gpus % size:
@@ -120,6 +122,8 @@ def _actor_world(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-P002", "error", ["cluster.colocate", "cluster.rollout_num_gpus"],
       "disaggregated rollout needs rollout_num_gpus")
 def _disaggregated(ctx: Context) -> Iterator[Finding]:
+    """Without colocate, rollout_num_gpus is required; slime otherwise crashes with a TypeError building the placement
+    group."""
     c = ctx.spec.cluster
     if not c.colocate and c.rollout_num_gpus is None:
         yield Finding("colocate = false without rollout_num_gpus: slime crashes with a TypeError when it "
@@ -128,6 +132,7 @@ def _disaggregated(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-P003", "error", ["train.mode", "cluster.colocate"], "async training cannot colocate")
 def _async_colocate(ctx: Context) -> Iterator[Finding]:
+    """train_async.py rejects --colocate."""
     if ctx.spec.train.mode == "async" and ctx.spec.cluster.colocate:
         yield Finding("train_async.py rejects --colocate ('Colocation is not supported for async training')",
                       "set [cluster] colocate = false and rollout_num_gpus")
@@ -136,6 +141,7 @@ def _async_colocate(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-P004", "warning", ["cluster.rollout_num_gpus", "rollout.gpus_per_engine"],
       "rollout GPUs divisible by GPUs per engine")
 def _rollout_engines(ctx: Context) -> Iterator[Finding]:
+    """Rollout GPUs should be a multiple of GPUs per engine; slime floors the engine count and leaves GPUs idle."""
     gpus, per = ctx.rollout_gpus, ctx.spec.rollout.gpus_per_engine
     if gpus is not None and gpus % min(per, ctx.spec.cluster.gpus_per_node):
         yield Finding(f"{gpus} rollout GPUs are not divisible by {per} GPUs per engine: slime floors the "
@@ -145,16 +151,19 @@ def _rollout_engines(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-P005", "error", ["rollout.gpus_per_engine", "cluster.gpus_per_node"],
       "multi-node engines span whole nodes")
 def _engine_nodes(ctx: Context) -> Iterator[Finding]:
+    """An engine larger than a node must span whole nodes; otherwise the multi-node SGLang engine gets a floored node
+    count."""
     per, node = ctx.spec.rollout.gpus_per_engine, ctx.spec.cluster.gpus_per_node
     if per > node and per % node:
         yield Finding(f"an engine of {per} GPUs spans nodes of {node} GPUs but is not a multiple of it: the "
-                      "multi-node SGLang engine is built with a floored node count", 
+                      "multi-node SGLang engine is built with a floored node count",
                       f"use a multiple of {node} or at most {node}")
 
 
 @rule("ACRL-P006", "error", ["rollout.gpus_per_engine", "cluster.rollout_num_gpus"],
       "rollout GPUs hold at least one engine")
 def _engine_fits(ctx: Context) -> Iterator[Finding]:
+    """The rollout GPUs must hold at least one engine."""
     gpus = ctx.rollout_gpus
     if gpus is not None and gpus < ctx.spec.rollout.gpus_per_engine:
         yield Finding(f"one engine needs {ctx.spec.rollout.gpus_per_engine} GPUs but rollout has {gpus}",
@@ -164,6 +173,7 @@ def _engine_fits(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-P007", "error", ["sglang.data_parallel_size", "extra.flags"],
       "SGLang data parallelism needs DP attention")
 def _sglang_dp(ctx: Context) -> Iterator[Finding]:
+    """SGLang data parallelism > 1 needs --sglang-enable-dp-attention (slime asserts without a message)."""
     if ctx.spec.sglang.data_parallel_size > 1 and not ctx.passes("--sglang-enable-dp-attention"):
         yield Finding("sglang data_parallel_size > 1 without --sglang-enable-dp-attention fails slime's "
                       "sglang validation with a bare AssertionError",
@@ -173,6 +183,7 @@ def _sglang_dp(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-P008", "warning", ["parallel.sequence_parallel", "parallel.tensor"],
       "sequence parallelism needs tensor parallelism")
 def _sp_without_tp(ctx: Context) -> Iterator[Finding]:
+    """Sequence parallelism with tensor = 1 is silently turned off by Megatron."""
     if ctx.spec.parallel.sequence_parallel and ctx.spec.parallel.tensor == 1:
         yield Finding("Megatron silently turns sequence parallelism off when tensor = 1",
                       "set sequence_parallel = false to say what runs")
@@ -183,6 +194,8 @@ def _sp_without_tp(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-B001", "error", ["train.num_steps_per_rollout", "rollout.batch_size", "rollout.n_samples_per_prompt"],
       "rollout samples split evenly into optimizer steps")
 def _steps_divide(ctx: Context) -> Iterator[Finding]:
+    """The rollout's samples (batch_size x n_samples_per_prompt) must split evenly into num_steps_per_rollout optimizer
+    steps; leftovers are dropped silently."""
     r, steps = ctx.spec.rollout, ctx.spec.train.num_steps_per_rollout
     samples = r.batch_size * r.n_samples_per_prompt
     if samples < steps:
@@ -197,6 +210,8 @@ def _steps_divide(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-B002", "error", ["train.num_steps_per_rollout", "train.micro_batch_size", "parallel.tensor"],
       "global batch divisible by micro-batch x data-parallel size")
 def _gbs_microbatch(ctx: Context) -> Iterator[Finding]:
+    """The global batch must be divisible by micro_batch_size x data-parallel size; Megatron's micro-batch calculator
+    fails in the actors otherwise."""
     mbs = ctx.spec.train.micro_batch_size or 1
     gbs = global_batch_size(ctx.spec)
     if gbs and gbs % (mbs * ctx.data_parallel):
@@ -208,6 +223,8 @@ def _gbs_microbatch(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-B003", "warning", ["train.max_tokens_per_gpu", "rollout.max_response_len",
                                "rollout.max_context_len"], "a sample fits in max_tokens_per_gpu")
 def _tokens_per_gpu(ctx: Context) -> Iterator[Finding]:
+    """With dynamic batching, the longest sample should fit in max_tokens_per_gpu x context; an oversize sample gets
+    its own micro-batch and risks OOM."""
     r, t = ctx.spec.rollout, ctx.spec.train
     longest = r.max_context_len or ((r.max_prompt_len + r.max_response_len) if r.max_prompt_len else None)
     budget = t.max_tokens_per_gpu * ctx.spec.parallel.context
@@ -222,6 +239,7 @@ def _tokens_per_gpu(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-B004", "error", ["rollout.over_sampling_batch_size", "rollout.batch_size"],
       "over-sampling batch at least the rollout batch")
 def _oversampling(ctx: Context) -> Iterator[Finding]:
+    """over_sampling_batch_size must be at least batch_size (slime checks at launch)."""
     r = ctx.spec.rollout
     if r.over_sampling_batch_size is not None and r.over_sampling_batch_size < r.batch_size:
         yield Finding(f"over_sampling_batch_size {r.over_sampling_batch_size} < batch_size {r.batch_size}",
@@ -231,6 +249,7 @@ def _oversampling(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-B005", "error", ["rollout.max_prompt_len", "rollout.max_context_len"],
       "prompt shorter than the context")
 def _prompt_context(ctx: Context) -> Iterator[Finding]:
+    """max_prompt_len must be smaller than max_context_len (slime checks at launch)."""
     r = ctx.spec.rollout
     if r.max_prompt_len is not None and r.max_context_len is not None and r.max_prompt_len >= r.max_context_len:
         yield Finding(f"max_prompt_len {r.max_prompt_len} must be smaller than max_context_len "
@@ -241,6 +260,7 @@ def _prompt_context(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-A001", "error", ["algorithm.kl_coef", "algorithm.kl_loss_coef"], "only one KL coefficient")
 def _two_kl(ctx: Context) -> Iterator[Finding]:
+    """kl_coef and kl_loss_coef cannot both be non-zero (slime checks at launch)."""
     a = ctx.spec.algorithm
     if a.kl_coef and a.kl_loss_coef:
         yield Finding("slime rejects kl_coef and kl_loss_coef both non-zero", "keep one of them")
@@ -249,6 +269,7 @@ def _two_kl(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-A002", "error", ["algorithm.advantage_estimator", "algorithm.normalize_advantages"],
       "REINFORCE++ needs advantage normalization")
 def _rpp_norm(ctx: Context) -> Iterator[Finding]:
+    """reinforce_plus_plus and reinforce_plus_plus_baseline need normalize_advantages (slime checks at launch)."""
     a = ctx.spec.algorithm
     if a.advantage_estimator.startswith("reinforce_plus_plus") and not a.normalize_advantages:
         yield Finding(f"{a.advantage_estimator} requires advantage normalization; slime stops at launch",
@@ -257,6 +278,7 @@ def _rpp_norm(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-A003", "error", ["algorithm.use_tis", "extra.flags"], "TIS excludes rollout log-probs")
 def _tis(ctx: Context) -> Iterator[Finding]:
+    """use_tis and --use-rollout-logprobs are mutually exclusive (slime checks at launch)."""
     if ctx.spec.algorithm.use_tis and ctx.passes("--use-rollout-logprobs"):
         yield Finding("use_tis and --use-rollout-logprobs cannot be set together",
                       "drop --use-rollout-logprobs or use_tis")
@@ -265,6 +287,7 @@ def _tis(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-A004", "warning", ["algorithm.use_kl_loss", "algorithm.kl_loss_coef"],
       "a KL loss with a zero coefficient")
 def _kl_zero(ctx: Context) -> Iterator[Finding]:
+    """use_kl_loss with an explicit kl_loss_coef of 0 loads the reference model for nothing."""
     a = ctx.spec.algorithm
     if a.use_kl_loss and not a.kl_loss_coef and ctx.spec.algorithm.kl_loss_coef is not None:
         yield Finding("use_kl_loss with kl_loss_coef = 0 loads the reference model for a zero-weight loss",
@@ -275,6 +298,7 @@ def _kl_zero(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-E001", "error", ["eval.interval", "eval.datasets"], "eval interval needs datasets")
 def _eval_datasets(ctx: Context) -> Iterator[Finding]:
+    """eval.interval needs eval datasets (slime checks at launch); datasets without an interval are never evaluated."""
     e = ctx.spec.eval
     if e.interval is not None and not e.datasets:
         yield Finding("eval.interval is set but no eval datasets are configured; slime stops at launch",
@@ -286,6 +310,7 @@ def _eval_datasets(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-E002", "error", ["checkpoint.save_interval", "checkpoint.save"], "save interval needs a save dir")
 def _save_interval(ctx: Context) -> Iterator[Finding]:
+    """checkpoint.save_interval needs checkpoint.save (slime checks at launch)."""
     c = ctx.spec.checkpoint
     if c.save_interval is not None and not c.save:
         yield Finding("'--save' is required when save_interval is set", "set [checkpoint] save")
@@ -294,6 +319,7 @@ def _save_interval(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-E003", "error", ["checkpoint.save_hf", "checkpoint.save", "model.dir"],
       "checkpoints never overwrite the source model")
 def _save_paths(ctx: Context) -> Iterator[Finding]:
+    """Checkpoints (save, save_hf) must not be written into the Hugging Face checkpoint being trained."""
     c, model = ctx.spec.checkpoint, ctx.spec.model.dir.rstrip("/")
     for key, path in (("checkpoint.save_hf", c.save_hf), ("checkpoint.save", c.save)):
         if path is not None and path.rstrip("/") == model:
@@ -309,6 +335,8 @@ _LOCAL_PATH = re.compile(r"^(/|\.|~)")
 @rule("ACRL-T001", "error", ["agentcore.renderer_family", "agentcore.cumulative_token_mode", "model.dir"],
       "cumulative token mode needs an explicit renderer family")
 def _renderer(ctx: Context) -> Iterator[Finding]:
+    """Cumulative token mode with renderer_family 'auto' and a local checkpoint path fails at gateway start: 'auto'
+    only matches Hugging Face model ids."""
     a = ctx.spec.agentcore
     if a.cumulative_token_mode and a.renderer_family == "auto" and _LOCAL_PATH.match(ctx.spec.model.dir):
         yield Finding("renderer_family 'auto' matches the served model name exactly, and a local checkpoint "
@@ -319,6 +347,7 @@ def _renderer(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-T002", "warning", ["agentcore.max_pool_connections", "agentcore.max_concurrent"],
       "connection pool at least the concurrency")
 def _pool(ctx: Context) -> Iterator[Finding]:
+    """max_pool_connections below max_concurrent makes boto3 discard connections and flood the log."""
     a = ctx.spec.agentcore
     if a.max_pool_connections < a.max_concurrent:
         yield Finding(f"max_pool_connections {a.max_pool_connections} < max_concurrent {a.max_concurrent}: "
@@ -331,6 +360,7 @@ _ARN = re.compile(r"^arn:aws(-[a-z]+)*:bedrock-agentcore:[a-z]{2}(-[a-z]+)+-\d:\
 
 @rule("ACRL-T003", "error", ["agentcore.runtime_arn"], "AgentCore Runtime ARN format")
 def _arn(ctx: Context) -> Iterator[Finding]:
+    """agentcore.runtime_arn must be an AgentCore Runtime ARN."""
     if not _ARN.match(ctx.spec.agentcore.runtime_arn):
         yield Finding(f"{ctx.spec.agentcore.runtime_arn!r} is not an AgentCore Runtime ARN",
                       "copy it from `bedrock-agentcore-starter-toolkit launch`: "
@@ -342,6 +372,7 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 @rule("ACRL-T004", "error", ["agentcore.s3_bucket"], "S3 bucket name format")
 def _bucket(ctx: Context) -> Iterator[Finding]:
+    """agentcore.s3_bucket must be a valid S3 bucket name (not a URL)."""
     b = ctx.spec.agentcore.s3_bucket
     bad = (not _BUCKET.match(b) or ".." in b or ".-" in b or "-." in b
            or re.fullmatch(r"\d+\.\d+\.\d+\.\d+", b) or b.startswith(("xn--", "sthree-"))
@@ -357,6 +388,7 @@ _EXP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 @rule("ACRL-T005", "error", ["experiment.id"], "experiment id safe for paths and Ray ids")
 def _exp_id(ctx: Context) -> Iterator[Finding]:
+    """experiment.id must be safe as a directory name and a Ray submission id."""
     if not _EXP_ID.match(ctx.spec.experiment.id) or ".." in ctx.spec.experiment.id:
         yield Finding(f"{ctx.spec.experiment.id!r} cannot name a directory and a Ray submission id",
                       "use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
@@ -375,6 +407,8 @@ def _escape_hatch(ctx: Context) -> Iterator[tuple[str, str]]:
 
 @rule("ACRL-F001", "error", ["extra.flags", "extra.args"], "no credentials in flags")
 def _credentials(ctx: Context) -> Iterator[Finding]:
+    """No flag in the escape hatch may carry a credential (--wandb-key, --*-api-key, --*-password, ...): slime logs its
+    whole argument namespace to W&B."""
     for flag, key in _escape_hatch(ctx):
         if is_credential_flag(flag):
             yield Finding(f"{flag} would put a credential in train.sh, the process list and W&B (slime logs "
@@ -385,6 +419,7 @@ def _credentials(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-F002", "error", ["extra.flags", "extra.args"], "escape hatch does not repeat a spec key")
 def _duplicates(ctx: Context) -> Iterator[Finding]:
+    """An escape-hatch flag must not repeat a flag a spec key already sets."""
     owned = {a.flag: a.origin for g in ctx.groups for a in g.args if not a.origin.startswith("extra.")}
     owned.update({f: "model args" for f in parse_flags(ctx.model_args.args)})
     for flag, key in _escape_hatch(ctx):
@@ -400,6 +435,8 @@ def _duplicates(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-F003", "error", ["slime.commit", "extra.flags", "model.megatron_to_hf_mode"],
       "flags exist at the targeted slime commit")
 def _absent_at_commit(ctx: Context) -> Iterator[Finding]:
+    """Flags must exist at the targeted slime commit (for the commits acrl knows); slime ignores unknown flags
+    silently."""
     absent = known_absent_flags(ctx.spec.slime.commit)
     if absent is None:
         return
@@ -414,6 +451,8 @@ def _absent_at_commit(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-F004", "error", ["extra.flags", "extra.args"], "escape-hatch flags are known to slime")
 def _unknown_flags(ctx: Context) -> Iterator[Finding]:
+    """When the slime checkout is on the compiling machine, escape-hatch flags must be accepted by its parsers (did-
+    you-mean suggested)."""
     if ctx.accepted is None:
         return
     for flag, key in _escape_hatch(ctx):
@@ -428,6 +467,8 @@ def _unknown_flags(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-S001", "error", ["env.vars", "env.forward"], "no secrets in the job environment")
 def _secret_env(ctx: Context) -> Iterator[Finding]:
+    """[env] vars and forwarded variables must not look like secrets: they end up in train.sh or in the Ray job's
+    metadata."""
     for name in ctx.spec.env.vars:
         if is_secret_env_name(name):
             yield Finding(f"{name} looks like a secret: [env] vars are written into train.sh and the Ray "
@@ -449,6 +490,7 @@ def _secret_env(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-S002", "error", ["wandb.key_env", "model.script_env"], "environment names are names")
 def _env_names(ctx: Context) -> Iterator[Finding]:
+    """wandb.key_env and model.script_env must be environment variable names (never the key itself)."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", ctx.spec.wandb.key_env):
         yield Finding(f"{ctx.spec.wandb.key_env!r} is not an environment variable name",
                       "name the variable, e.g. WANDB_API_KEY; never the key itself", keys=("wandb.key_env",))
@@ -462,6 +504,8 @@ def _env_names(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-M001", "error", ["parallel.tensor", "model.args"], "attention heads divisible by TP")
 def _heads_tp(ctx: Context) -> Iterator[Finding]:
+    """Attention heads must be divisible by the training and the rollout engine's tensor parallel sizes; query groups
+    must divide or be a multiple of them."""
     heads, groups = ctx.model_int("--num-attention-heads"), ctx.model_int("--num-query-groups")
     if "--group-query-attention" not in ctx.model:
         groups = None
@@ -478,6 +522,7 @@ def _heads_tp(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-M002", "error", ["parallel.pipeline", "model.args"], "layers divisible by PP")
 def _layers_pp(ctx: Context) -> Iterator[Finding]:
+    """Layers must be divisible by the pipeline parallel size."""
     layers, pp = ctx.model_int("--num-layers"), ctx.spec.parallel.pipeline
     if layers and pp > 1 and layers % pp and "--decoder-first-pipeline-num-layers" not in ctx.model:
         yield Finding(f"{layers} layers are not divisible by pipeline size {pp}",
@@ -486,6 +531,7 @@ def _layers_pp(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-M003", "error", ["parallel.expert", "model.args"], "experts divisible by EP")
 def _experts_ep(ctx: Context) -> Iterator[Finding]:
+    """Experts must be divisible by the expert parallel size; expert parallelism needs experts."""
     experts, ep = ctx.model_int("--num-experts"), ctx.spec.parallel.expert
     if ep > 1 and not experts:
         yield Finding(f"expert parallel size {ep} on a model without experts", "set [parallel] expert = 1",

@@ -105,6 +105,10 @@ def _flag_value(value: object, _: object) -> FlagValue:
                     f"{_toml_type(value)}", "true for a store-true flag, or the flag's value")
 
 
+def _is_literal(tp: Any) -> bool:
+    return get_origin(tp) is Literal
+
+
 @functools.cache
 def converter() -> cattrs.Converter:
     """The one converter of acrl specs."""
@@ -114,7 +118,7 @@ def converter() -> cattrs.Converter:
     conv.register_structure_hook(float, _float)
     conv.register_structure_hook(bool, _bool)
     conv.register_structure_hook(FlagValue, _flag_value)
-    conv.register_structure_hook_func(lambda t: get_origin(t) is Literal, _literal)
+    conv.register_structure_hook_func(_is_literal, _literal)
     return conv
 
 
