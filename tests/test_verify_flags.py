@@ -1,0 +1,46 @@
+"""Escape-hatch flags checked against a slime and Megatron checkout on the compiling machine."""
+
+from __future__ import annotations
+
+import pytest
+
+from acrl.compiler import SpecError, compile_spec
+from conftest import REPO, SpecWriter
+
+FIXTURES = REPO / "tests" / "fixtures"
+CHECKOUTS = {"slime": {"dir": str(FIXTURES / "slime_checkout"),
+                       "megatron_dir": str(FIXTURES / "megatron_checkout")}}
+
+
+def test_known_flags_pass_and_are_reported_as_verified(write_spec: SpecWriter) -> None:
+    bundle = compile_spec(write_spec({**CHECKOUTS, "extra": {"flags": {"--use-tensorboard": True}}}))
+    assert b"--use-tensorboard" in bundle.files["train.sh"]
+    assert not any("flags not verified" in note for note in bundle.notes)
+
+
+def test_a_misspelled_flag_is_an_error_with_did_you_mean(write_spec: SpecWriter) -> None:
+    with pytest.raises(SpecError) as info:
+        compile_spec(write_spec({**CHECKOUTS, "extra": {"flags": {"--use-tensorbord": True}}}),
+                     display_name="spec.toml")
+    (diag,) = info.value.diagnostics
+    assert diag.rule == "ACRL-F004" and diag.key == "extra.flags.--use-tensorbord"
+    assert diag.hint == "did you mean --use-tensorboard?"
+
+
+def test_sglang_flags_cannot_be_verified_statically(write_spec: SpecWriter) -> None:
+    bundle = compile_spec(write_spec({**CHECKOUTS, "extra": {"flags": {"--sglang-enable-metrics": True}}}))
+    assert any("--sglang-" in note and "not verified" in note for note in bundle.notes)
+
+
+def test_bundle_bytes_do_not_depend_on_the_checkout_being_here(write_spec: SpecWriter, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    here = compile_spec(write_spec({**CHECKOUTS, "extra": {"flags": {"--use-tensorboard": True}}}))
+    away = {"slime": {"dir": str(tmp_path / "nowhere"), "megatron_dir": CHECKOUTS["slime"]["megatron_dir"]}}
+    elsewhere = compile_spec(write_spec({**away, "extra": {"flags": {"--use-tensorboard": True}}}))
+    assert here.notes != elsewhere.notes
+    assert here.files["manifest.json"].count(b"not verified") == elsewhere.files["manifest.json"].count(
+        b"not verified") == 0
+
+
+def test_without_a_checkout_the_compile_says_flags_were_not_verified(write_spec: SpecWriter) -> None:
+    bundle = compile_spec(write_spec({"extra": {"flags": {"--anything-goes": 1}}}))
+    assert any(note.startswith("flags not verified: no slime checkout at /root/slime") for note in bundle.notes)
