@@ -189,6 +189,16 @@ def _sp_without_tp(ctx: Context) -> Iterator[Finding]:
                       "set sequence_parallel = false to say what runs")
 
 
+@rule("ACRL-P009", "error", ["parallel.context"], "context parallelism divides the sequence length")
+def _cp_seq_length(ctx: Context) -> Iterator[Finding]:
+    """slime sets Megatron's seq_length to a 4096 placeholder, which must be a multiple of 2 x context parallel
+    size; Megatron stops at launch otherwise."""
+    cp = ctx.spec.parallel.context
+    if cp > 1 and 4096 % (2 * cp):
+        yield Finding(f"context parallel size {cp}: Megatron needs seq-length (slime's placeholder 4096) to be "
+                      f"a multiple of 2 x {cp}", "use a power of two for [parallel] context")
+
+
 # --- batch arithmetic --------------------------------------------------------------------------
 
 @rule("ACRL-B001", "error", ["train.num_steps_per_rollout", "rollout.batch_size", "rollout.n_samples_per_prompt"],
@@ -463,6 +473,20 @@ def _unknown_flags(ctx: Context) -> Iterator[Finding]:
                           "check the flag's spelling against slime's arguments", keys=(key,))
 
 
+@rule("ACRL-F005", "error", ["extra.flags", "extra.args"], "no abbreviated sglang flags")
+def _abbreviations(ctx: Context) -> Iterator[Finding]:
+    """slime's sglang parser accepts abbreviations: --sglang-mem-fraction silently means
+    --sglang-mem-fraction-static. An escape-hatch flag that abbreviates a flag acrl passes is an error."""
+    emitted = {a.flag for g in ctx.groups for a in g.args if not a.origin.startswith("extra.")}
+    for flag, key in _escape_hatch(ctx):
+        if not flag.startswith("--sglang-") or flag in emitted:
+            continue
+        longer = sorted(f for f in emitted if f.startswith(flag))
+        if longer:
+            yield Finding(f"{flag} is an abbreviation of {longer[0]}: slime's sglang parser expands it silently",
+                          f"write the full flag through its spec key ({longer[0]})", keys=(key,))
+
+
 # --- security ------------------------------------------------------------------------------------
 
 @rule("ACRL-S001", "error", ["env.vars", "env.forward"], "no secrets in the job environment")
@@ -539,6 +563,15 @@ def _experts_ep(ctx: Context) -> Iterator[Finding]:
     elif experts and experts % ep:
         yield Finding(f"{experts} experts are not divisible by expert parallel size {ep}",
                       f"choose an expert parallel size dividing {experts}", keys=("parallel.expert",))
+
+
+@rule("ACRL-M004", "error", ["model.args"], "query groups need grouped-query attention")
+def _gqa_flag(ctx: Context) -> Iterator[Finding]:
+    """--num-query-groups without --group-query-attention is silently ignored by Megatron (the model is built with
+    multi-head attention and its weights do not load)."""
+    if "--num-query-groups" in ctx.model and "--group-query-attention" not in ctx.model:
+        yield Finding("MODEL_ARGS set --num-query-groups without --group-query-attention: Megatron ignores the "
+                      "groups and builds multi-head attention", "add group-query-attention = true to [model.args]")
 
 
 def validate(source: SpecSource, ctx: Context) -> list[Diagnostic]:
