@@ -9,7 +9,7 @@ toolkit's own pitfalls. docs/rules.md is generated from this catalog.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import attrs
 
@@ -503,25 +503,25 @@ def _secret_env(ctx: Context) -> Iterator[Finding]:
             yield Finding(f"forwarding {name} would put a secret in the Ray job's metadata",
                           "export it on the cluster (a local head started by train.sh inherits the "
                           "launching shell's environment)", keys=(f"env.forward.{i}",))
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            yield Finding(f"{name!r} is not an environment variable name", "use letters, digits and '_'",
-                          keys=(f"env.forward.{i}",))
-    for name in ctx.spec.env.vars:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            yield Finding(f"{name!r} is not an environment variable name", "use letters, digits and '_'",
-                          keys=(f"env.vars.{name}",))
+    yield from _env_names_valid([*((n, f"env.vars.{n}") for n in ctx.spec.env.vars),
+                                 *((n, f"env.forward.{i}") for i, n in enumerate(ctx.spec.env.forward))])
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _env_names_valid(names: Iterable[tuple[str, str]], hint: str = "use letters, digits and '_'") -> Iterator[Finding]:
+    for name, key in names:
+        if not _ENV_NAME.fullmatch(name):
+            yield Finding(f"{name!r} is not an environment variable name", hint, keys=(key,))
 
 
 @rule("ACRL-S002", "error", ["wandb.key_env", "model.script_env"], "environment names are names")
 def _env_names(ctx: Context) -> Iterator[Finding]:
     """wandb.key_env and model.script_env must be environment variable names (never the key itself)."""
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", ctx.spec.wandb.key_env):
-        yield Finding(f"{ctx.spec.wandb.key_env!r} is not an environment variable name",
-                      "name the variable, e.g. WANDB_API_KEY; never the key itself", keys=("wandb.key_env",))
-    for name in ctx.spec.model.script_env:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            yield Finding(f"{name!r} is not an environment variable name", "use letters, digits and '_'",
-                          keys=(f"model.script_env.{name}",))
+    yield from _env_names_valid([(ctx.spec.wandb.key_env, "wandb.key_env")],
+                                "name the variable, e.g. WANDB_API_KEY; never the key itself")
+    yield from _env_names_valid((n, f"model.script_env.{n}") for n in ctx.spec.model.script_env)
 
 
 # --- model architecture --------------------------------------------------------------------------
