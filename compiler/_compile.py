@@ -60,7 +60,7 @@ def compile_source(source: SpecSource, *, strict: bool = False) -> Bundle:
     if spec is None:
         raise SpecError(diagnostics)
     try:
-        model_args = resolve_model_args(spec, source.name)
+        model_args = resolve_model_args(spec)
     except ModelArgsError as exc:
         key = ("model", "args_source") if ("model", "args_source") in source.positions else ("model", "type")
         raise SpecError([source.diagnostic(key, exc.message, hint=exc.hint)]) from None
@@ -76,9 +76,8 @@ def compile_source(source: SpecSource, *, strict: bool = False) -> Bundle:
 
 def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tuple[ArgGroup, ...],
               warnings: tuple[Diagnostic, ...], verification: FlagVerification) -> Bundle:
-    spec_name = Path(source.name).name
     files = {
-        "train.sh": _render.train_sh(spec, groups, spec_name),
+        "train.sh": _render.train_sh(spec, groups),
         "model_args.sh": _render.model_args_sh(spec, model_args),
         "custom_config.yaml": _render.custom_config_yaml(spec),
         "spec.toml": _render.resolved_spec_toml(unstructure(resolved_spec(spec, model_args))),
@@ -119,7 +118,7 @@ def _manifest(source: SpecSource, spec: Spec, model_args: ModelArgs, warnings: t
             "global_batch_size": global_batch_size(spec),
             "optimizer_steps_per_rollout": spec.train.num_steps_per_rollout,
         },
-        "warnings": [d.as_json() for d in warnings],
+        "warnings": [attrs.evolve(d, file=Path(d.file).name).as_json() for d in warnings],
     }
 
 

@@ -51,7 +51,7 @@ class ModelArgsError(Exception):
         self.hint = hint
 
 
-def resolve_model_args(spec: Spec, spec_name: str) -> ModelArgs:
+def resolve_model_args(spec: Spec) -> ModelArgs:
     """Resolve MODEL_ARGS from the source the spec chooses."""
     source = spec.model.args_source
     if source == "auto":
@@ -62,7 +62,7 @@ def resolve_model_args(spec: Spec, spec_name: str) -> ModelArgs:
                                  "add the architecture flags to [model.args], or set args_source = \"script\"")
         tokens = tuple(table_tokens(spec.model.args))
         digest = hashlib.sha256("\0".join(tokens).encode()).hexdigest()
-        return ModelArgs(tokens, "args", f"{Path(spec_name).name} [model.args]", digest)
+        return ModelArgs(tokens, "args", "the spec's [model.args] table", digest)
     return _from_script(spec)
 
 

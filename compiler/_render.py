@@ -22,7 +22,7 @@ from ._version import __version__
 
 TEMPLATE_VARIABLES = {
     "train.sh.jinja": frozenset({
-        "acrl_version", "spec_name", "exp_id", "slime_dir", "megatron_dir", "entrypoint", "groups", "extra_args",
+        "acrl_version", "exp_id", "slime_dir", "megatron_dir", "entrypoint", "groups", "extra_args",
         "cuda_home", "fix_torch_memory_saver", "wandb_key_env", "wandb_args", "ray_address",
         "stop_stale_processes", "ray_stop_timeout", "start_ray_head", "head_gpus", "dashboard_port",
         "env_vars_json", "forward",
@@ -78,14 +78,13 @@ def _render(name: str, variables: Mapping[str, Any]) -> bytes:
     return environment().get_template(name).render(**variables).encode("utf-8")
 
 
-def train_sh(spec: Spec, groups: tuple[ArgGroup, ...], spec_name: str) -> bytes:
+def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
     """The launch script."""
     c = spec.cluster
     wandb_args = [*(["--wandb-project", spec.wandb.project] if spec.wandb.project else []),
                   *(["--wandb-group", spec.wandb.group] if spec.wandb.group else [])]
     return _render("train.sh.jinja", {
         "acrl_version": __version__,
-        "spec_name": spec_name,
         "exp_id": spec.experiment.id,
         "slime_dir": spec.slime.dir,
         "megatron_dir": spec.slime.megatron_dir,

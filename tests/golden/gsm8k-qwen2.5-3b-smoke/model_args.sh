@@ -1,5 +1,5 @@
 # MODEL_ARGS of qwen2.5-3B, frozen at compile time by acrl 0.1.0.
-# Source: args (gsm8k-qwen2.5-3b-smoke.toml [model.args])
+# Source: args (the spec's [model.args] table)
 # sha256 of the source: 1229b3ed4ccbf73ce5ddeb27091f575cd40f2e875c725d09e9b45a7095c3cbec
 # shellcheck shell=bash disable=SC2034
 MODEL_ARGS=(

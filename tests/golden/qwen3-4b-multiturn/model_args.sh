@@ -1,5 +1,5 @@
 # MODEL_ARGS of qwen3-4B, frozen at compile time by acrl 0.1.0.
-# Source: args (qwen3-4b-multiturn.toml [model.args])
+# Source: args (the spec's [model.args] table)
 # sha256 of the source: 2d6ba0cd116a2ae4c586455a23eeb0a3e1532f81d8943829d7dab06f31884aa4
 # shellcheck shell=bash disable=SC2034
 MODEL_ARGS=(

@@ -1,5 +1,5 @@
 # MODEL_ARGS of qwen3-8B, frozen at compile time by acrl 0.1.0.
-# Source: args (qwen3-8b-async-disaggregated.toml [model.args])
+# Source: args (the spec's [model.args] table)
 # sha256 of the source: df7019b3caf5880b3b746373d5d80af95f8252f205ec95c5eae10fed31fe3a6d
 # shellcheck shell=bash disable=SC2034
 MODEL_ARGS=(
