@@ -9,12 +9,14 @@ without loading Jinja and cattrs for `acrl --help`.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import sys
 
 from ._version import __version__
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~4 ms); mypy treats it the same
 if TYPE_CHECKING:
+    from typing import Any
+
     from ._compile import Bundle, compile_source, compile_spec, resolved_spec, write
     from ._errors import AcrlError, BundleExistsError, BundleWriteError, Diagnostic, SpecError, UsageError
     from ._rules import RULES, Rule
@@ -42,7 +44,8 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    __import__(f"{__name__}.{module}")  # importlib itself would cost an import
+    value = getattr(sys.modules[f"{__name__}.{module}"], name)
     globals()[name] = value
     return value
 

@@ -1,28 +1,53 @@
 """The command line: thin. Each command calls one library function; one handler turns errors
 into a message on stderr and an exit status (0 ok, 1 invalid spec or check failed, 2 usage).
 
-Only argparse is imported up front, so `acrl --help` stays as fast as the interpreter allows;
-the compiler is imported by the command that needs it.
+Only argparse is imported up front, so `acrl --help` stays as fast as the interpreter allows:
+the compiler, and even json, pathlib and typing, are imported by the command that needs them
+(docs/performance.md has the numbers).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
 
 from ._version import __version__
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy treats it the same
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, given the width argparse would compute itself: argparse finds it with
+    shutil.get_terminal_size, and importing shutil (with zlib, bz2 and lzma) is ~3 ms of `acrl --help`."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_terminal_columns() - 2)
+
+
+def _terminal_columns() -> int:
+    """shutil.get_terminal_size().columns: $COLUMNS, else the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        stdout = sys.__stdout__
+        try:
+            columns = os.get_terminal_size(stdout.fileno()).columns if stdout is not None else 0
+        except (AttributeError, ValueError, OSError):  # closed, detached or not a terminal
+            columns = 0
+    return columns or 80
+
+
 def _compile_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("spec", type=Path, help="the experiment spec (TOML)")
-    parser.add_argument("-o", "--output", type=Path, metavar="DIR",
+    parser.add_argument("spec", help="the experiment spec (TOML)")
+    parser.add_argument("-o", "--output", metavar="DIR",
                         help="bundle directory (default: bundles/<exp_id>)")
     parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
     parser.add_argument("--force", action="store_true", help="replace an existing, different bundle")
@@ -31,10 +56,12 @@ def _compile_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_compile(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from . import _compile
 
-    bundle = _compile.compile_spec(args.spec, strict=args.strict)
-    out = args.output if args.output is not None else Path("bundles") / bundle.exp_id
+    bundle = _compile.compile_spec(Path(args.spec), strict=args.strict)
+    out = Path(args.output) if args.output is not None else Path("bundles") / bundle.exp_id
     status = _compile.write(bundle, out, force=args.force)
     if args.json:
         _print_json({"ok": True, "bundle": str(out), "bundle_hash": bundle.bundle_hash, "status": status,
@@ -49,6 +76,8 @@ def _run_compile(args: argparse.Namespace) -> int:
 
 
 def _print_json(data: Any) -> None:
+    import json
+
     print(json.dumps(data, indent=2, sort_keys=True))
 
 
@@ -87,7 +116,8 @@ def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
 def compile_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``acrl-compile``."""
     parser = argparse.ArgumentParser(
-        prog="acrl-compile", description="Compile an experiment spec into a run bundle.")
+        prog="acrl-compile", description="Compile an experiment spec into a run bundle.",
+        formatter_class=_HelpFormatter)
     parser.add_argument("--version", action="version", version=f"acrl {__version__}")
     _compile_arguments(parser)
     return _main(parser, argv)
@@ -96,11 +126,12 @@ def compile_main(argv: Sequence[str] | None = None) -> int:
 def acrl_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``acrl``."""
     parser = argparse.ArgumentParser(prog="acrl", description="Compile and run slime RL bundles "
-                                     "for agents on Amazon Bedrock AgentCore Runtime.")
+                                     "for agents on Amazon Bedrock AgentCore Runtime.", formatter_class=_HelpFormatter)
     parser.add_argument("--version", action="version", version=f"acrl {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     _compile_arguments(commands.add_parser("compile", help="compile a spec into a bundle (= acrl-compile)",
-                                           description="Compile an experiment spec into a run bundle."))
+                                           description="Compile an experiment spec into a run bundle.",
+                                           formatter_class=_HelpFormatter))
     return _main(parser, argv)
 
 

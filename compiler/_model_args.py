@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Literal
@@ -67,6 +66,8 @@ def resolve_model_args(spec: Spec) -> ModelArgs:
 
 
 def _from_script(spec: Spec) -> ModelArgs:
+    import subprocess  # only specs that source a script pay for it
+
     script = Path(spec.slime.dir) / "scripts" / "models" / f"{spec.model.type}.sh"
     if not script.is_file():
         raise ModelArgsError(

@@ -24,15 +24,19 @@ class FlagVerification:
 
 def verify_flags(spec: Spec) -> FlagVerification:
     """Read the accepted flags from ``[slime] dir`` / ``megatron_dir`` if they exist here."""
-    from ._slime_source import read_accepted_flags, read_git_commit
-
     slime_dir = Path(spec.slime.dir)
     megatron_dir = Path(spec.slime.megatron_dir)
-    accepted = read_accepted_flags(slime_dir, megatron_dir if megatron_dir.is_dir() else None)
+    accepted = None
+    if slime_dir.is_dir():  # the reader is only imported where there is something to read
+        from ._slime_source import read_accepted_flags
+
+        accepted = read_accepted_flags(slime_dir, megatron_dir if megatron_dir.is_dir() else None)
     if accepted is None:
         return FlagVerification(None, (
             f"flags not verified: no slime checkout at {spec.slime.dir} on this machine (compile where slime "
             "is checked out to check every [extra] flag against its parsers)",))
+    from ._slime_source import read_git_commit
+
     notes: list[str] = []
     commit = read_git_commit(slime_dir)
     target = spec.slime.commit.lower()

@@ -1,0 +1,87 @@
+"""Where one cold `acrl-compile` spends its time: timestamps between the imports and the stages of a
+compile in a fresh process, medians over --runs processes.
+
+    python bench/breakdown.py [--runs 25] [--spec SPEC] [--python OTHER_PYTHON ...]
+
+Run it with the python of a regular install (see docs/performance.md); --python adds columns for
+other installs (e.g. the previous version), run interleaved with this one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# The stages are marked in the order a compile meets them; each library is imported on its own
+# first, so that a module's row is its own cost, not its dependencies'.
+CHILD = r"""
+import time, sys
+T = time.perf_counter
+marks = [("start", T())]
+def mark(name): marks.append((name, T()))
+import re, argparse; mark("re + argparse (console script, command line)")
+from acrl.compiler import _cli; mark("acrl.compiler._cli")
+import attrs; mark("import attrs")
+import cattrs; mark("import cattrs")
+import jinja2; mark("import jinja2")
+import tomllib; mark("import tomllib")
+import yaml; mark("import yaml")
+import tomli_w; mark("import tomli_w")
+from acrl.compiler import _spec; mark("acrl: _spec (attrs classes)")
+from acrl.compiler import _model_args; mark("acrl: _model_args")
+from acrl.compiler import _slime_source; mark("acrl: _slime_source")
+from acrl.compiler import _compile, _render, _source, _structure; mark("acrl: every other module")
+from pathlib import Path
+source = _source.read_spec(Path(sys.argv[1])); mark("parse (tomllib + key positions)")
+_structure.structure(source); mark("structure (cattrs generates code)")
+for name in _render.TEMPLATE_VARIABLES:
+    _render.environment().get_template(name)
+mark("load the templates")
+bundle = _compile.compile_source(source); mark("structure again + resolve + validate + render + hash")
+_compile.write(bundle, Path(sys.argv[2])); mark("write")
+import json
+print(json.dumps([(name, t - marks[0][1]) for name, t in marks]))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=25)
+    parser.add_argument("--spec", type=Path, default=REPO / "specs" / "gsm8k-qwen2.5-3b-smoke.toml")
+    parser.add_argument("--python", action="append", default=[], help="also time this interpreter's install")
+    args = parser.parse_args()
+    pythons = [sys.executable, *args.python]
+    scratch = Path(tempfile.mkdtemp(prefix="acrl-breakdown-"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["XDG_CACHE_HOME"] = str(scratch / "cache")
+    stages: list[dict[str, list[float]]] = [{} for _ in pythons]
+    for n in range(args.runs + 1):
+        for i, python in enumerate(pythons):
+            out = subprocess.run([python, "-c", CHILD, str(args.spec), str(scratch / f"out-{i}-{n}")],
+                                 capture_output=True, text=True, env=env, check=True).stdout
+            marks = json.loads(out)
+            if n:  # the first round warms the file cache, the .pyc files and the template cache
+                for (_, before), (name, after) in itertools.pairwise(marks):
+                    stages[i].setdefault(name, []).append(after - before)
+    width = max(len(name) for name in stages[0])
+    print(f"| {'stage':<{width}} | " + " | ".join(f"{Path(p).parent.parent.name:>12}" for p in pythons) + " |")
+    print(f"|{'-' * (width + 2)}|" + "|".join("-" * 13 + ":" for _ in pythons) + "|")
+    for name in stages[0]:
+        print(f"| {name:<{width}} | " + " | ".join(f"{statistics.median(s[name]) * 1e3:9.1f} ms" for s in stages)
+              + " |")
+    totals = [sum(statistics.median(times) for times in s.values()) for s in stages]
+    print(f"| {'total after the interpreter started':<{width}} | "
+          + " | ".join(f"{t * 1e3:9.1f} ms" for t in totals) + " |")
+
+
+if __name__ == "__main__":
+    main()

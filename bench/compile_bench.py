@@ -1,0 +1,130 @@
+"""Start-up and compile time of acrl, as ratios to a bare interpreter start measured in the same run.
+
+    python bench/compile_bench.py [--runs 21] [--json] [--against OTHER_VENV ...]
+
+Each command runs --runs times as a fresh process; the median wall time (and the median CPU time,
+user + sys, which other load on the machine disturbs less) is reported, and each wall time is
+divided by the median of `python -c pass` measured in the same run. Commands are interleaved, so
+that machine noise hits all of them alike. Run it with the python of a regular (non-editable)
+install: an editable install adds an import hook to every start. --against times the acrl
+commands of other installs too (e.g. one of the previous version), interleaved with this one.
+
+Compiled templates are cached in $XDG_CACHE_HOME/acrl (docs/performance.md): the bench points
+XDG_CACHE_HOME at a temporary directory, which the first, untimed round fills ("warm"), and also
+times a compile with an empty cache every time ("cold", as on a machine's first compile).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SMOKE = REPO / "specs" / "gsm8k-qwen2.5-3b-smoke.toml"
+BARE = "bare interpreter (python -c pass)"
+INVALID_SPEC = SMOKE.read_text(encoding="utf-8").replace("[data]", "[data]\nbatch_sise = 3", 1)
+
+
+class Command:
+    def __init__(self, argv: list[str], *, exit_code: int = 0, fresh_cache: bool = False) -> None:
+        self.argv, self.exit_code, self.fresh_cache = argv, exit_code, fresh_cache
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+
+
+def commands(bins: list[Path], scratch: Path) -> dict[str, Command]:
+    py = sys.executable
+    (scratch / "invalid.toml").write_text(INVALID_SPEC, encoding="utf-8")
+    cmds = {
+        BARE: Command([py, "-c", "pass"]),
+        # The floor of `acrl --help`: what pip's console-script wrapper (re) and argparse's help
+        # (argparse, gettext's locale, textwrap) import, whatever the program.
+        "import what any argparse --help needs": Command([py, "-c", "import re, argparse, locale, textwrap"]),
+        "import the compiler's dependencies":
+            Command([py, "-c", "import attrs, cattrs, jinja2, yaml, tomli_w, tomllib"]),
+    }
+    for i, bin_dir in enumerate(bins):
+        tag = "" if i == 0 else f" [{bin_dir.parent.name}]"
+        compile_ = [str(bin_dir / "acrl-compile"), str(SMOKE), "-o"]
+        cmds.update({
+            f"acrl --help{tag}": Command([str(bin_dir / "acrl"), "--help"]),
+            f"acrl-compile smoke spec (new bundle){tag}": Command([*compile_, str(scratch / f"new{i}-{{n}}")]),
+            f"acrl-compile smoke spec (new bundle, cold template cache){tag}":
+                Command([*compile_, str(scratch / f"cold{i}-{{n}}")], fresh_cache=True),
+            f"acrl-compile smoke spec (bundle up to date){tag}": Command([*compile_, str(scratch / f"same{i}")]),
+            f"acrl-compile invalid spec (exit 1){tag}":
+                Command([str(bin_dir / "acrl-compile"), str(scratch / "invalid.toml"), "-o", str(scratch / "x")],
+                        exit_code=1),
+        })
+    return cmds
+
+
+def run_once(cmd: Command, n: int, env: dict[str, str], scratch: Path) -> tuple[float, float]:
+    if cmd.fresh_cache:
+        env = {**env, "XDG_CACHE_HOME": tempfile.mkdtemp(prefix="cache-", dir=scratch)}
+    argv = [a.replace("{n}", str(n)) for a in cmd.argv]
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    if proc.returncode != cmd.exit_code:
+        sys.exit(f"{' '.join(argv)} exited {proc.returncode}, expected {cmd.exit_code}:\n{stderr}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def measure(runs: int, bins: list[Path]) -> dict[str, Command]:
+    scratch = Path(tempfile.mkdtemp(prefix="acrl-bench-"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["XDG_CACHE_HOME"] = str(scratch / "cache")
+    try:
+        cmds = commands(bins, scratch)
+        for n in range(runs + 1):
+            for cmd in cmds.values():
+                wall, cpu = run_once(cmd, n, env, scratch)
+                if n:  # the first round warms the file cache, the .pyc files and the template cache
+                    cmd.wall.append(wall)
+                    cmd.cpu.append(cpu)
+        return cmds
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--against", action="append", default=[], type=Path, metavar="VENV",
+                        help="also time the acrl commands installed in this virtual environment")
+    args = parser.parse_args()
+    bins = [Path(sys.executable).parent, *(venv / "bin" for venv in args.against)]
+    for bin_dir in bins:
+        for script in ("acrl", "acrl-compile"):
+            if not (bin_dir / script).exists():
+                sys.exit(f"{script} is not installed in {bin_dir}: pip install . first")
+    cmds = measure(args.runs, bins)
+    base = statistics.median(cmds[BARE].wall)
+    rows = {name: (statistics.median(c.wall), statistics.median(c.cpu)) for name, c in cmds.items()}
+    if args.json:
+        print(json.dumps({name: {"median_ms": round(w * 1e3, 2), "cpu_ms": round(c * 1e3, 2),
+                                 "ratio": round(w / base, 2)} for name, (w, c) in rows.items()}, indent=2))
+        return
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, median of {args.runs} runs each\n")
+    width = max(len(name) for name in rows)
+    print(f"| {'command':<{width}} | {'median':>9} | {'x bare start':>12} | {'CPU':>9} |")
+    print(f"|{'-' * (width + 2)}|{'-' * 10}:|{'-' * 13}:|{'-' * 10}:|")
+    for name, (wall, cpu) in rows.items():
+        print(f"| {name:<{width}} | {wall * 1e3:6.1f} ms | {wall / base:11.2f}x | {cpu * 1e3:6.1f} ms |")
+
+
+if __name__ == "__main__":
+    main()
