@@ -21,7 +21,7 @@ from ._rules import Context, validate
 from ._source import SpecSource, read_spec
 from ._spec import Spec
 from ._structure import structure, unstructure
-from ._verify_flags import FlagVerification, verify_flags
+from ._verify_flags import verify_flags
 from ._version import __version__
 
 BUNDLE_FORMAT = 1
@@ -60,22 +60,24 @@ def compile_source(source: SpecSource, *, strict: bool = False) -> Bundle:
     if spec is None:
         raise SpecError(diagnostics)
     try:
-        model_args = resolve_model_args(spec)
+        resolution = resolve_model_args(spec, Path(source.name).parent)
     except ModelArgsError as exc:
-        key = ("model", "args_source") if ("model", "args_source") in source.positions else ("model", "type")
+        key = ("model", exc.key) if ("model", exc.key) in source.positions else ("model", "type")
         raise SpecError([source.diagnostic(key, exc.message, hint=exc.hint)]) from None
+    model_args = resolution.model_args
     groups = build_argv(spec)
     verification = verify_flags(spec)
-    diagnostics = validate(source, Context(spec, model_args, groups, verification.check))
+    diagnostics = validate(source, Context(spec, model_args, groups, verification.check, resolution))
     if strict:
         diagnostics = [attrs.evolve(d, severity="error") if d.severity == "warning" else d for d in diagnostics]
     if any(d.severity == "error" for d in diagnostics):
         raise SpecError(diagnostics)
-    return _assemble(source, spec, model_args, groups, tuple(diagnostics), verification)
+    notes = (*resolution.notes, *verification.notes)
+    return _assemble(source, spec, model_args, groups, tuple(diagnostics), notes)
 
 
 def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tuple[ArgGroup, ...],
-              warnings: tuple[Diagnostic, ...], verification: FlagVerification) -> Bundle:
+              warnings: tuple[Diagnostic, ...], notes: tuple[str, ...]) -> Bundle:
     files = {
         "train.sh": _render.train_sh(spec, groups),
         "model_args.sh": _render.model_args_sh(spec, model_args),
@@ -86,7 +88,7 @@ def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tup
     digest = bundle_hash(hashes)
     manifest = _manifest(source, spec, model_args, warnings, hashes, digest)
     files[MANIFEST] = _render.manifest_json(manifest)
-    return Bundle(spec, files, digest, warnings, verification.notes, model_args, groups)
+    return Bundle(spec, files, digest, warnings, notes, model_args, groups)
 
 
 def resolved_spec(spec: Spec, model_args: ModelArgs) -> Spec:

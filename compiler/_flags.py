@@ -4,7 +4,7 @@ known to be absent at the slime commits acrl has facts about."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from ._spec import FlagValue
 
@@ -101,3 +101,15 @@ def _is_number(token: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def parse_flags(tokens: Sequence[str]) -> dict[str, list[str]]:
+    """``--a 1 --b --c x y`` -> {--a: [1], --b: [], --c: [x, y]} (last occurrence wins)."""
+    out: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for token in tokens:
+        if token.startswith("--") and not _is_number(token):
+            current = out[token] = []
+        elif current is not None:
+            current.append(token)
+    return out

@@ -10,14 +10,18 @@ Two sources (the catalog and Hugging Face config.json come with issue 3):
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
-from ._flags import table_tokens
+from ._catalog import CATALOG, entry, lookup_error
+from ._flags import flag_tokens, normalize_flag, parse_flags, table_tokens
+from ._hf_config import Mismatch, compare, derive_model_args
 from ._spec import Spec
 
 _ENV_REF = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
@@ -31,38 +35,148 @@ class ModelArgs:
     """Frozen MODEL_ARGS and where they came from."""
 
     args: tuple[str, ...]
-    source: Literal["args", "script"]
-    description: str  # human-readable origin, e.g. "spec.toml [model.args]"
-    sha256: str  # of the source: the script file, or the canonical args list
+    source: Literal["args", "catalog", "hf", "script"]
+    description: str  # human-readable origin, e.g. "the spec's [model.args] table"
+    sha256: str  # of the source: the script file, the config.json, or the canonical args or catalog fields
     env: tuple[tuple[str, str | None], ...] = ()  # knobs the script reads: (name, value or None=unset)
+    overrides: tuple[tuple[str, str], ...] = ()  # (flag, value as written into MODEL_ARGS) from [model.overrides]
 
     def provenance(self) -> dict[str, object]:
         return {"source": self.source, "from": self.description, "sha256": self.sha256,
-                "env": {name: value for name, value in self.env}}
+                "env": {name: value for name, value in self.env},
+                "overrides": {flag: value for flag, value in self.overrides}}
 
 
 class ModelArgsError(Exception):
     """MODEL_ARGS could not be resolved; message and hint are user-facing."""
 
-    def __init__(self, message: str, hint: str) -> None:
+    def __init__(self, message: str, hint: str, key: str = "type") -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.key = key  # the [model] key the message points at
 
 
-def resolve_model_args(spec: Spec) -> ModelArgs:
-    """Resolve MODEL_ARGS from the source the spec chooses."""
+@attrs.frozen
+class Resolution:
+    """MODEL_ARGS, the disagreements with the checkpoint's config.json, and notes for the user."""
+
+    model_args: ModelArgs
+    mismatches: tuple[Mismatch, ...] = ()
+    notes: tuple[str, ...] = ()
+    matching_catalog: str | None = None  # a catalog entry whose architecture matches the config.json
+
+
+def resolve_model_args(spec: Spec, spec_dir: Path = Path()) -> Resolution:
+    """Resolve MODEL_ARGS from the source the spec chooses, apply [model.overrides], and compare the result
+    with the checkpoint's config.json when it is on this machine."""
     source = spec.model.args_source
     if source == "auto":
-        source = "args" if spec.model.args else "script"
+        source = "args" if spec.model.args else "catalog" if entry(spec.model.type) else "script"
+    config = _hf_config(spec, spec_dir)
     if source == "args":
         if not spec.model.args:
             raise ModelArgsError("args_source is 'args' but [model.args] is empty",
-                                 "add the architecture flags to [model.args], or set args_source = \"script\"")
+                                 'add the architecture flags to [model.args], or set args_source = "script"',
+                                 "args_source")
         tokens = tuple(table_tokens(spec.model.args))
-        digest = hashlib.sha256("\0".join(tokens).encode()).hexdigest()
-        return ModelArgs(tokens, "args", "the spec's [model.args] table", digest)
-    return _from_script(spec)
+        base = ModelArgs(tokens, "args", "the spec's [model.args] table", _digest(tokens))
+    elif source == "catalog":
+        found = entry(spec.model.type)
+        if found is None:
+            raise ModelArgsError(lookup_error(spec.model.type), "see `acrl models`, or choose another args_source")
+        fields = json.dumps(dict(found.hf_fields), sort_keys=True, default=list)
+        base = ModelArgs(found.model_args(), "catalog", f"acrl catalog: {found.name} ({found.source})",
+                         hashlib.sha256(fields.encode()).hexdigest())
+    elif source == "hf":
+        if config is None:
+            raise ModelArgsError(f"args_source is 'hf' but {_config_path(spec, spec_dir)} is not on this machine",
+                                 "compile where the checkpoint is, or set [model] hf_config to a copy of its "
+                                 "config.json", "hf_config" if spec.model.hf_config else "dir")
+        derived = derive_model_args(config.data)
+        if derived.unsupported:
+            raise ModelArgsError("config.json cannot be expressed as MODEL_ARGS: " + "; ".join(derived.unsupported),
+                                 "give the architecture in [model.args] or use args_source = \"script\"",
+                                 "args_source")
+        base = ModelArgs(derived.args, "hf", config.shown, config.sha256)
+    else:
+        base = _from_script(spec)
+    model_args = _apply_overrides(base, spec)
+    if config is None or source == "hf":
+        return Resolution(model_args)
+    overridden = {flag for flag, _ in model_args.overrides}
+    derived = derive_model_args(config.data)
+    mismatches = [m for m in compare(model_args.args, base.description, derived.args, config.shown)
+                  if m.flag not in overridden]
+    notes = [f"MODEL_ARGS checked against {config.shown}"]
+    notes += [f"{config.shown}: {u} (not compared)" for u in derived.unsupported]
+    notes += [f"setting differs (not an error): {m.message}" for m in mismatches if m.severity == "warning"]
+    errors = tuple(m for m in mismatches if m.severity == "error")
+    match = _matching_catalog(derived.args, config.shown) if errors else None
+    return Resolution(model_args, errors, tuple(notes), match)
+
+
+def _matching_catalog(args: tuple[str, ...], shown: str) -> str | None:
+    """The first catalog entry with no architecture difference from ``args``."""
+    for name, found in CATALOG.items():
+        if not any(m.severity == "error" for m in compare(found.model_args(), name, args, shown)):
+            return name
+    return None
+
+
+@attrs.frozen
+class _Config:
+    data: Mapping[str, Any]
+    shown: str  # how messages name it: the spec's own words, never a path the spec did not write
+    sha256: str
+
+
+def _config_path(spec: Spec, spec_dir: Path) -> Path:
+    if spec.model.hf_config is not None:
+        return spec_dir / spec.model.hf_config
+    return Path(spec.model.dir) / "config.json"
+
+
+def _hf_config(spec: Spec, spec_dir: Path) -> _Config | None:
+    path = _config_path(spec, spec_dir)
+    shown = spec.model.hf_config or f"{spec.model.dir.rstrip('/')}/config.json"
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        if spec.model.hf_config is not None:
+            raise ModelArgsError(f"hf_config {shown} does not exist", "fix the path (relative to the spec)",
+                                 "hf_config") from None
+        return None
+    except OSError as exc:
+        raise ModelArgsError(f"cannot read {shown}: {exc.strerror}", "check its permissions", "hf_config") from None
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ModelArgsError(f"{shown} is not valid JSON: {exc}", "point hf_config at a config.json",
+                             "hf_config") from None
+    if not isinstance(data, dict):
+        raise ModelArgsError(f"{shown} is not a JSON object", "point hf_config at a config.json", "hf_config")
+    return _Config(data, shown, hashlib.sha256(raw).hexdigest())
+
+
+def _apply_overrides(base: ModelArgs, spec: Spec) -> ModelArgs:
+    if not spec.model.overrides:
+        return base
+    flags = parse_flags(base.args)
+    applied: list[tuple[str, str]] = []
+    for name, value in spec.model.overrides.items():
+        tokens = flag_tokens(normalize_flag(name), value)
+        flag = normalize_flag(name)
+        flags.pop(flag, None)
+        if tokens:
+            flags[flag] = tokens[1:]
+        applied.append((flag, " ".join(tokens[1:]) if tokens else "(removed)"))
+    args = tuple(t for flag, values in flags.items() for t in (flag, *values))
+    return attrs.evolve(base, args=args, overrides=tuple(applied))
+
+
+def _digest(tokens: tuple[str, ...]) -> str:
+    return hashlib.sha256("\0".join(tokens).encode()).hexdigest()
 
 
 def _from_script(spec: Spec) -> ModelArgs:

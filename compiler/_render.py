@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._argv import ArgGroup
+from ._flags import parse_flags
 from ._model_args import ModelArgs
-from ._rules import parse_flags
 from ._spec import Spec
 from ._version import __version__
 
@@ -30,7 +30,7 @@ TEMPLATE_VARIABLES = {
     }),
     "model_args.sh.jinja": frozenset({
         "acrl_version", "model_type", "provenance_source", "provenance_from", "provenance_sha256",
-        "provenance_env", "lines",
+        "provenance_env", "provenance_overrides", "lines",
     }),
 }
 
@@ -126,6 +126,7 @@ def model_args_sh(spec: Spec, model_args: ModelArgs) -> bytes:
         "provenance_from": model_args.description,
         "provenance_sha256": model_args.sha256,
         "provenance_env": model_args.env,
+        "provenance_overrides": model_args.overrides,
         "lines": lines,
     })
 

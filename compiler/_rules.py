@@ -15,8 +15,15 @@ import attrs
 
 from ._argv import ArgGroup, global_batch_size
 from ._errors import Diagnostic
-from ._flags import flags_in, is_credential_flag, is_secret_env_name, known_absent_flags, normalize_flag
-from ._model_args import ModelArgs
+from ._flags import (
+    flags_in,
+    is_credential_flag,
+    is_secret_env_name,
+    known_absent_flags,
+    normalize_flag,
+    parse_flags,
+)
+from ._model_args import ModelArgs, Resolution
 from ._source import SpecSource
 from ._spec import Spec
 
@@ -34,6 +41,7 @@ class Context:
     model_args: ModelArgs
     groups: tuple[ArgGroup, ...]
     accepted: Callable[[str], tuple[str, Sequence[str]]] | None = None  # flag -> (status, suggestions)
+    resolution: Resolution | None = None  # how MODEL_ARGS were resolved, with the config.json check
 
     @property
     def model(self) -> Mapping[str, list[str]]:
@@ -86,22 +94,6 @@ def rule(rule_id: str, severity: str, keys: Sequence[str], title: str) -> Callab
         RULES.append(Rule(rule_id, severity, tuple(keys), title, check))
         return check
     return register
-
-
-def parse_flags(tokens: Sequence[str]) -> dict[str, list[str]]:
-    """``--a 1 --b --c x y`` -> {--a: [1], --b: [], --c: [x, y]} (last occurrence wins)."""
-    out: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for token in tokens:
-        if token.startswith("--") and not _numeric(token):
-            current = out[token] = []
-        elif current is not None:
-            current.append(token)
-    return out
-
-
-def _numeric(token: str) -> bool:
-    return bool(re.fullmatch(r"-+[0-9.eE+-]+", token))
 
 
 # --- cluster and parallelism -------------------------------------------------------------------
@@ -572,6 +564,23 @@ def _gqa_flag(ctx: Context) -> Iterator[Finding]:
     if "--num-query-groups" in ctx.model and "--group-query-attention" not in ctx.model:
         yield Finding("MODEL_ARGS set --num-query-groups without --group-query-attention: Megatron ignores the "
                       "groups and builds multi-head attention", "add group-query-attention = true to [model.args]")
+
+
+@rule("ACRL-M005", "error", ["model.type", "model.args_source", "model.overrides"],
+      "MODEL_ARGS agree with the checkpoint's config.json")
+def _config_mismatch(ctx: Context) -> Iterator[Finding]:
+    """When the checkpoint's config.json is on the compiling machine (or [model] hf_config names a copy), the frozen
+    MODEL_ARGS must agree with it on every field of the Hugging Face <-> Megatron mapping, not only the few slime
+    compares at launch (e.g. slime's qwen2.5-32B script has --norm-epsilon 1e-5; the Instruct model uses 1e-6).
+    A flag set in [model.overrides] is not compared."""
+    resolution = ctx.resolution
+    if resolution is None:
+        return
+    better = f'; or set [model] type = "{resolution.matching_catalog}"' if resolution.matching_catalog else ""
+    for m in resolution.mismatches:
+        name = m.flag.removeprefix("--")
+        yield Finding(m.message.split(". Fix: ")[0],
+                      f'{m.fix}: in the spec, [model.overrides] "{name}" = "{m.b_value}"{better}')
 
 
 def validate(source: SpecSource, ctx: Context) -> list[Diagnostic]:

@@ -29,7 +29,7 @@ LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 LrDecayStyle = Literal["constant", "linear", "cosine", "inverse-square-root", "WSD"]
 AttentionBackend = Literal["flash", "fused", "unfused", "local", "auto"]
 TrainMode = Literal["sync", "async"]
-ModelArgsSource = Literal["auto", "args", "script"]
+ModelArgsSource = Literal["auto", "args", "catalog", "hf", "script"]
 HfMode = Literal["auto", "bridge", "raw"]
 
 
@@ -92,10 +92,17 @@ class Model:
     ref_load: str | None = setting(None, doc="Reference model checkpoint; defaults to dir.",
                                    flag="--ref-load")
     args_source: ModelArgsSource = setting(
-        "auto", doc="Where MODEL_ARGS come from: 'args' (the [model.args] table), 'script' (slime's "
-                    "scripts/models/<type>.sh sourced at compile time), 'auto' (args if given).")
+        "auto", doc="Where MODEL_ARGS come from: 'args' (the [model.args] table), 'catalog' (acrl's built-in "
+                    "catalog, `acrl models`), 'hf' (the checkpoint's config.json), 'script' (slime's "
+                    "scripts/models/<type>.sh sourced at compile time); 'auto': args if given, else the catalog "
+                    "entry named type, else the script.")
     args: dict[str, FlagValue] = setting(
         factory=dict, doc="Literal MODEL_ARGS as flag = value; true means a store-true flag.")
+    hf_config: str | None = setting(
+        None, doc="config.json to derive from or check against, on the compiling machine (relative to the spec); "
+                  "default: <dir>/config.json when it exists here.")
+    overrides: dict[str, FlagValue] = setting(
+        factory=dict, doc="MODEL_ARGS flags that win over the source and the config.json check; recorded.")
     script_env: dict[str, str] = setting(
         factory=dict, doc="Environment variables the model script reads (e.g. MODEL_ARGS_ROTARY_BASE).")
     megatron_to_hf_mode: HfMode = setting(

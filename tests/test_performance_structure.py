@@ -12,11 +12,12 @@ import pytest
 from acrl.compiler import compile_spec
 from acrl.compiler._spec import Spec
 from acrl.compiler._structure import converter
-from conftest import EXAMPLE_SPECS, SpecWriter
+from conftest import EXAMPLE_SPECS, REPO, SpecWriter
 
 EVERYTHING_SET: dict[str, Any] = {
     "experiment": {"seed": 7},
-    "model": {"ref_load": "/ref", "script_env": {"A": "1"}},
+    "model": {"ref_load": "/ref", "script_env": {"A": "1"}, "overrides": {"vocab-size": 151936},
+              "hf_config": str(REPO / "tests" / "fixtures" / "hf" / "Qwen2.5-3B-Instruct" / "config.json")},
     "data": {"label_key": "label", "metadata_key": "meta"},
     "cluster": {"colocate": False, "rollout_num_gpus": 4, "address": "http://head:8265"},
     "rollout": {"max_prompt_len": 10, "max_context_len": 100, "top_p": 0.5, "over_sampling_batch_size": 64,
