@@ -92,6 +92,10 @@ def _handle(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) 
         else:
             print(exc, file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # the reader went away (`acrl models | head`): not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -132,7 +136,71 @@ def acrl_main(argv: Sequence[str] | None = None) -> int:
     _compile_arguments(commands.add_parser("compile", help="compile a spec into a bundle (= acrl-compile)",
                                            description="Compile an experiment spec into a run bundle.",
                                            formatter_class=_HelpFormatter))
+    models = commands.add_parser("models", help="list the built-in model catalog, or show one model's MODEL_ARGS",
+                                 description="The built-in catalog of model architectures (args_source = "
+                                 "\"catalog\"), written from the models' published config.json.",
+                                 formatter_class=_HelpFormatter)
+    models_commands = models.add_subparsers(title="commands", metavar="COMMAND")
+    show = models_commands.add_parser("show", help="MODEL_ARGS of one model and the config.json field of each",
+                                      formatter_class=_HelpFormatter)
+    show.add_argument("name", help="a catalog name, e.g. qwen2.5-3B")
+    for p in (models, show):
+        p.add_argument("--json", action="store_true", help="print JSON on stdout")
+    models.set_defaults(run=_run_models, name=None)
+    show.set_defaults(run=_run_models)
     return _main(parser, argv)
+
+
+def _run_models(args: argparse.Namespace) -> int:
+    from ._catalog import CATALOG, entry, lookup_error
+    from ._errors import AcrlError
+    from ._flags import parse_flags
+
+    if args.name is None:
+        rows = [{"name": e.name, "architecture": e.hf_fields["architectures"][0], "source": e.source,
+                 "layers": e.hf_fields["num_hidden_layers"], "hidden_size": e.hf_fields["hidden_size"],
+                 "heads": e.hf_fields["num_attention_heads"],
+                 "kv_heads": e.hf_fields.get("num_key_value_heads", e.hf_fields["num_attention_heads"]),
+                 "experts": e.hf_fields.get("num_experts")} for e in CATALOG.values()]
+        if args.json:
+            _print_json(rows)
+            return EXIT_OK
+        print(f"{'name':<24} {'architecture':<22} {'layers':>6} {'hidden':>6} {'heads':>9} {'experts':>7}  source")
+        for r in rows:
+            heads = f"{r['heads']}/{r['kv_heads']}"
+            print(f"{r['name']:<24} {r['architecture']:<22} {r['layers']:>6} {r['hidden_size']:>6} {heads:>9} "
+                  f"{r['experts'] or '-':>7}  {r['source']}")
+        return EXIT_OK
+    found = entry(args.name)
+    if found is None:
+        raise AcrlError(lookup_error(args.name))
+    derived = found.derived()
+    lines = []
+    for flag, values in parse_flags(derived.args).items():
+        field = derived.source(flag)
+        key = (field or "").split(" ")[0].split(".")[0]
+        lines.append({"flag": flag, "values": values, "hf_field": field,
+                      **({"hf_value": found.hf_fields[key]} if key in found.hf_fields else {})})
+    if args.json:
+        _print_json({"name": found.name, "source": found.source, "model_args": list(derived.args),
+                     "fields": lines, "slime_differences": list(getattr(found, "slime_differences", ()) or ())})
+        return EXIT_OK
+    print(f"# {found.name}: from {found.source}'s config.json")
+    for line in lines:
+        arg = " ".join([str(line["flag"]), *line["values"]])  # type: ignore[list-item]
+        origin = str(line["hf_field"] or "")
+        if "hf_value" in line:
+            origin += f" = {json_value(line['hf_value'])}"
+        print(f"{arg:<44} {origin}".rstrip())
+    for difference in getattr(found, "slime_differences", ()) or ():
+        print(f"# differs from slime's script: {difference}")
+    return EXIT_OK
+
+
+def json_value(value: object) -> str:
+    import json
+
+    return json.dumps(value)
 
 
 if __name__ == "__main__":
