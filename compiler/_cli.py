@@ -187,7 +187,7 @@ def _run_models(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"# {found.name}: from {found.source}'s config.json")
     for line in lines:
-        arg = " ".join([str(line["flag"]), *line["values"]])  # type: ignore[list-item]
+        arg = " ".join([str(line["flag"]), *line["values"]])
         origin = str(line["hf_field"] or "")
         if "hf_value" in line:
             origin += f" = {json_value(line['hf_value'])}"
