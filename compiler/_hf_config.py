@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import attrs
 
+from ._flags import parse_flags
+
 # Megatron flag -> the config.json field it must agree with (hf_megatron_mapping.md), for messages.
 HF_FIELD: Mapping[str, str] = {
     "--num-layers": "num_hidden_layers", "--hidden-size": "hidden_size", "--ffn-hidden-size": "intermediate_size",
@@ -267,7 +269,6 @@ class _Value:
 
 
 _ABSENT = _Value("absent", ())
-_NUMBER = re.compile(r"-+[0-9.eE+-]+")
 _FREQ_TERM = re.compile(r"\[([0-9,]*)\](?:\*([0-9]+))?")
 
 
@@ -296,7 +297,7 @@ def compare(a: Sequence[str], a_source: str, b: Sequence[str], b_source: str) ->
 
 
 def _effective(tokens: Sequence[str]) -> dict[str, _Value]:
-    flags = _parse(tokens)
+    flags = parse_flags(tokens)
     if flags.pop("--use-rotary-position-embeddings", None) is not None:
         flags.setdefault("--position-embedding-type", ["rope"])
     gqa = flags.pop("--group-query-attention", None) is not None
@@ -325,18 +326,6 @@ def _effective(tokens: Sequence[str]) -> dict[str, _Value]:
         out.pop(flag, None)
     if "--moe-layer-freq" in out:
         out["--moe-layer-freq"] = _layer_pattern(out["--moe-layer-freq"], flags.get("--num-layers", ["0"])[0])
-    return out
-
-
-def _parse(tokens: Sequence[str]) -> dict[str, list[str]]:
-    """``--a 1 --b --c x y`` -> {--a: [1], --b: [], --c: [x, y]}; -1 is a value; the last occurrence wins."""
-    out: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for token in tokens:
-        if token.startswith("--") and not _NUMBER.fullmatch(token):
-            current = out[token] = []
-        elif current is not None:
-            current.append(token)
     return out
 
 
