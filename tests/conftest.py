@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,17 @@ from acrl.compiler import Bundle, compile_spec
 REPO = Path(__file__).resolve().parent.parent
 SPECS = REPO / "specs"
 EXAMPLE_SPECS = sorted(SPECS.glob("*.toml"))
+# Facts extracted from slime's parsers (the project's shared/ folder, beside the repository here and in CI).
+SHARED_SLIME = Path(os.environ.get("ACRL_SHARED_DIR", REPO.parent / "shared")) / "slime"
+
+
+def shared_slime(name: str) -> Path:
+    """A file of the shared slime reference data; the test is skipped, saying why, where it is absent."""
+    path = SHARED_SLIME / name
+    if not path.is_file():
+        pytest.skip(f"{path} is absent: the cross-checks against slime's own scripts need the shared reference "
+                    "data beside the repository (or ACRL_SHARED_DIR)")
+    return path
 
 QWEN25_3B_ARGS: dict[str, Any] = {
     "swiglu": True, "num-layers": 36, "hidden-size": 2048, "ffn-hidden-size": 11008,

@@ -7,14 +7,12 @@ here and in CI). Where a catalog entry and slime's script disagree on the archit
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from acrl.compiler._catalog import CATALOG, CatalogEntry, entry, lookup_error
 from acrl.compiler._hf_config import SETTINGS, compare, derive_model_args
-
-SLIME_MODEL_ARGS = Path(__file__).resolve().parent.parent.parent / "shared" / "slime" / "model_args.json"
+from conftest import shared_slime
 
 REQUIRED = [
     "qwen2.5-0.5B", "qwen2.5-1.5B", "qwen2.5-3B", "qwen2.5-7B", "qwen2.5-14B", "qwen2.5-32B", "qwen2.5-32B-Instruct",
@@ -31,9 +29,7 @@ KNOWN_DIFFERENCES = {
 
 @pytest.fixture(scope="module")
 def slime_args() -> dict[str, list[str]]:
-    assert SLIME_MODEL_ARGS.is_file(), (
-        f"{SLIME_MODEL_ARGS} is missing: the shared slime reference data must be at ../shared/slime")
-    data: dict[str, list[str]] = json.loads(SLIME_MODEL_ARGS.read_text())
+    data: dict[str, list[str]] = json.loads(shared_slime("model_args.json").read_text())
     return data
 
 

@@ -15,10 +15,10 @@ import pytest
 
 from acrl.compiler._catalog import entry
 from acrl.compiler._hf_config import HF_FIELD, SETTINGS, compare, derive_model_args
+from conftest import shared_slime
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures" / "hf"
-SHARED = HERE.parent.parent / "shared" / "slime"
 
 # fixture directory -> the catalog entry written from the same published config (Instruct and base share args).
 FIXTURE_ENTRY = {
@@ -28,15 +28,9 @@ FIXTURE_ENTRY = {
 }
 
 
-def shared(name: str) -> Path:
-    path = SHARED / name
-    assert path.is_file(), f"{path} is missing: the shared slime reference data must be at ../shared/slime"
-    return path
-
-
 @pytest.fixture(scope="module")
 def slime_args() -> dict[str, list[str]]:
-    data: dict[str, list[str]] = json.loads(shared("model_args.json").read_text())
+    data: dict[str, list[str]] = json.loads(shared_slime("model_args.json").read_text())
     return data
 
 
@@ -306,7 +300,7 @@ def test_every_slime_script_compares_equal_to_itself(slime_args: dict[str, list[
 
 
 def test_every_flag_of_the_mapping_is_known() -> None:
-    table = shared("hf_megatron_mapping.md").read_text()
+    table = shared_slime("hf_megatron_mapping.md").read_text()
     first_column = [line.split("|")[1] for line in table.splitlines() if line.startswith("| --")]
     mapped = {flag for cell in first_column for flag in re.findall(r"--[a-z0-9-]+", cell)}
     assert len(mapped) > 40
