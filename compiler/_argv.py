@@ -51,9 +51,25 @@ def _fields(obj: Any, table: str, *names: str) -> list[Arg]:
     return [arg for name in names for arg in _field(obj, table, name)]
 
 
+def actor_gpus(spec: Spec) -> int:
+    """GPUs of the training actor."""
+    return spec.cluster.num_nodes * spec.cluster.gpus_per_node
+
+
+def rollout_gpus(spec: Spec) -> int | None:
+    """GPUs of the rollout engines: the actor's when colocated (slime's default), else rollout_num_gpus."""
+    c = spec.cluster
+    return actor_gpus(spec) if c.colocate and c.rollout_num_gpus is None else c.rollout_num_gpus
+
+
+def samples_per_rollout(spec: Spec) -> int:
+    """Samples one rollout produces."""
+    return spec.rollout.batch_size * spec.rollout.n_samples_per_prompt
+
+
 def global_batch_size(spec: Spec) -> int:
     """Samples per optimizer step: the rollout's samples split into num_steps_per_rollout steps."""
-    return spec.rollout.batch_size * spec.rollout.n_samples_per_prompt // spec.train.num_steps_per_rollout
+    return samples_per_rollout(spec) // spec.train.num_steps_per_rollout
 
 
 def hf_mode(spec: Spec) -> Literal["bridge", "raw"] | None:

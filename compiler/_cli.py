@@ -190,14 +190,14 @@ def _run_models(args: argparse.Namespace) -> int:
         arg = " ".join([str(line["flag"]), *line["values"]])
         origin = str(line["hf_field"] or "")
         if "hf_value" in line:
-            origin += f" = {json_value(line['hf_value'])}"
+            origin += f" = {_json_value(line['hf_value'])}"
         print(f"{arg:<44} {origin}".rstrip())
     for difference in getattr(found, "slime_differences", ()) or ():
         print(f"# differs from slime's script: {difference}")
     return EXIT_OK
 
 
-def json_value(value: object) -> str:
+def _json_value(value: object) -> str:
     import json
 
     return json.dumps(value)

@@ -13,7 +13,16 @@ from typing import Any
 import attrs
 
 from . import _render
-from ._argv import ArgGroup, build_argv, flat_argv, global_batch_size, hf_mode
+from ._argv import (
+    ArgGroup,
+    actor_gpus,
+    build_argv,
+    flat_argv,
+    global_batch_size,
+    hf_mode,
+    rollout_gpus,
+    samples_per_rollout,
+)
 from ._bundle import MANIFEST, bundle_hash, sha256, write_bundle
 from ._errors import Diagnostic, SpecError
 from ._model_args import ModelArgs, ModelArgsError, resolve_model_args
@@ -101,9 +110,6 @@ def resolved_spec(spec: Spec, model_args: ModelArgs) -> Spec:
 
 def _manifest(source: SpecSource, spec: Spec, model_args: ModelArgs, warnings: tuple[Diagnostic, ...],
               hashes: Mapping[str, str], digest: str) -> dict[str, Any]:
-    c = spec.cluster
-    actor = c.num_nodes * c.gpus_per_node
-    samples = spec.rollout.batch_size * spec.rollout.n_samples_per_prompt
     return {
         "acrl_version": __version__,
         "bundle_format": BUNDLE_FORMAT,
@@ -114,9 +120,9 @@ def _manifest(source: SpecSource, spec: Spec, model_args: ModelArgs, warnings: t
         "slime": {"commit": spec.slime.commit},
         "model_args": model_args.provenance(),
         "derived": {
-            "actor_gpus": actor,
-            "rollout_gpus": (actor if c.colocate and c.rollout_num_gpus is None else c.rollout_num_gpus),
-            "samples_per_rollout": samples,
+            "actor_gpus": actor_gpus(spec),
+            "rollout_gpus": rollout_gpus(spec),
+            "samples_per_rollout": samples_per_rollout(spec),
             "global_batch_size": global_batch_size(spec),
             "optimizer_steps_per_rollout": spec.train.num_steps_per_rollout,
         },

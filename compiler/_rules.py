@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import attrs
 
-from ._argv import ArgGroup, global_batch_size
+from ._argv import ArgGroup, actor_gpus, global_batch_size, rollout_gpus, samples_per_rollout
 from ._errors import Diagnostic
 from ._flags import (
     flags_in,
@@ -42,9 +42,10 @@ class Context:
     groups: tuple[ArgGroup, ...]
     accepted: Callable[[str], tuple[str, Sequence[str]]] | None = None  # flag -> (status, suggestions)
     resolution: Resolution | None = None  # how MODEL_ARGS were resolved, with the config.json check
+    model: Mapping[str, list[str]] = attrs.field(init=False)  # MODEL_ARGS as flag -> values, parsed once
 
-    @property
-    def model(self) -> Mapping[str, list[str]]:
+    @model.default
+    def _parse_model_args(self) -> Mapping[str, list[str]]:
         return parse_flags(self.model_args.args)
 
     def model_int(self, flag: str) -> int | None:
@@ -56,12 +57,11 @@ class Context:
 
     @property
     def actor_gpus(self) -> int:
-        return self.spec.cluster.num_nodes * self.spec.cluster.gpus_per_node
+        return actor_gpus(self.spec)
 
     @property
     def rollout_gpus(self) -> int | None:
-        c = self.spec.cluster
-        return self.actor_gpus if c.colocate and c.rollout_num_gpus is None else c.rollout_num_gpus
+        return rollout_gpus(self.spec)
 
     @property
     def data_parallel(self) -> int:
@@ -198,8 +198,8 @@ def _cp_seq_length(ctx: Context) -> Iterator[Finding]:
 def _steps_divide(ctx: Context) -> Iterator[Finding]:
     """The rollout's samples (batch_size x n_samples_per_prompt) must split evenly into num_steps_per_rollout optimizer
     steps; leftovers are dropped silently."""
-    r, steps = ctx.spec.rollout, ctx.spec.train.num_steps_per_rollout
-    samples = r.batch_size * r.n_samples_per_prompt
+    steps = ctx.spec.train.num_steps_per_rollout
+    samples = samples_per_rollout(ctx.spec)
     if samples < steps:
         yield Finding(f"{samples} samples per rollout cannot make {steps} optimizer steps",
                       f"set num_steps_per_rollout to at most {samples}")
@@ -423,7 +423,7 @@ def _credentials(ctx: Context) -> Iterator[Finding]:
 def _duplicates(ctx: Context) -> Iterator[Finding]:
     """An escape-hatch flag must not repeat a flag a spec key already sets."""
     owned = {a.flag: a.origin for g in ctx.groups for a in g.args if not a.origin.startswith("extra.")}
-    owned.update({f: "model args" for f in parse_flags(ctx.model_args.args)})
+    owned.update({f: "model args" for f in ctx.model})
     for flag, key in _escape_hatch(ctx):
         if flag in owned:
             origin = owned[flag]
