@@ -8,14 +8,14 @@ reader never sees half a bundle; an existing different bundle is replaced only w
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import shutil
-import tempfile
-from collections.abc import Mapping
-from pathlib import Path
 
-from ._errors import BundleExistsError, BundleWriteError
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import NoReturn
+
+    StrPath = str | os.PathLike[str]
 
 MANIFEST = "manifest.json"
 EXECUTABLE = frozenset({"train.sh"})
@@ -27,61 +27,102 @@ def sha256(data: bytes) -> str:
 
 def bundle_hash(file_hashes: Mapping[str, str]) -> str:
     """sha256 of the canonical list of (path, sha256) of every file but the manifest."""
+    import json
+
     pairs = sorted([path, digest] for path, digest in file_hashes.items() if path != MANIFEST)
     return sha256(json.dumps(pairs, separators=(",", ":")).encode())
 
 
-def read_bundle(path: Path) -> dict[str, bytes] | None:
-    """The files of an existing bundle directory (top level only), or None when there is none."""
-    if not path.is_dir():
+def read_bundle(path: StrPath) -> dict[str, bytes] | None:
+    """The files of an existing bundle directory (top level only; a subdirectory is listed as
+    ``name/`` with no content), or None when there is none."""
+    if not os.path.isdir(path):
         return None
     files: dict[str, bytes] = {}
-    for entry in sorted(path.iterdir()):
+    for entry in sorted(os.scandir(path), key=lambda e: e.name):
         if entry.is_file():
-            files[entry.name] = entry.read_bytes()
+            with open(entry.path, "rb") as f:
+                files[entry.name] = f.read()
         else:
             files[entry.name + "/"] = b""
     return files
 
 
-def write_bundle(path: Path, files: Mapping[str, bytes], *, force: bool) -> str:
+def write_bundle(path: StrPath, files: Mapping[str, bytes], *, force: bool) -> str:
     """Write ``files`` into directory ``path`` atomically. Returns "created", "unchanged" or
-    "replaced". Raises BundleExistsError when ``path`` differs and ``force`` is false."""
+    "replaced". Raises BundleExistsError when ``path`` differs and ``force`` is false.
+
+    Only os and hashlib are imported on the way to "created" or "unchanged", so that the compile
+    cache's fast path stays fast; errors import what they need.
+    """
+    path = os.fspath(path)
     existing = read_bundle(path)
     if existing is not None:
         if existing == dict(files) and _modes_ok(path):
             return "unchanged"
         if not force:
-            raise BundleExistsError(path=str(path), reason="exists and differs from the compiled bundle")
+            _raise_exists(path, "exists and differs from the compiled bundle")
         if existing and MANIFEST not in existing:
-            raise BundleExistsError(path=str(path), reason="is not empty and is not an acrl bundle "
-                                                           "(no manifest.json), so even --force keeps it")
-    elif path.exists():
-        raise BundleExistsError(path=str(path), reason="exists and is not a directory")
-    parent = path.parent
+            _raise_exists(path, "is not empty and is not an acrl bundle (no manifest.json), so even --force keeps it")
+    elif os.path.lexists(path):
+        _raise_exists(path, "exists and is not a directory")
+    parent = os.path.dirname(os.path.abspath(path))
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent))
+        os.makedirs(parent, exist_ok=True)
+        staging = _fresh_dir(parent, os.path.basename(path), ".tmp")
     except OSError as exc:
-        raise BundleWriteError(path=str(path), reason=exc.strerror or str(exc)) from None
+        _raise_write(path, exc)
     try:
         for name, data in files.items():
-            target = staging / name
-            target.write_bytes(data)
+            target = os.path.join(staging, name)
+            with open(target, "wb") as f:
+                f.write(data)
             os.chmod(target, 0o755 if name in EXECUTABLE else 0o644)
         os.chmod(staging, 0o755)
         if existing is None:
             os.rename(staging, path)
             return "created"
-        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=parent))
-        os.rename(path, old / "bundle")
+        old = _fresh_dir(parent, os.path.basename(path), ".old")
+        os.rename(path, os.path.join(old, "bundle"))
         os.rename(staging, path)
-        shutil.rmtree(old, ignore_errors=True)
+        _remove_tree(old)
         return "replaced"
     except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise BundleWriteError(path=str(path), reason=exc.strerror or str(exc)) from None
+        _remove_tree(staging)
+        _raise_write(path, exc)
 
 
-def _modes_ok(path: Path) -> bool:
-    return all(os.access(path / name, os.X_OK) for name in EXECUTABLE if (path / name).exists())
+def _fresh_dir(parent: str, name: str, suffix: str) -> str:
+    """A new, empty directory ``.<name>.<random><suffix>`` in ``parent`` (what tempfile.mkdtemp
+    does, without importing tempfile, random and shutil)."""
+    for _ in range(100):
+        candidate = os.path.join(parent, f".{name}.{os.urandom(6).hex()}{suffix}")
+        try:
+            os.mkdir(candidate, 0o700)
+        except FileExistsError:
+            continue
+        return candidate
+    raise FileExistsError(f"no free temporary name in {parent}")
+
+
+def _remove_tree(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _raise_exists(path: str, reason: str) -> NoReturn:
+    from ._errors import BundleExistsError
+
+    raise BundleExistsError(path=path, reason=reason)
+
+
+def _raise_write(path: str, exc: OSError) -> NoReturn:
+    from ._errors import BundleWriteError
+
+    raise BundleWriteError(path=path, reason=exc.strerror or str(exc)) from None
+
+
+def _modes_ok(path: str) -> bool:
+    return all(os.access(os.path.join(path, name), os.X_OK) for name in EXECUTABLE
+               if os.path.exists(os.path.join(path, name)))

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
+    from . import _cache
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
 
 
@@ -52,27 +54,48 @@ def _compile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
     parser.add_argument("--force", action="store_true", help="replace an existing, different bundle")
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="compile even if this spec's compile is cached (and do not cache it)")
     parser.set_defaults(run=_run_compile)
 
 
 def _run_compile(args: argparse.Namespace) -> int:
+    from . import _cache
+    from ._bundle import write_bundle
+
+    entry = None if args.no_cache else _cache.lookup(args.spec, strict=args.strict)
+    if entry is None:
+        entry = _compile_and_keep(args.spec, strict=args.strict, keep=not args.no_cache)
+    out = args.output.rstrip(os.sep) or os.sep if args.output is not None else os.path.join("bundles", entry.exp_id)
+    status = write_bundle(out, entry.files, force=args.force)
+    if args.json:
+        _print_json({"ok": True, "bundle": out, "bundle_hash": entry.bundle_hash, "status": status,
+                     "warnings": [data for _, data in entry.warnings], "notes": list(entry.notes)})
+        return EXIT_OK
+    for text, _ in entry.warnings:
+        print(text, file=sys.stderr)
+    for note in entry.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"{status} {out}{os.sep}  bundle sha256:{entry.bundle_hash}")
+    return EXIT_OK
+
+
+def _compile_and_keep(spec: str, *, strict: bool, keep: bool) -> _cache.Entry:
+    """Compile ``spec`` and, with ``keep``, put the result in the compile cache."""
+    import time
     from pathlib import Path
 
-    from . import _compile
+    from . import _cache, _compile
 
-    bundle = _compile.compile_spec(Path(args.spec), strict=args.strict)
-    out = Path(args.output) if args.output is not None else Path("bundles") / bundle.exp_id
-    status = _compile.write(bundle, out, force=args.force)
-    if args.json:
-        _print_json({"ok": True, "bundle": str(out), "bundle_hash": bundle.bundle_hash, "status": status,
-                     "warnings": [w.as_json() for w in bundle.warnings], "notes": list(bundle.notes)})
-        return EXIT_OK
-    for warning in bundle.warnings:
-        print(warning.format(), file=sys.stderr)
-    for note in bundle.notes:
-        print(f"note: {note}", file=sys.stderr)
-    print(f"{status} {out}{os.sep}  bundle sha256:{bundle.bundle_hash}")
-    return EXIT_OK
+    started = time.time_ns()
+    bundle = _compile.compile_spec(Path(spec), strict=strict)
+    inputs = _compile.external_inputs(bundle, Path(spec).parent)
+    entry = _cache.Entry(bundle.exp_id, bundle.bundle_hash, bundle.files,
+                         [(w.format(), w.as_json()) for w in bundle.warnings], bundle.notes,
+                         [(os.path.abspath(p), _cache.signature(os.fspath(p))) for p in inputs or ()])
+    if keep and inputs is not None:
+        _cache.store(spec, bundle.spec_sha256, entry, strict=strict, started_ns=started)
+    return entry
 
 
 def _print_json(data: Any) -> None:
@@ -82,16 +105,8 @@ def _print_json(data: Any) -> None:
 
 
 def _handle(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    from ._errors import AcrlError
-
     try:
         return run(args)
-    except AcrlError as exc:
-        if getattr(args, "json", False):
-            _print_json({"ok": False, "error": exc.as_json()})
-        else:
-            print(exc, file=sys.stderr)
-        return exc.exit_code
     except BrokenPipeError:  # the reader went away (`acrl models | head`): not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -99,8 +114,16 @@ def _handle(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) 
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # a bug in acrl, not in the input: say so, without a traceback
-        if os.environ.get("ACRL_DEBUG"):
+    except Exception as exc:
+        from ._errors import AcrlError  # imported only when needed: it brings attrs
+
+        if isinstance(exc, AcrlError):
+            if getattr(args, "json", False):
+                _print_json({"ok": False, "error": exc.as_json()})
+            else:
+                print(exc, file=sys.stderr)
+            return exc.exit_code
+        if os.environ.get("ACRL_DEBUG"):  # a bug in acrl, not in the input: say so, without a traceback
             raise
         print(f"acrl: internal error: {type(exc).__name__}: {exc}\n"
               "  This is a bug in acrl; rerun with ACRL_DEBUG=1 for a traceback and report it.",

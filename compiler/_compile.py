@@ -26,6 +26,7 @@ from ._argv import (
 from ._bundle import MANIFEST, bundle_hash, sha256, write_bundle
 from ._errors import Diagnostic, SpecError
 from ._model_args import ModelArgs, ModelArgsError, resolve_model_args
+from ._model_args import _config_path as config_path
 from ._rules import Context, validate
 from ._source import SpecSource, read_spec
 from ._spec import Spec
@@ -47,6 +48,7 @@ class Bundle:
     notes: tuple[str, ...]
     model_args: ModelArgs
     groups: tuple[ArgGroup, ...]
+    spec_sha256: str = ""  # of the spec's bytes as read
 
     @property
     def exp_id(self) -> str:
@@ -97,7 +99,17 @@ def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tup
     digest = bundle_hash(hashes)
     manifest = _manifest(source, spec, model_args, warnings, hashes, digest)
     files[MANIFEST] = _render.manifest_json(manifest)
-    return Bundle(spec, files, digest, warnings, notes, model_args, groups)
+    return Bundle(spec, files, digest, warnings, notes, model_args, groups, manifest["spec"]["sha256"])
+
+
+def external_inputs(bundle: Bundle, spec_dir: Path) -> tuple[Path, ...] | None:
+    """The paths outside the spec that compiling it read or looked for, where a change could change
+    the result (used by the compile cache); None when they cannot all be named: a model script
+    sourced by bash may read anything, and a slime checkout was read file by file."""
+    spec = bundle.spec
+    if bundle.model_args.source == "script" or Path(spec.slime.dir).is_dir():
+        return None
+    return (config_path(spec, spec_dir), Path(spec.slime.dir))  # Megatron's is read only with slime's
 
 
 def resolved_spec(spec: Spec, model_args: ModelArgs) -> Spec:

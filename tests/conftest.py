@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,16 @@ def merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, An
 
 
 SpecWriter = Callable[..., Path]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The acrl caches (compiled templates, compiles) of this test session, not the user's ~/.cache.
+    Tests that need an empty or no cache set XDG_CACHE_HOME themselves."""
+    home = tmp_path_factory.mktemp("cache-home")
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("XDG_CACHE_HOME", str(home))
+        yield home
 
 
 @pytest.fixture

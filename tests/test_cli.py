@@ -140,7 +140,7 @@ def test_internal_errors_print_no_traceback(capsys: pytest.CaptureFixture[str],
         raise RuntimeError("kaboom")
 
     monkeypatch.setattr(compile_module, "compile_spec", boom)
-    code, _, err = run(capsys, str(SMOKE))
+    code, _, err = run(capsys, str(SMOKE), "--no-cache")  # a cached compile would not call compile_spec
     assert code == 70 and "internal error: RuntimeError: kaboom" in err and "Traceback" not in err
 
 

@@ -1,0 +1,320 @@
+"""The compile cache (compiler/_cache.py): a hit repeats exactly what compiling would print and
+write, without importing the compiler's libraries; anything that could change the result is a miss."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import attrs
+import pytest
+import tomli_w
+
+import acrl.compiler._compile as compile_module
+from acrl.compiler import _cache
+from acrl.compiler._cli import compile_main
+from conftest import EXAMPLE_SPECS, MINIMAL, REPO, SpecWriter, merge
+
+HF = REPO / "tests" / "fixtures" / "hf"
+HEAVY = ("attr", "attrs", "cattrs", "jinja2", "yaml", "markupsafe", "tomllib", "tomli_w", "pathlib", "tempfile",
+         "shutil", "json", "typing", "subprocess")
+
+
+@pytest.fixture
+def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty cache home of this test's own. Inputs count as changed during a compile only when
+    their timestamps are not older than its start (no slack for coarse file-system clocks): the
+    tests write their config.json files just before compiling, and cannot date a ctime back."""
+    home = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    monkeypatch.setattr(_cache, "_TIMESTAMP_SLACK_NS", 0)
+    return home
+
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The specs that were really compiled (not served from the cache) in this test."""
+    calls: list[str] = []
+    real = compile_module.compile_spec
+
+    def spy(path: Path, **kwargs: bool) -> compile_module.Bundle:
+        calls.append(str(path))
+        return real(path, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(compile_module, "compile_spec", spy)
+    return calls
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = compile_main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def entries(home: Path) -> list[Path]:
+    folder = home / "acrl" / "compile"
+    return sorted(folder.glob("*.acrl-compile")) if folder.is_dir() else []
+
+
+def tree(path: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.name: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in sorted(path.iterdir())}
+
+
+def age(path: Path, seconds: float = 60) -> None:
+    """Date a file back, as if written a while before the compile (see the racy-input rule)."""
+    past = time.time() - seconds
+    os.utime(path, (past, past))
+
+
+@pytest.mark.parametrize("spec", EXAMPLE_SPECS, ids=lambda p: p.stem)
+def test_a_hit_prints_and_writes_exactly_what_compiling_does(spec: Path, tmp_path: Path, cache_home: Path,
+                                                             compiles: list[str],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    first = run(capsys, str(spec), "-o", str(tmp_path / "a"))
+    second = run(capsys, str(spec), "-o", str(tmp_path / "b"))
+    uncached = run(capsys, str(spec), "-o", str(tmp_path / "c"), "--no-cache")
+    assert compiles == [str(spec), str(spec)]  # the second was a hit; --no-cache compiles
+    assert first[0] == second[0] == uncached[0] == 0
+    assert [second[1], second[2]] == [first[1].replace("/a", "/b"), first[2]]
+    assert uncached[2] == first[2]
+    assert tree(tmp_path / "a") == tree(tmp_path / "b") == tree(tmp_path / "c")
+    assert len(entries(cache_home)) == 1
+
+
+def test_warnings_and_json_output_come_back_from_a_hit(write_spec: SpecWriter, tmp_path: Path, cache_home: Path,
+                                                       compiles: list[str],
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_spec({"agentcore": {"max_concurrent": 200}})
+    results = [run(capsys, str(path), "-o", str(tmp_path / name), "--json") for name in ("a", "b")]
+    assert len(compiles) == 1
+    assert results[0] == (0, results[1][1].replace(str(tmp_path / "b"), str(tmp_path / "a")), results[1][2])
+    assert '"rule": "ACRL-T003"' in results[0][1] or "max_pool_connections" in results[0][1]
+    text = [run(capsys, str(path), "-o", str(tmp_path / name)) for name in ("c", "d")]
+    assert text[0][2] == text[1][2] and "warning: [agentcore] max_concurrent" in text[0][2]
+
+
+def test_strict_is_never_served_a_non_strict_compile(write_spec: SpecWriter, tmp_path: Path, cache_home: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_spec({"agentcore": {"max_concurrent": 200}})
+    assert run(capsys, str(path), "-o", str(tmp_path / "w"))[0] == 0
+    code, _, err = run(capsys, str(path), "-o", str(tmp_path / "s"), "--strict")
+    assert code == 1 and "error: [agentcore] max_concurrent" in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_errors_are_not_cached(write_spec: SpecWriter, tmp_path: Path, cache_home: Path, compiles: list[str],
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_spec({"rollout": {"batch_size": "many"}})
+    assert [run(capsys, str(path), "-o", str(tmp_path / "b"))[0] for _ in range(2)] == [1, 1]
+    assert len(compiles) == 2 and entries(cache_home) == []
+
+
+def test_an_edited_spec_is_compiled_again(write_spec: SpecWriter, tmp_path: Path, cache_home: Path,
+                                          compiles: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_spec()
+    assert run(capsys, str(path), "-o", str(tmp_path / "a"))[0] == 0
+    write_spec({"rollout": {"batch_size": 64}})
+    assert run(capsys, str(path), "-o", str(tmp_path / "b"))[0] == 0
+    assert len(compiles) == 2
+    assert (tmp_path / "a" / "train.sh").read_bytes() != (tmp_path / "b" / "train.sh").read_bytes()
+
+
+def model_spec(write_spec: SpecWriter, **model: object) -> Path:
+    spec = merge(MINIMAL, {"model": {"args": None}})
+    spec["model"].update(model)
+    return write_spec(text=tomli_w.dumps(spec))
+
+
+def test_a_changed_config_json_is_a_miss(write_spec: SpecWriter, tmp_path: Path, cache_home: Path,
+                                         compiles: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # The base model's config.json agrees with the qwen2.5-32B catalog entry; the Instruct one does not.
+    config = tmp_path / "config.json"
+    base = (HF / "Qwen2.5-32B-Instruct" / "config.json").read_text().replace('"rms_norm_eps": 1e-06',
+                                                                              '"rms_norm_eps": 1e-05')
+    config.write_text(base)
+    age(config)
+    path = model_spec(write_spec, type="qwen2.5-32B", hf_config="config.json")
+    assert run(capsys, str(path), "-o", str(tmp_path / "a"))[0] == 0
+    assert run(capsys, str(path), "-o", str(tmp_path / "a"))[0] == 0
+    assert len(compiles) == 1 and len(entries(cache_home)) == 1
+    shutil.copy(HF / "Qwen2.5-32B-Instruct" / "config.json", config)
+    age(config, 30)  # even with a timestamp in the past, the file is another one
+    code, _, err = run(capsys, str(path), "-o", str(tmp_path / "b"))
+    assert code == 1 and "rms_norm_eps" in err and len(compiles) == 2
+
+
+def test_a_config_json_that_appears_is_a_miss(write_spec: SpecWriter, tmp_path: Path, cache_home: Path,
+                                              compiles: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    model_dir = tmp_path / "models" / "Qwen2.5-32B-Instruct"
+    path = model_spec(write_spec, type="qwen2.5-32B", dir=str(model_dir))
+    code, _, err = run(capsys, str(path), "-o", str(tmp_path / "a"))
+    assert code == 0 and "checked against" not in err
+    model_dir.mkdir(parents=True)
+    shutil.copy(HF / "Qwen2.5-32B-Instruct" / "config.json", model_dir / "config.json")
+    code, _, err = run(capsys, str(path), "-o", str(tmp_path / "b"))
+    assert code == 1 and "rms_norm_eps" in err and len(compiles) == 2
+
+
+def test_an_input_changed_too_recently_to_tell_is_not_trusted(write_spec: SpecWriter, tmp_path: Path,
+                                                              cache_home: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(_cache, "_TIMESTAMP_SLACK_NS", 2_000_000_000)  # the real one
+    config = tmp_path / "config.json"
+    shutil.copy(HF / "Qwen2.5-3B-Instruct" / "config.json", config)  # could change again unseen
+    path = model_spec(write_spec, type="qwen2.5-3B", hf_config="config.json")
+    assert run(capsys, str(path), "-o", str(tmp_path / "a"))[0] == 0
+    assert entries(cache_home) == []
+    monkeypatch.setattr(_cache, "_TIMESTAMP_SLACK_NS", 0)  # as it will be once the clock has moved on
+    assert run(capsys, str(path), "-o", str(tmp_path / "a"))[0] == 0
+    assert len(entries(cache_home)) == 1
+
+
+def test_a_slime_checkout_on_this_machine_is_never_cached(write_spec: SpecWriter, tmp_path: Path,
+                                                          cache_home: Path, compiles: list[str],
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    slime = tmp_path / "slime"
+    path = write_spec({"slime": {"dir": str(slime)}})
+    code, _, err = run(capsys, str(path), "-o", str(tmp_path / "a"))
+    assert code == 0 and "flags not verified" in err and len(entries(cache_home)) == 1
+    (slime / "slime" / "utils").mkdir(parents=True)
+    (slime / "slime" / "utils" / "arguments.py").write_text(
+        "def add(parser):\n    parser.add_argument('--rollout-batch-size', type=int)\n")
+    code, _, err = run(capsys, str(path), "-o", str(tmp_path / "b"))
+    assert code == 0 and "flags not verified" not in err
+    run(capsys, str(path), "-o", str(tmp_path / "b"))
+    assert len(compiles) == 3 and len(entries(cache_home)) == 1
+
+
+def test_a_sourced_model_script_is_never_cached(write_spec: SpecWriter, tmp_path: Path, cache_home: Path,
+                                                compiles: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    slime = tmp_path / "slime"
+    (slime / "scripts" / "models").mkdir(parents=True)
+    (slime / "scripts" / "models" / "tiny.sh").write_text(
+        "MODEL_ARGS=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128 "
+        "--vocab-size 1000 --seq-length 128 --max-position-embeddings 128)\n")
+    spec = merge(MINIMAL, {"model": {"args": None, "type": "tiny", "args_source": "script"},
+                           "slime": {"dir": str(slime)}})
+    path = write_spec(text=tomli_w.dumps(spec))
+    results = [run(capsys, str(path), "-o", str(tmp_path / "b")) for _ in range(2)]
+    assert [r[0] for r in results] == [0, 0], results[0][2]
+    assert len(compiles) == 2 and entries(cache_home) == []
+
+
+def test_the_same_relative_spec_path_from_another_directory_is_another_entry(
+        tmp_path: Path, cache_home: Path, compiles: list[str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "spec.toml").write_text(tomli_w.dumps(MINIMAL))
+        monkeypatch.chdir(tmp_path / name)
+        assert run(capsys, "spec.toml", "-o", "out")[0] == 0
+    assert len(compiles) == 2 and len(entries(cache_home)) == 2
+
+
+def test_a_corrupt_entry_is_a_miss_and_is_removed(write_spec: SpecWriter, tmp_path: Path, cache_home: Path,
+                                                  compiles: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_spec()
+    first = run(capsys, str(path), "-o", str(tmp_path / "a"))
+    (entry,) = entries(cache_home)
+    data = bytearray(entry.read_bytes())
+    data[-5] ^= 0xFF
+    entry.write_bytes(bytes(data))
+    assert run(capsys, str(path), "-o", str(tmp_path / "a")) == (0, first[1].replace("created", "unchanged"),
+                                                                  first[2])
+    assert len(compiles) == 2 and len(entries(cache_home)) == 1  # compiled, and kept anew
+    entry.write_bytes(b"short")
+    assert run(capsys, str(path), "-o", str(tmp_path / "a"))[0] == 0 and len(compiles) == 3
+
+
+def test_an_unsafe_cache_directory_is_not_used(write_spec: SpecWriter, tmp_path: Path, cache_home: Path,
+                                               compiles: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    folder = cache_home / "acrl" / "compile"
+    folder.mkdir(parents=True)
+    folder.chmod(0o777)  # anyone could plant an entry
+    path = write_spec()
+    for _ in range(2):
+        assert run(capsys, str(path), "-o", str(tmp_path / "a"))[0] == 0
+    assert len(compiles) == 2 and entries(cache_home) == []
+
+
+def test_the_least_recently_used_entries_go_first(write_spec: SpecWriter, tmp_path: Path, cache_home: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(_cache, "MAX_ENTRIES", 2)
+    paths = [write_spec({"rollout": {"batch_size": n}}, name=f"s{n}.toml") for n in (8, 16, 32)]
+    for n, path in enumerate(paths):
+        assert run(capsys, str(path), "-o", str(tmp_path / str(n)))[0] == 0
+        for i, entry in enumerate(entries(cache_home)):  # distinct, increasing times whatever the clock
+            os.utime(entry, ns=(entry.stat().st_mtime_ns, entry.stat().st_mtime_ns - (10 - i) * 10**9))
+    assert len(entries(cache_home)) == 2
+
+
+def test_a_library_or_compiler_file_that_changes_changes_every_key(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    library = tmp_path / "site" / "fakelib"
+    library.mkdir(parents=True)
+    (library / "__init__.py").write_text("VERSION = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setattr(_cache, "_LIBRARIES", (*_cache._LIBRARIES, "fakelib"))
+    monkeypatch.setattr(_cache, "_FINGERPRINT", None)
+    before = _cache.key("spec.toml", "0" * 64, strict=False)
+    monkeypatch.setattr(_cache, "_FINGERPRINT", None)
+    assert _cache.key("spec.toml", "0" * 64, strict=False) == before
+    (library / "__init__.py").write_text("VERSION = 22\n")  # an upgrade
+    monkeypatch.setattr(_cache, "_FINGERPRINT", None)
+    assert _cache.key("spec.toml", "0" * 64, strict=False) != before
+
+
+def test_the_compiler_and_templates_are_in_the_fingerprint() -> None:
+    _cache._code_fingerprint()
+    here = Path(_cache.__file__).resolve().parent
+    material = [str(p) for p in (*_cache._tree_signatures(str(here)),)]
+    assert any("_compile.py" in m for m in material)
+    templates = _cache._tree_signatures(os.path.join(os.path.dirname(here), "templates"))
+    assert any("train.sh.jinja" in str(t) for t in templates)
+
+
+def _imports_after_compile(tmp_path: Path, spec: Path, out: str) -> tuple[list[str], str]:
+    """Run acrl-compile in a fresh interpreter and list the modules it imported. -S: without the
+    site machinery, so that an editable install's import hook (pathlib, importlib, ...) does not
+    hide what the compile itself imports; acrl and the libraries come from PYTHONPATH."""
+    tree = tmp_path / "path"
+    if not tree.exists():
+        (tree / "acrl").mkdir(parents=True)
+        for part in ("compiler", "templates"):
+            (tree / "acrl" / part).symlink_to(REPO / part)
+    site = os.path.dirname(os.path.dirname(attrs.__file__))
+    code = ("import sys\nfrom acrl.compiler._cli import compile_main\n"
+            f"code = compile_main([{str(spec)!r}, '-o', {out!r}])\n"
+            "print(repr(sorted(sys.modules)), file=sys.stderr)\nsys.exit(code)\n")
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{site}"}
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return ast.literal_eval(proc.stderr.splitlines()[-1]), proc.stdout
+
+
+def test_a_hit_imports_none_of_the_compilers_libraries(tmp_path: Path, cache_home: Path) -> None:
+    spec = EXAMPLE_SPECS[0]
+    loaded, _ = _imports_after_compile(tmp_path, spec, "a")
+    assert {"cattrs", "jinja2", "yaml"} <= set(loaded)  # a miss compiles
+    loaded, out = _imports_after_compile(tmp_path, spec, "b")
+    assert out.startswith(f"created b{os.sep} ")
+    assert [m for m in loaded if m.split(".")[0] in HEAVY] == []
+    assert (tmp_path / "a" / "train.sh").read_bytes() == (tmp_path / "b" / "train.sh").read_bytes()
+
+
+def test_no_cache_neither_reads_nor_writes(write_spec: SpecWriter, tmp_path: Path, cache_home: Path,
+                                           compiles: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_spec()
+    run(capsys, str(path), "-o", str(tmp_path / "a"), "--no-cache")
+    assert entries(cache_home) == []
+    run(capsys, str(path), "-o", str(tmp_path / "a"))
+    run(capsys, str(path), "-o", str(tmp_path / "a"), "--no-cache")
+    assert len(compiles) == 3
+
