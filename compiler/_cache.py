@@ -45,6 +45,7 @@ _SUFFIX = ".acrl-compile"
 _TIMESTAMP_SLACK_NS = 2_000_000_000  # coarser file-system clocks (FAT: 2 s) included
 # Libraries whose code shapes a bundle's bytes (the compiler's own files are added by directory).
 _LIBRARIES = ("attr", "attrs", "cattrs", "jinja2", "markupsafe", "yaml", "tomli_w")
+_CODE_SUFFIXES = (".py", ".jinja", ".so", ".pyd")
 
 Signature = tuple[int, int, int, int] | None  # (mtime_ns, ctime_ns, size, inode), None: absent
 
@@ -219,11 +220,13 @@ def _code_fingerprint() -> str:
 
 
 def _tree_signatures(folder: str) -> list[object]:
-    try:
-        names = sorted(e.name for e in os.scandir(folder) if e.name.endswith((".py", ".jinja")))
-    except OSError:
-        return [(folder, None)]
-    return [(os.path.join(folder, n), signature(os.path.join(folder, n))) for n in names]
+    """(path, signature) of every code file under ``folder``, sub-packages included."""
+    found: list[object] = []
+    for top, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        found += [(os.path.join(top, n), signature(os.path.join(top, n)))
+                  for n in sorted(names) if n.endswith(_CODE_SUFFIXES)]
+    return found or [(folder, None)]
 
 
 def _library_signature(name: str) -> object:

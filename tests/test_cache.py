@@ -4,6 +4,7 @@ write, without importing the compiler's libraries; anything that could change th
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import stat
@@ -318,3 +319,50 @@ def test_no_cache_neither_reads_nor_writes(write_spec: SpecWriter, tmp_path: Pat
     run(capsys, str(path), "-o", str(tmp_path / "a"), "--no-cache")
     assert len(compiles) == 3
 
+
+
+_AUDIT = r"""
+import json, sys
+from pathlib import Path
+from acrl.compiler import _compile
+
+warm_up, spec = Path(sys.argv[1]), Path(sys.argv[2])
+_compile.compile_spec(warm_up)  # every module the compile imports lazily is imported now
+events = []
+
+def hook(event, args):
+    if event == "open" and isinstance(args[0], (str, bytes)):
+        events.append(("open", str(args[0])))
+    elif event in ("os.listdir", "os.scandir", "os.walk"):
+        events.append((event, str(args[0])))
+    elif event == "subprocess.Popen":
+        events.append((event, str(args[1])))
+
+sys.addaudithook(hook)
+bundle = _compile.compile_spec(spec)
+inputs = _compile.external_inputs(bundle, spec.parent)
+sys.stdout.write(json.dumps({"events": events, "inputs": None if inputs is None else [str(p) for p in inputs]}))
+"""
+
+
+@pytest.mark.parametrize("with_config", [True, False])
+def test_every_file_a_compile_reads_is_the_spec_or_an_input_the_cache_watches(
+        write_spec: SpecWriter, tmp_path: Path, cache_home: Path, with_config: bool) -> None:
+    """If the compiler starts reading another file, this fails until external_inputs names it: a
+    cache that does not watch an input would hand out stale bundles. (Python's audit events cover
+    opening and listing files; a stat alone raises none, hence the directory checks above.)"""
+    model_dir = tmp_path / "models" / "Qwen2.5-3B-Instruct"
+    if with_config:
+        model_dir.mkdir(parents=True)
+        shutil.copy(HF / "Qwen2.5-3B-Instruct" / "config.json", model_dir / "config.json")
+    warm_up = model_spec(write_spec, type="qwen2.5-3B", dir=str(model_dir))
+    shutil.copy(warm_up, tmp_path / "warm-up.toml")
+    proc = subprocess.run([sys.executable, "-c", _AUDIT, str(tmp_path / "warm-up.toml"), str(warm_up)],
+                          capture_output=True, text=True, env={**os.environ, "XDG_CACHE_HOME": str(cache_home)})
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    allowed = [str(cache_home), str(REPO / "templates"), str(REPO / "compiler"), sys.prefix, sys.base_prefix]
+    outside = {path for _, path in result["events"] if not path.startswith(tuple(allowed))}
+    assert result["inputs"] is not None
+    assert outside <= {str(warm_up), *result["inputs"]}
+    assert str(model_dir / "config.json") in outside  # looked for, whether it is there or not
