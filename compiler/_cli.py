@@ -171,6 +171,22 @@ def acrl_main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("--json", action="store_true", help="print JSON on stdout")
     models.set_defaults(run=_run_models, name=None)
     show.set_defaults(run=_run_models)
+    schema = commands.add_parser("schema", help="print the spec's JSON Schema, for TOML editors (docs/editor.md)",
+                                 description="The JSON Schema (draft 2020-12) of an experiment spec, generated from "
+                                 "acrl's spec classes: types, defaults, enums, ranges and descriptions.",
+                                 formatter_class=_HelpFormatter)
+    schema.add_argument("-o", "--output", metavar="FILE", help="write it to FILE instead of stdout")
+    schema.set_defaults(run=_run_schema)
+    explain = commands.add_parser("explain", help="where each value and slime flag of a spec or bundle came from",
+                                  description="For every value of the resolved spec and every slime flag of train.sh: "
+                                  "its origin (spec file and line, default, model-args source, derived by the "
+                                  "compiler) and its documentation.", formatter_class=_HelpFormatter)
+    explain.add_argument("target", metavar="SPEC|BUNDLE", help="a spec file, or a bundle directory")
+    explain.add_argument("key", nargs=argparse.REMAINDER, metavar="KEY",
+                         help="only this: a spec key (rollout.batch_size), a table (rollout) or a slime flag "
+                         "(--global-batch-size)")
+    explain.add_argument("--json", action="store_true", help="print JSON on stdout")
+    explain.set_defaults(run=_run_explain)
     return _main(parser, argv)
 
 
@@ -224,6 +240,48 @@ def _json_value(value: object) -> str:
     import json
 
     return json.dumps(value)
+
+
+def _run_schema(args: argparse.Namespace) -> int:
+    from ._schema import schema_json
+
+    text = schema_json()
+    if args.output is None:
+        sys.stdout.write(text)
+        return EXIT_OK
+    from pathlib import Path
+
+    from ._errors import AcrlError
+
+    try:
+        Path(args.output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise AcrlError(f"{args.output}: cannot write the schema: {exc.strerror or exc}\n"
+                        "  fix: choose a writable path with -o") from None
+    return EXIT_OK
+
+
+def _run_explain(args: argparse.Namespace) -> int:
+    # KEY may be a flag (--lr), so argparse hands over everything after SPEC|BUNDLE; --json may be among it.
+    words = [w for w in args.key if w != "--json"]
+    args.json = args.json or len(words) < len(args.key)
+    words = words[1:] if words[:1] == ["--"] else words
+    from pathlib import Path
+
+    from ._errors import UsageError
+    from ._explain import explain_path
+
+    if len(words) > 1:
+        raise UsageError(f"acrl explain: one KEY at a time, got {len(words)}: {' '.join(words)}\n"
+                         "  fix: run acrl explain once per key, or without KEY for everything")
+    explanation = explain_path(Path(args.target))
+    if words:
+        explanation = explanation.select(words[0])
+    if args.json:
+        _print_json(explanation.as_json())
+    else:
+        sys.stdout.write(explanation.format())
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -1,0 +1,170 @@
+"""The spec as a JSON Schema (draft 2020-12), generated from the attrs classes of ``_spec``.
+
+TOML editors that read JSON Schema (Taplo, Even Better TOML) use it to complete and check specs;
+docs/reference.md is generated from it. It states what the one cattrs converter of ``_structure``
+accepts, type by type: strict primitives (an integer is not a float, "8" is not 8), Literal
+enums, extra keys forbidden in every table, string tables (``[eval.datasets]``, ``[env.vars]``)
+and flag tables (``[model.args]``, ``[extra.flags]``) whose values are a boolean, a number, a
+string or an array of numbers and strings. ``T | None`` keys are optional without a default: TOML
+has no null, so leaving the key out is how a spec says "unset".
+
+Cross-field rules (docs/rules.md) are not in the schema; ``acrl-compile`` checks them.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal, get_args, get_origin
+
+import attrs
+
+from ._spec import FlagValue, Spec
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+# Not in JSON Schema: the slime flag a key maps to, and the value at which acrl leaves it out.
+FLAG_KEYWORD = "x-acrl-flag"
+OMIT_IF_KEYWORD = "x-acrl-omit-if"
+
+_PRIMITIVE = {bool: "boolean", int: "integer", float: "number", str: "string"}
+_FLAG_VALUE: dict[str, Any] = {
+    "type": ["boolean", "number", "string", "array"],
+    "items": {"type": ["number", "string"]},
+}
+_BOUNDS = (("ge", "minimum"), ("gt", "exclusiveMinimum"), ("le", "maximum"), ("lt", "exclusiveMaximum"))
+
+
+def spec_schema() -> dict[str, Any]:
+    """The JSON Schema of an acrl spec: a plain JSON-ready dict, in the spec's own key order."""
+    root = {
+        "$schema": DRAFT,
+        "title": "acrl experiment spec",
+        "description": "A TOML experiment spec compiled by acrl-compile into a slime run bundle. Generated from "
+                       "acrl's spec classes by `acrl schema`; cross-field rules are checked by acrl-compile.",
+    }
+    root.update(_table(Spec))
+    return root
+
+
+def _table(cl: type) -> dict[str, Any]:
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for field in attrs.fields(cl):
+        properties[field.name] = _property(field)
+        if field.default is attrs.NOTHING:
+            required.append(field.name)
+    out: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        out["required"] = required
+    out["additionalProperties"] = False
+    return out
+
+
+def _property(field: attrs.Attribute[Any]) -> dict[str, Any]:
+    tp, optional = _unwrap_optional(field.type)
+    meta = field.metadata
+    out: dict[str, Any] = {}
+    if attrs.has(tp):
+        out["title"] = f"[{field.name}]"
+        out["description"] = _description(meta.get("doc") or tp.__doc__)
+        out.update(_table(tp))
+        return out
+    out["description"] = _description(meta.get("doc"))
+    out.update(_value(tp, field.name))
+    for bound, keyword in _BOUNDS:
+        if meta.get(bound) is not None:
+            out[keyword] = meta[bound]
+    if not optional:
+        default = default_value(field)
+        if default is not attrs.NOTHING:
+            out["default"] = default
+    if meta.get("flag"):
+        out[FLAG_KEYWORD] = meta["flag"]
+    if meta.get("omit_if", attrs.NOTHING) is not attrs.NOTHING:
+        out[OMIT_IF_KEYWORD] = meta["omit_if"]
+    return out
+
+
+def _value(tp: Any, name: str) -> dict[str, Any]:
+    """The schema of one value of type ``tp``, as the converter structures it."""
+    if tp is FlagValue:
+        return dict(_FLAG_VALUE)
+    if tp in _PRIMITIVE:
+        return {"type": _PRIMITIVE[tp]}
+    origin = get_origin(tp)
+    if origin is Literal:
+        choices = list(get_args(tp))
+        return {"type": _PRIMITIVE[type(choices[0])], "enum": choices}
+    if origin is list:
+        (item,) = get_args(tp)
+        return {"type": "array", "items": _value(item, name)}
+    if origin is dict:
+        key, item = get_args(tp)
+        if key is not str:
+            raise TypeError(f"{name}: table keys are strings in TOML, not {key}")
+        return {"type": "object", "additionalProperties": _value(item, name)}
+    raise TypeError(f"{name}: no JSON Schema for {tp!r}; teach acrl.compiler._schema this type")
+
+
+def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    """``T | None`` -> (T, True); FlagValue and other unions without None are left as they are."""
+    if get_origin(tp) in (types.UnionType, typing.Union):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(get_args(tp)) == 2:
+            return args[0], True
+        if len(args) < len(get_args(tp)):
+            raise TypeError(f"no JSON Schema for {tp!r}: only T | None is optional")
+    return tp, False
+
+
+def default_value(field: attrs.Attribute[Any]) -> Any:
+    """The field's default as TOML/JSON data (a factory is called), or attrs.NOTHING when required."""
+    default: Any = field.default
+    factory = getattr(default, "factory", None) if isinstance(default, attrs.Factory) else None  # type: ignore[arg-type]
+    if factory is not None:
+        default = factory()
+    return default if default is attrs.NOTHING else _plain(default)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _description(doc: str | None) -> str:
+    return " ".join((doc or "").split())
+
+
+def schema_json() -> str:
+    """The schema as the text `acrl schema` prints and the repository ships (docs/acrl-spec.schema.json)."""
+    import json
+
+    return json.dumps(spec_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def toml_literal(value: Any) -> str:
+    """``value`` as TOML writes it: how the reference docs show defaults and `acrl explain` shows values."""
+    import json
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, Mapping):
+        items = ", ".join(f"{_toml_key(k)} = {toml_literal(v)}" for k, v in value.items())
+        return f"{{ {items} }}" if items else "{}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_literal(v) for v in value) + "]"
+    raise TypeError(f"no TOML literal for {value!r}")
+
+
+def _toml_key(key: str) -> str:
+    import re
+
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else toml_literal(key)
