@@ -21,12 +21,16 @@ A hit can never give other bytes than compiling would:
   own and not writable by others, as entries are unmarshalled; otherwise there is no cache.
 - At most ``MAX_ENTRIES`` entries are kept; the least recently used go first.
 
-Only the standard library's lightest modules are imported here: a hit must stay cheap.
+The same directory keeps the text of ``--help`` (:func:`help_text`): argparse's output for the same
+words, terminal width, Python and acrl code, so that ``acrl --help`` need not import argparse's
+helpers and build every parser to print what it printed last time.
+
+Only the standard library's lightest modules are imported here (hashlib only by the functions that
+hash, as it loads OpenSSL): a hit must stay cheap.
 """
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 import stat
@@ -36,7 +40,7 @@ from ._version import __version__
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from typing import Any
 
 FORMAT = 1
@@ -103,6 +107,8 @@ def signature(path: str) -> Signature:
 
 def key(spec_path: str, spec_sha256: str, *, strict: bool) -> str:
     """The entry name for compiling the spec with this sha256, read from ``spec_path``, in this process."""
+    import hashlib
+
     material = repr((FORMAT, __version__, sys.version, sys.flags.optimize, os.getcwd(), spec_path, strict,
                      spec_sha256, _code_fingerprint()))
     return hashlib.sha256(material.encode()).hexdigest()
@@ -110,6 +116,8 @@ def key(spec_path: str, spec_sha256: str, *, strict: bool) -> str:
 
 def lookup(spec_path: str, *, strict: bool) -> Entry | None:
     """The kept compile of the spec at ``spec_path``, or None (no cache, no entry, or out of date)."""
+    import hashlib
+
     where = directory()
     if where is None:
         return None
@@ -143,6 +151,8 @@ def store(spec_path: str, spec_sha256: str, entry: Entry, *, strict: bool, start
     timestamp, give or take the file system's resolution) is a reason not to keep it, as in git's
     "racy clean" check.
     """
+    import hashlib
+
     where = directory()
     if where is None:
         return False
@@ -164,6 +174,8 @@ def store(spec_path: str, spec_sha256: str, entry: Entry, *, strict: bool, start
 
 
 def _decode(raw: bytes) -> Entry | None:
+    import hashlib
+
     digest, payload = raw[:32], raw[32:]
     if hashlib.sha256(payload).digest() != digest:
         return None
@@ -209,6 +221,8 @@ def _code_fingerprint() -> str:
     """The stat of every file of acrl's compiler and templates and of the libraries it compiles with."""
     global _FINGERPRINT
     if _FINGERPRINT is None:
+        import hashlib
+
         here = os.path.dirname(os.path.abspath(__file__))
         stats: list[object] = []
         for folder in (here, os.path.join(os.path.dirname(here), "templates")):
@@ -236,3 +250,43 @@ def _library_signature(name: str) -> object:
         if os.path.isfile(os.path.join(folder, "__init__.py")):
             return _tree_signatures(folder)
     return None
+
+
+def help_text(prog: str, words: Sequence[str], columns: int) -> str | None:
+    """The help argparse printed for ``prog words`` at this width, if kept and still current."""
+    where = _safe_dir("help")
+    if where is None:
+        return None
+    try:
+        with open(os.path.join(where, _help_name(prog, words, columns)), encoding="utf-8") as f:
+            material, _, text = f.read().partition("\n")
+    except (OSError, UnicodeDecodeError):
+        return None
+    expected = _help_material(prog, words, columns, len(text))
+    return text if material == expected else None
+
+
+def keep_help(prog: str, words: Sequence[str], columns: int, text: str) -> None:
+    """Keep the help argparse printed for ``prog words`` at this width (see :func:`help_text`)."""
+    where = _safe_dir("help")
+    if where is None or "\n" in prog or any("\n" in w for w in words):
+        return
+    target = os.path.join(where, _help_name(prog, words, columns))
+    temporary = f"{target}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8") as f:
+            f.write(_help_material(prog, words, columns, len(text)) + "\n" + text)
+        os.replace(temporary, target)
+    except OSError:
+        _remove(temporary)
+
+
+def _help_name(prog: str, words: Sequence[str], columns: int) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in "-".join([prog, *words]))
+    return f"{safe[:100]}-{columns}.help"
+
+
+def _help_material(prog: str, words: Sequence[str], columns: int, length: int) -> str:
+    """Everything the help text depends on, and its length (a truncated file does not match)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return repr((FORMAT, __version__, sys.version, prog, list(words), columns, length, _tree_signatures(here)))

@@ -1,14 +1,14 @@
 """The command line: thin. Each command calls one library function; one handler turns errors
 into a message on stderr and an exit status (0 ok, 1 invalid spec or check failed, 2 usage).
 
-Only argparse is imported up front, so `acrl --help` stays as fast as the interpreter allows:
-the compiler, and even json, pathlib and typing, are imported by the command that needs them
-(docs/performance.md has the numbers).
+Nothing is imported up front but os and sys, so that `acrl --help` stays as fast as the
+interpreter allows: argparse is imported when a parser is built (not at all when the help printed
+last time for the same words and width is kept: compiler/_cache.py), and the compiler, and even
+json, pathlib and typing, by the command that needs them (docs/performance.md has the numbers).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -16,6 +16,7 @@ from ._version import __version__
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy treats it the same
 if TYPE_CHECKING:
+    import argparse
     from collections.abc import Callable, Sequence
     from typing import Any
 
@@ -24,12 +25,12 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
 
 
-class _HelpFormatter(argparse.HelpFormatter):
+def _HelpFormatter(prog: str) -> argparse.HelpFormatter:
     """argparse's formatter, given the width argparse would compute itself: argparse finds it with
     shutil.get_terminal_size, and importing shutil (with zlib, bz2 and lzma) is ~3 ms of `acrl --help`."""
+    import argparse
 
-    def __init__(self, prog: str) -> None:
-        super().__init__(prog, width=_terminal_columns() - 2)
+    return argparse.HelpFormatter(prog, width=_terminal_columns() - 2)
 
 
 def _terminal_columns() -> int:
@@ -131,7 +132,56 @@ def _handle(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) 
         return EXIT_INTERNAL
 
 
+def _help_words(argv: Sequence[str] | None) -> list[str] | None:
+    """The command line if all it asks for is help (command names, then -h or --help), else None."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words and words[-1] in ("-h", "--help") and all(w.replace("-", "").isalnum() and not w.startswith("-")
+                                                        for w in words[:-1]):
+        return words
+    return None
+
+
+def _print_kept_help(prog: str, argv: Sequence[str] | None) -> bool:
+    """Print the help argparse printed last time for this command line, if it is kept and current
+    (compiler/_cache.py); then no parser need be built."""
+    words = _help_words(argv)
+    if words is None:
+        return False
+    from ._cache import help_text
+
+    text = help_text(prog, words, _terminal_columns())
+    if text is None:
+        return False
+    sys.stdout.write(text)
+    return True
+
+
+def _print_help_and_keep_it(parser: argparse.ArgumentParser, words: list[str]) -> None:
+    """argparse's help for ``words`` on stdout, as parse_args prints it, kept for next time."""
+    import io
+
+    from ._cache import keep_help
+
+    buffer = io.StringIO()
+    real, sys.stdout = sys.stdout, buffer
+    try:
+        parser.parse_args(words)
+        code: object = 0  # not reached: argparse exits after printing help
+    except SystemExit as exc:
+        code = exc.code
+    finally:
+        sys.stdout = real
+    text = buffer.getvalue()
+    sys.stdout.write(text)
+    if code == 0 and text:
+        keep_help(parser.prog, words, _terminal_columns(), text)
+    raise SystemExit(code)
+
+
 def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+    words = _help_words(argv)
+    if words is not None:
+        _print_help_and_keep_it(parser, words)
     args = parser.parse_args(argv)
     run = getattr(args, "run", None)
     if run is None:
@@ -142,6 +192,10 @@ def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
 
 def compile_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``acrl-compile``."""
+    if _print_kept_help("acrl-compile", argv):
+        raise SystemExit(0)
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="acrl-compile", description="Compile an experiment spec into a run bundle.",
         formatter_class=_HelpFormatter)
@@ -152,6 +206,10 @@ def compile_main(argv: Sequence[str] | None = None) -> int:
 
 def acrl_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``acrl``."""
+    if _print_kept_help("acrl", argv):
+        raise SystemExit(0)
+    import argparse
+
     parser = argparse.ArgumentParser(prog="acrl", description="Compile and run slime RL bundles "
                                      "for agents on Amazon Bedrock AgentCore Runtime.", formatter_class=_HelpFormatter)
     parser.add_argument("--version", action="version", version=f"acrl {__version__}")

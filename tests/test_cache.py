@@ -366,3 +366,48 @@ def test_every_file_a_compile_reads_is_the_spec_or_an_input_the_cache_watches(
     assert result["inputs"] is not None
     assert outside <= {str(warm_up), *result["inputs"]}
     assert str(model_dir / "config.json") in outside  # looked for, whether it is there or not
+
+
+def _help_in_fresh_interpreter(tmp_path: Path, argv: list[str], columns: str) -> tuple[str, list[str]]:
+    tree = tmp_path / "path"
+    if not tree.exists():
+        (tree / "acrl").mkdir(parents=True)
+        (tree / "acrl" / "compiler").symlink_to(REPO / "compiler")
+    code = ("import sys\nfrom acrl.compiler._cli import acrl_main\n"
+            f"try:\n    acrl_main({argv!r})\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
+            "print(repr(sorted(sys.modules)), file=sys.stderr)\n")
+    env = {**os.environ, "PYTHONPATH": str(tree), "COLUMNS": columns}
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, check=True)
+    return proc.stdout, ast.literal_eval(proc.stderr.splitlines()[-1])
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["compile", "-h"], ["models", "show", "--help"]])
+def test_help_is_printed_again_without_building_a_parser(argv: list[str], tmp_path: Path, cache_home: Path) -> None:
+    first, loaded = _help_in_fresh_interpreter(tmp_path, argv, "100")
+    assert "argparse" in loaded and first.startswith("usage: acrl")
+    again, loaded = _help_in_fresh_interpreter(tmp_path, argv, "100")
+    assert again == first and "argparse" not in loaded
+    narrow, loaded = _help_in_fresh_interpreter(tmp_path, argv, "50")  # another width: argparse again
+    assert "argparse" in loaded and narrow.startswith("usage: acrl")
+
+
+def test_kept_help_that_does_not_match_is_not_printed(tmp_path: Path, cache_home: Path) -> None:
+    first, _ = _help_in_fresh_interpreter(tmp_path, ["--help"], "80")
+    (kept,) = (cache_home / "acrl" / "help").glob("*.help")
+    material, _, text = kept.read_text().partition("\n")
+    kept.write_text(material + "\n" + text[:-10])  # truncated
+    again, loaded = _help_in_fresh_interpreter(tmp_path, ["--help"], "80")
+    assert again == first and "argparse" in loaded
+    kept.write_text(material.replace("'--help'", "'--hel'") + "\n" + "usage: forged\n")  # for other words
+    again, loaded = _help_in_fresh_interpreter(tmp_path, ["--help"], "80")
+    assert again == first and "argparse" in loaded
+
+
+def test_an_unknown_command_with_help_is_still_an_error(capsys: pytest.CaptureFixture[str], cache_home: Path) -> None:
+    from acrl.compiler._cli import acrl_main
+
+    for _ in range(2):
+        with pytest.raises(SystemExit) as exc:
+            acrl_main(["nonsense", "--help"])
+        assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    assert list((cache_home / "acrl" / "help").glob("*")) == [] if (cache_home / "acrl" / "help").exists() else True

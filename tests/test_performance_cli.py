@@ -62,6 +62,7 @@ class _Terminal:
 def test_help_is_formatted_exactly_as_argparse_would(columns: str | None, terminal: int | None,
                                                      capsys: pytest.CaptureFixture[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", os.devnull)  # no kept help: argparse formats every time
     if columns is None:
         monkeypatch.delenv("COLUMNS", raising=False)
     else:
