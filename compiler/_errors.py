@@ -120,3 +120,14 @@ class BundleWriteError(AcrlError):
 
     def __init__(self, *, path: str, reason: str) -> None:
         super().__init__(f"{path}: cannot write the bundle: {reason}; nothing was changed.")
+
+
+class BundleReadError(AcrlError):
+    """A bundle or spec given to diff, verify or --check cannot be read (missing, not a bundle,
+    an unparsable manifest, a bundle format this acrl cannot read). Exit status 2, as diff(1) has
+    for trouble: 1 means differences found."""
+
+    exit_code = 2
+
+    def __init__(self, *, path: str, reason: str, fix: str) -> None:
+        super().__init__(f"{path}: {reason}\n  fix: {fix}")
