@@ -71,6 +71,8 @@ def commands(bins: list[Path], scratch: Path, runs: int) -> dict[str, Command]:
         edited = [str(bin_dir / "acrl-compile"), str(scratch / "edited-{n}.toml"), "-o"]
         cmds.update({
             f"acrl --help{tag}": Command([str(bin_dir / "acrl"), "--help"]),
+            f"acrl --help, nothing kept (argparse formats it){tag}":
+                Command([str(bin_dir / "acrl"), "--help"], fresh_cache=True),
             f"acrl-compile smoke spec, compiled before (new bundle){tag}":
                 Command([*compile_, str(scratch / f"new{i}-{{n}}")]),
             f"acrl-compile smoke spec, compiled before (bundle up to date){tag}":
