@@ -245,7 +245,113 @@ def acrl_main(argv: Sequence[str] | None = None) -> int:
                          "(--global-batch-size)")
     explain.add_argument("--json", action="store_true", help="print JSON on stdout")
     explain.set_defaults(run=_run_explain)
+    _review_commands(commands)
     return _main(parser, argv)
+
+
+def _review_commands(commands: Any) -> None:
+    """`acrl diff`, `acrl verify` and `acrl check-bundles` (docs/review.md)."""
+    diff = commands.add_parser("diff", help="semantic diff of two bundles or specs (exit 1 when they differ)",
+                               description="What differs between A and B, flag by flag: slime flags by group, model "
+                               "args, custom config, the Ray job's environment, launch settings, resolved spec and "
+                               "derived quantities. A and B are bundle directories or specs (compiled in memory). "
+                               "Exit 0 when equivalent, 1 when different, 2 on trouble, like diff(1).",
+                               formatter_class=_HelpFormatter)
+    diff.add_argument("a", metavar="A", help="a bundle directory or a spec (.toml)")
+    diff.add_argument("b", metavar="B", help="a bundle directory or a spec (.toml)")
+    diff.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                      help="text (default), markdown (for a pull request) or json")
+    diff.set_defaults(run=_run_diff)
+    verify = commands.add_parser("verify", help="check a bundle's files against its manifest (exit 1 if modified)",
+                                 description="Recompute the sha256 of every file of BUNDLE and its bundle hash, and "
+                                 "compare them with manifest.json. Exit 0 when intact, 1 when a file was added, "
+                                 "removed or modified, 2 when the bundle cannot be read.",
+                                 formatter_class=_HelpFormatter)
+    verify.add_argument("bundle", metavar="BUNDLE", help="a bundle directory")
+    verify.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    verify.set_defaults(run=_run_verify)
+    check = commands.add_parser("check-bundles", help="check that committed bundles are what their specs compile to",
+                                description="For each SPEC, `acrl-compile --check SPEC -o DIR/<exp_id>`: exit 1 when "
+                                "a bundle is stale, hand-edited or missing. Writes nothing. The pre-commit hook "
+                                "acrl-check runs this (docs/review.md).", formatter_class=_HelpFormatter)
+    check.add_argument("specs", nargs="*", metavar="SPEC", help="specs to check (default: specs/*.toml)")
+    check.add_argument("--bundles-dir", metavar="DIR", default="bundles",
+                       help="where the bundles are, one per exp_id (default: bundles)")
+    check.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    check.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+    check.set_defaults(run=_run_check_bundles)
+
+
+def _run_diff(args: argparse.Namespace) -> int:
+    from . import _diff
+    from ._errors import AcrlError
+
+    args.json = args.format == "json"  # errors as JSON too
+    try:
+        result = _diff.diff_paths(args.a, args.b)
+    except AcrlError as exc:
+        exc.exit_code = EXIT_USAGE  # as diff(1): 2 is trouble (an invalid spec included), 1 is "different"
+        raise
+    if args.format == "json":
+        _print_json(result.as_json())
+    elif args.format == "markdown":
+        sys.stdout.write(_diff.format_markdown(result))
+    else:
+        print(_diff.format_text(result))
+    return EXIT_OK if result.equivalent else EXIT_FAILED
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    from ._verify import verify_bundle
+
+    result = verify_bundle(args.bundle)
+    if args.json:
+        _print_json(result.as_json())
+    else:
+        print(result.format())
+    return EXIT_OK if result.intact else EXIT_FAILED
+
+
+def _check(spec: str, output: str | None, *, strict: bool, bundles_dir: str = "bundles") -> Any:
+    """--check: compile ``spec`` afresh (the compile cache is neither read nor written) and compare
+    it with its bundle directory (default: ``bundles_dir/<exp_id>``). Writes nothing."""
+    from ._diff import check_bundle
+
+    entry = _compile_and_keep(spec, strict=strict, keep=False)
+    out = output.rstrip(os.sep) or os.sep if output is not None else os.path.join(bundles_dir, entry.exp_id)
+    return check_bundle(spec, entry.files, out)
+
+
+def _run_check_bundles(args: argparse.Namespace) -> int:
+    import glob
+
+    from ._diff import format_check
+    from ._errors import AcrlError, UsageError
+
+    specs = args.specs or sorted(glob.glob(os.path.join("specs", "*.toml")))
+    if not specs:
+        raise UsageError("acrl check-bundles: no SPEC given and no specs/*.toml here\n"
+                         "  fix: name the specs, e.g. `acrl check-bundles experiments/*.toml --bundles-dir out`")
+    results: list[dict[str, Any]] = []
+    failed = 0
+    for spec in specs:
+        try:
+            result = _check(spec, None, strict=args.strict, bundles_dir=args.bundles_dir)
+        except AcrlError as exc:
+            failed += 1
+            results.append({"spec": spec, "up_to_date": False, "error": exc.as_json()})
+            if not args.json:
+                print(exc, file=sys.stderr)
+            continue
+        failed += not result.up_to_date
+        results.append(result.as_json())
+        if not args.json:
+            print(format_check(result))
+    if args.json:
+        _print_json({"ok": failed == 0, "results": results})
+    elif failed:
+        print(f"{failed} of {len(specs)} bundle(s) are not what their specs compile to", file=sys.stderr)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def _run_models(args: argparse.Namespace) -> int:
