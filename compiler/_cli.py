@@ -57,6 +57,9 @@ def _compile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     parser.add_argument("--no-cache", action="store_true",
                         help="compile even if this spec's compile is cached (and do not cache it)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1, with the differences, when DIR is not exactly what SPEC "
+                        "compiles to (a stale, hand-edited or missing bundle)")
     parser.set_defaults(run=_run_compile)
 
 
@@ -64,6 +67,8 @@ def _run_compile(args: argparse.Namespace) -> int:
     from . import _cache
     from ._bundle import write_bundle
 
+    if args.check:
+        return _run_check(args)
     entry = None if args.no_cache else _cache.lookup(args.spec, strict=args.strict)
     if entry is None:
         entry = _compile_and_keep(args.spec, strict=args.strict, keep=not args.no_cache)
@@ -320,6 +325,20 @@ def _check(spec: str, output: str | None, *, strict: bool, bundles_dir: str = "b
     entry = _compile_and_keep(spec, strict=strict, keep=False)
     out = output.rstrip(os.sep) or os.sep if output is not None else os.path.join(bundles_dir, entry.exp_id)
     return check_bundle(spec, entry.files, out)
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    from ._diff import format_check
+    from ._errors import UsageError
+
+    if args.force:
+        raise UsageError("--check writes nothing, so --force has nothing to replace\n  fix: drop --force")
+    result = _check(args.spec, args.output, strict=args.strict)
+    if args.json:
+        _print_json({"ok": result.up_to_date, **result.as_json()})
+    else:
+        print(format_check(result))
+    return EXIT_OK if result.up_to_date else EXIT_FAILED
 
 
 def _run_check_bundles(args: argparse.Namespace) -> int:
