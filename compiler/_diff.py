@@ -293,8 +293,11 @@ def check_bundle(spec: str, compiled: Mapping[str, bytes], out: str) -> CheckRes
             lines.append(f"{name}: differs{_manifest_keys(existing, compiled) if name == MANIFEST else ''}")
         elif name in EXECUTABLE and not os.access(os.path.join(out, name), os.X_OK):
             lines.append(f"{name}: not executable")
-    diff = diff_views(read_view(out, existing), read_view(f"{spec} (compiled)", compiled)) if lines else None
-    return CheckResult(spec, out, tuple(lines), diff)
+    if not lines:
+        return CheckResult(spec, out, (), None)
+    view = read_view(out, existing)
+    view = attrs.evolve(view, notes=(*view.notes, *_integrity_notes(out, existing)))
+    return CheckResult(spec, out, tuple(lines), diff_views(view, read_view(f"{spec} (compiled)", compiled)))
 
 
 def _manifest_keys(existing: Mapping[str, bytes], compiled: Mapping[str, bytes]) -> str:
@@ -426,17 +429,18 @@ def _md_section(section: Section) -> list[str]:
     return out
 
 
-def format_check(result: CheckResult, fmt: str = "text") -> str:
+def format_check(result: CheckResult) -> str:
     """What `acrl-compile --check` prints: the semantic diff (committed -> compiled) and the files
     that differ byte for byte, or that the bundle is up to date."""
+    spec, out = shlex.quote(result.spec), shlex.quote(result.out)
     if result.up_to_date:
         return f"{result.out} is up to date with {result.spec}"
-    parts = []
-    if result.diff is not None:
-        parts.append(format_markdown(result.diff).rstrip() if fmt == "markdown" else format_text(result.diff))
-    bullet = "- " if fmt == "markdown" else "  "
-    parts.append("\n".join([f"{result.out} is not what {result.spec} compiles to; files that differ byte for byte:",
-                            *(bullet + line for line in result.byte_differences)]))
-    parts.append(f"fix: acrl-compile {shlex.quote(result.spec)} -o {shlex.quote(result.out)} --force "
-                 "(and commit the result), or revert the hand edit")
-    return "\n\n".join(parts)
+    if result.diff is None:
+        return (f"{result.byte_differences[0]}: it should hold the bundle {result.spec} compiles to\n"
+                f"fix: acrl-compile {spec} -o {out} (and commit the result)")
+    return "\n\n".join([
+        format_text(result.diff),
+        "\n".join([f"{result.out} is not what {result.spec} compiles to; files that differ byte for byte:",
+                   *(f"  {line}" for line in result.byte_differences)]),
+        f"fix: acrl-compile {spec} -o {out} --force (and commit the result), or undo the edit in {out}",
+    ])
