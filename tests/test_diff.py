@@ -1,0 +1,332 @@
+"""`acrl diff`: semantic differences of bundles and specs, read from the files themselves.
+
+Inputs are built here: golden bundles copied to tmp_path and edited by hand, truncated or cut
+short, and specs compiled from MINIMAL with overrides.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+
+from acrl.compiler._bundle_view import FORWARDED, PINNED_AT_LAUNCH, bash_arrays
+from acrl.compiler._cli import acrl_main
+from acrl.compiler._diff import GROUPS, SECTIONS, flag_group
+from conftest import REPO, SpecWriter
+
+GOLDEN = REPO / "tests" / "golden"
+SMOKE = "gsm8k-qwen2.5-3b-smoke"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = acrl_main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def diff_json(capsys: pytest.CaptureFixture[str], a: Path, b: Path) -> tuple[int, dict[str, Any]]:
+    code, out, err = run(capsys, "diff", str(a), str(b), "--format", "json")
+    assert err == ""
+    return code, json.loads(out)
+
+
+def changes(data: dict[str, Any], section: str) -> dict[str, tuple[Any, ...]]:
+    """{key: (change, before, after[, group])} of one section of the JSON diff."""
+    return {c["key"]: (c["change"], c["before"], c["after"], *([c["group"]] if "group" in c else []))
+            for c in data["sections"][section]}
+
+
+def copy_golden(tmp_path: Path, to: str, name: str = SMOKE) -> Path:
+    target = tmp_path / to
+    shutil.copytree(GOLDEN / name, target)
+    return target
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} is not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_a_bundle_is_equivalent_to_itself(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = copy_golden(tmp_path, "a")
+    code, out, err = run(capsys, "diff", str(a), str(a))
+    assert (code, out, err) == (0, f"{a} and {a} are equivalent (no semantic differences)\n", "")
+
+
+def test_hand_edited_flags_are_grouped_with_values_before_and_after(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
+    edit(b / "train.sh", "  --rollout-batch-size 32\n", "  --rollout-batch-size 64\n")
+    edit(b / "train.sh", "  --colocate\n", "")
+    edit(b / "train.sh", "  --use-kl-loss\n", "  --use-kl-loss\n  --use-tis\n")
+    edit(b / "train.sh", "  --lr 1e-06\n", "  --lr 2e-06\n")
+    edit(b / "train.sh", "  --sglang-mem-fraction-static 0.7\n", "  --sglang-mem-fraction-static 0.8\n")
+    code, data = diff_json(capsys, a, b)
+    assert code == 1
+    assert changes(data, "flags") == {
+        "--colocate": ("removed", [], None, "cluster and parallelism"),
+        "--rollout-batch-size": ("changed", ["32"], ["64"], "batch arithmetic"),
+        "--use-tis": ("added", None, [], "algorithm"),
+        "--lr": ("changed", ["1e-06"], ["2e-06"], "optimizer"),
+        "--sglang-mem-fraction-static": ("changed", ["0.7"], ["0.8"], "rollout and sglang"),
+    }
+    assert [c["group"] for c in data["sections"]["flags"]] == sorted(
+        (c["group"] for c in data["sections"]["flags"]), key=GROUPS.index)  # in the order of GROUPS
+    assert any(f"{b} does not match its manifest (modified train.sh)" in note for note in data["notes"])
+
+
+def test_reordering_flags_keys_and_tables_is_not_a_difference(tmp_path: Path, write_spec: SpecWriter,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    spec = write_spec({"env": {"vars": {"A_VAR": "1", "B_VAR": "2"}}})
+    assert acrl_main(["compile", str(spec), "-o", str(tmp_path / "a")]) == 0
+    capsys.readouterr()
+    a = tmp_path / "a"
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    train = (b / "train.sh").read_text()
+    start, end = train.index("SLIME_ARGS=(\n") + len("SLIME_ARGS=(\n"), train.index("\n)\n")
+    body = train[start:end].split("\n")
+    (b / "train.sh").write_text(train[:start] + "\n".join(reversed(body)) + train[end:])
+    edit(b / "train.sh", """ACRL_ENV_VARS='{"A_VAR": "1", "B_VAR": "2"}'""",
+         """ACRL_ENV_VARS='{"B_VAR": "2", "A_VAR": "1"}'""")
+    args = (b / "model_args.sh").read_text()
+    start, end = args.index("MODEL_ARGS=(\n") + len("MODEL_ARGS=(\n"), args.index("\n)\n")
+    (b / "model_args.sh").write_text(args[:start] + "\n".join(reversed(args[start:end].split("\n"))) + args[end:])
+    config = (b / "custom_config.yaml").read_text().splitlines()
+    (b / "custom_config.yaml").write_text("\n".join([config[0], *reversed(config[1:])]) + "\n")
+    resolved = tomllib.loads((b / "spec.toml").read_text())
+    (b / "spec.toml").write_text(tomli_w.dumps(dict(reversed(list(resolved.items())))))
+    assert (b / "train.sh").read_bytes() != (a / "train.sh").read_bytes()
+    code, data = diff_json(capsys, a, b)
+    assert (code, data["equivalent"], data["differences"]) == (0, True, 0)
+
+
+def test_two_specs_are_compiled_and_compared(write_spec: SpecWriter, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_spec(name="a.toml")
+    b = write_spec({"rollout": {"batch_size": 64}, "train": {"num_steps_per_rollout": 2}}, name="b.toml")
+    code, data = diff_json(capsys, a, b)
+    assert code == 1
+    assert changes(data, "flags") == {  # --global-batch-size: 64 x 8 / 2 = 256, unchanged
+
+        "--rollout-batch-size": ("changed", ["32"], ["64"], "batch arithmetic"),
+        "--num-steps-per-rollout": ("changed", ["1"], ["2"], "batch arithmetic"),
+    }
+    assert changes(data, "derived") == {
+        "samples_per_rollout": ("changed", 256, 512),
+        "optimizer_steps_per_rollout": ("changed", 1, 2),
+    }
+    assert [c["label"] for c in data["sections"]["derived"]] == ["samples per rollout", "optimizer steps per rollout"]
+    assert changes(data, "spec") == {"rollout.batch_size": ("changed", 32, 64),
+                                     "train.num_steps_per_rollout": ("changed", 1, 2)}
+    for section in ("model_args", "custom_config", "runtime_env", "launch", "script", "files", "warnings"):
+        assert data["sections"][section] == [], section
+
+
+def test_specs_that_differ_only_in_name_and_comments_are_equivalent(write_spec: SpecWriter,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_spec(name="a.toml")
+    b = write_spec(text="# a comment\n" + a.read_text(), name="other-name.toml")
+    assert run(capsys, "diff", str(a), str(b))[0] == 0
+
+
+def test_a_spec_against_its_own_bundle_is_equivalent(tmp_path: Path, write_spec: SpecWriter,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    spec = write_spec({"cuda": {"home": "/usr/local/cuda-12.9"}})
+    assert acrl_main(["compile", str(spec), "-o", str(tmp_path / "bundle")]) == 0
+    capsys.readouterr()
+    assert run(capsys, "diff", str(tmp_path / "bundle"), str(spec))[0] == 0
+
+
+def test_cluster_layout_changes_the_gpus_per_role(write_spec: SpecWriter, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_spec(name="a.toml")
+    b = write_spec({"cluster": {"colocate": False, "rollout_num_gpus": 4}}, name="b.toml")
+    code, data = diff_json(capsys, a, b)
+    assert code == 1
+    assert changes(data, "flags") == {
+        "--colocate": ("removed", [], None, "cluster and parallelism"),
+        "--rollout-num-gpus": ("added", None, ["4"], "cluster and parallelism"),
+    }
+    assert changes(data, "derived") == {"rollout_gpus": ("changed", 8, 4)}
+
+
+def test_environment_integration_and_model_sections(write_spec: SpecWriter,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_spec(name="a.toml")
+    b = write_spec({
+        "env": {"vars": {"NCCL_DEBUG": "INFO"}, "forward": ["WANDB_ENTITY", "HF_HOME"]},
+        "cuda": {"home": "/usr/local/cuda-12.9"},
+        "wandb": {"project": "p"},
+        "train": {"mode": "async"}, "cluster": {"colocate": False, "rollout_num_gpus": 8},
+        "agentcore": {"max_concurrent": 64, "max_pool_connections": 64},
+        "model": {"args": {"num-layers": 40}},
+        "extra": {"flags": {"--sglang-enable-metrics": True, "--made-up-flag": "x y"}},
+    }, name="b.toml")
+    code, data = diff_json(capsys, a, b)
+    assert code == 1
+    assert changes(data, "runtime_env") == {
+        "CUDA_HOME": ("added", None, "/usr/local/cuda-12.9"),
+        "HF_HOME": ("added", None, FORWARDED),
+        "LD_LIBRARY_PATH": ("added", None, PINNED_AT_LAUNCH),
+        "NCCL_DEBUG": ("added", None, "INFO"),
+    }
+    flags = changes(data, "flags")
+    assert flags["--wandb-project"] == ("added", None, ["p"], "environment")
+    assert flags["--train-env-vars"] == ("added", None, ["$TRAIN_ENV_VARS"], "environment")
+    assert flags["--sglang-enable-metrics"] == ("added", None, [], "rollout and sglang")  # by the flag table
+    assert flags["--made-up-flag"] == ("added", None, ["x y"], "other")
+    assert changes(data, "custom_config") == {"max_concurrent": ("changed", 100, 64),
+                                              "max_pool_connections": ("changed", 100, 64)}
+    assert changes(data, "model_args") == {"--num-layers": ("changed", ["36"], ["40"])}
+    launch = changes(data, "launch")
+    assert launch["ENTRYPOINT"] == ("changed", "$SLIME_DIR/train.py", "$SLIME_DIR/train_async.py")
+    assert launch["CUDA_HOME"] == ("added", None, "/usr/local/cuda-12.9")
+
+
+def test_a_command_added_to_train_sh_is_a_difference(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
+    edit(b / "train.sh", "readonly CLUSTER_ADDRESS\n", "readonly CLUSTER_ADDRESS\ncurl -s https://example.com | sh\n")
+    edit(b / "train.sh", "readonly SLIME_DIR=/root/slime\n", "readonly SLIME_DIR=/root/slime; rm -rf ~\n")
+    code, data = diff_json(capsys, a, b)
+    assert code == 1
+    assert changes(data, "script") == {"train.sh": ("changed", [], ["readonly SLIME_DIR=/root/slime; rm -rf ~",
+                                                                   "curl -s https://example.com | sh"])}
+    code, out, _ = run(capsys, "diff", str(a), str(b), "--format", "markdown")
+    assert "+ curl -s https://example.com | sh" in out
+
+
+def test_values_with_quotes_parentheses_and_hashes_survive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
+    edit(b / "train.sh", "  --input-key prompt\n",
+         "  --input-key 'a ) # b' \"c \\\" d\" e\\ f  # trailing comment\n  --multi 'line one\nline two'\n")
+    code, data = diff_json(capsys, a, b)
+    assert code == 1
+    assert changes(data, "flags") == {
+        "--input-key": ("changed", ["prompt"], ["a ) # b", 'c " d', "e f"], "rollout and sglang"),
+        "--multi": ("added", None, ["line one\nline two"], "model architecture"),  # under "model and data"
+    }
+    assert data["sections"]["script"] == []
+
+
+def test_a_truncated_train_sh_is_reported_not_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
+    text = (b / "train.sh").read_text()
+    (b / "train.sh").write_text(text[:text.index("  --lr ")])  # cut inside SLIME_ARGS=( ...
+    code, data = diff_json(capsys, a, b)
+    assert code == 1
+    status = changes(data, "files")["train.sh"]
+    assert status[:2] == ("changed", "present") and status[2].startswith("unreadable: ")
+    assert any("train.sh cannot be read" in note for note in data["notes"])
+
+
+def test_deleted_and_added_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
+    (b / "model_args.sh").unlink()
+    (b / "notes.txt").write_text("hello\n")
+    code, data = diff_json(capsys, a, b)
+    assert code == 1
+    files = changes(data, "files")
+    assert files["model_args.sh"] == ("changed", "present", "missing")
+    assert files["notes.txt"][:2] == ("added", None) and files["notes.txt"][2].startswith("sha256:")
+    assert changes(data, "model_args")["--num-layers"] == ("removed", ["36"], None)
+
+
+def test_a_bundle_made_by_another_acrl_version_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
+    manifest = json.loads((a / "manifest.json").read_text())
+    manifest["acrl_version"] = "0.0.9"
+    (a / "manifest.json").write_text(json.dumps(manifest))
+    code, data = diff_json(capsys, a, b)
+    assert code == 0  # the manifest's version is not itself a difference in what runs
+    assert any(f"{a} was made by acrl 0.0.9 and {b} by acrl " in note for note in data["notes"])
+
+
+def test_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
+    edit(b / "custom_config.yaml", "max_concurrent: 100", "max_concurrent: 128")
+    code, data = diff_json(capsys, a, b)
+    assert code == 1
+    assert set(data) == {"a", "b", "equivalent", "differences", "sections", "notes"}
+    assert (data["a"], data["b"], data["equivalent"], data["differences"]) == (str(a), str(b), False, 1)
+    assert sorted(data["sections"]) == sorted(id for id, _ in SECTIONS)
+    assert data["sections"]["custom_config"] == [
+        {"key": "max_concurrent", "change": "changed", "before": 100, "after": 128}]
+
+
+def test_markdown_is_ready_for_a_pull_request(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
+    edit(b / "train.sh", "  --rollout-batch-size 32\n", "  --rollout-batch-size 64\n")
+    edit(b / "train.sh", "  --input-key prompt\n", "  --input-key 'a|b'\n")
+    code, out, err = run(capsys, "diff", str(a), str(b), "--format", "markdown")
+    assert (code, err) == (1, "")
+    lines = out.splitlines()
+    assert lines[0] == f"### `acrl diff` `{a}` → `{b}`"
+    assert lines[2] == "**2 differences**: slime flags (2)."
+    table = lines[lines.index("#### Slime flags") + 2:]
+    assert table[:4] == ["| group | flag | before | after |", "|---|---|---|---|",
+                         "| batch arithmetic | `--rollout-batch-size` | `32` | `64` |",
+                         "| rollout and sglang | `--input-key` | `prompt` | `'a\\|b'` |"]  # as bash reads it
+    assert run(capsys, "diff", str(a), str(a), "--format", "markdown")[1].endswith("No semantic differences.\n")
+
+
+def test_text_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
+    edit(b / "train.sh", "  --colocate\n", "")
+    edit(b / "custom_config.yaml", "max_concurrent: 100", "max_concurrent: 128")
+    code, out, _ = run(capsys, "diff", str(a), str(b))
+    assert code == 1
+    assert out.splitlines()[:8] == [
+        f"--- {a}", f"+++ {b}", "2 differences", "slime flags:", "  [cluster and parallelism]",
+        "    - --colocate", "custom config (custom_config.yaml):", "  ~ max_concurrent: 100 -> 128"]
+
+
+@pytest.mark.parametrize("make", ["missing", "file", "empty-dir"])
+def test_an_input_that_is_not_a_bundle_or_spec_exits_2(make: str, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    a = copy_golden(tmp_path, "a")
+    other = tmp_path / "other"
+    if make == "file":
+        other.write_text("x")
+    elif make == "empty-dir":
+        other.mkdir()
+    code, out, err = run(capsys, "diff", str(a), str(other))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"{other}: ") and "\n  fix: " in err and "Traceback" not in err
+
+
+def test_an_invalid_spec_exits_2_as_diff_does(write_spec: SpecWriter, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_spec(name="a.toml")
+    b = write_spec({"rollout": {"batch_size": 0}}, name="b.toml")
+    code, out, err = run(capsys, "diff", str(a), str(b))
+    assert (code, out) == (2, "")
+    assert "[rollout] batch_size: must be at least 1, got 0" in err
+    code, out, err = run(capsys, "diff", str(a), str(b), "--format", "json")
+    assert code == 2 and json.loads(out)["error"]["kind"] == "SpecError"
+
+
+def test_flag_groups() -> None:
+    assert flag_group("--anything", "algorithm") == "algorithm"  # _argv's title wins where it is a diff group
+    assert flag_group("--prompt-data", "model and data") == "rollout and sglang"
+    assert flag_group("--hf-checkpoint", "model and data") == "model architecture"
+    assert flag_group("--seed", "training kernels") == "other"
+    assert flag_group("--accumulate-allreduce-grads-in-fp32", "training kernels") == "optimizer"
+    assert flag_group("--eval-interval", "evaluation") == "rollout and sglang"
+    assert flag_group("--sglang-enable-metrics", "escape hatch: [extra.flags]") == "rollout and sglang"
+    assert flag_group("--custom-config-path", None) == "integration"
+    assert flag_group("--wandb-group", None) == "environment"
+    assert flag_group("--expert-tensor-parallel-size", None) == "cluster and parallelism"
+    assert flag_group("--no-such-flag", None) == "other"
+
+
+def test_bash_arrays_replace_append_and_titles() -> None:
+    source = ("X=(--old)\nX=(\n  # first\n  --a 1 \\\n    2\n  # second\n  --b \"q\\\"uote\"\n)\n"
+              "echo 'X=(--not an assignment)'\nX+=(--c ')' ) # trailing\n")
+    segments, spans = bash_arrays(source, "X")
+    assert segments == [("first", ["--a", "1", "2"]), ("second", ["--b", 'q"uote']), (None, ["--c", ")"])]
+    assert len(spans) == 3
