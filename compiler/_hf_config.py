@@ -6,6 +6,7 @@ scripts/models/*.sh. What config.json says that Megatron cannot express is repor
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
@@ -100,6 +101,13 @@ class Mismatch:
     hf_field: str
     fix: str
     severity: Literal["error", "warning"]
+    # [model.overrides] entries (name, TOML value) that give ``b``'s value: ("norm-epsilon", '"1e-06"')
+    b_override: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def override_hint(self) -> str:
+        """``[model.overrides] "norm-epsilon" = "1e-06"``: what to write in the spec to adopt ``b``'s value."""
+        return "[model.overrides] " + " and ".join(f'"{name}" = {value}' for name, value in self.b_override)
 
     @property
     def message(self) -> str:
@@ -269,6 +277,7 @@ class _Value:
 
 
 _ABSENT = _Value("absent", ())
+_MAX_PATTERN = 1_000_000
 _FREQ_TERM = re.compile(r"\[([0-9,]*)\](?:\*([0-9]+))?")
 
 
@@ -292,8 +301,27 @@ def compare(a: Sequence[str], a_source: str, b: Sequence[str], b_source: str) ->
         else:
             fix = f"drop {flag}, as in {b_source}"
         out.append(Mismatch(flag, x.shown, y.shown, a_source, b_source, HF_FIELD.get(flag, ""), fix,
-                            "warning" if flag in SETTINGS else "error"))
+                            "warning" if flag in SETTINGS else "error", _override(flag, y)))
     return out
+
+
+def _override(flag: str, value: _Value) -> tuple[tuple[str, str], ...]:
+    """[model.overrides] entries that make MODEL_ARGS carry ``value`` for ``flag`` (false removes a flag)."""
+    name = flag.removeprefix("--")
+    tokens = value.proposal.split()
+    if not tokens:  # absent: Megatron's default, hidden size / heads, or multi-head attention
+        return (("group-query-attention", "false"), (name, "false")) if flag == "--num-query-groups" else \
+            ((name, "false"),)
+    if tokens[0] == "--group-query-attention":
+        return ("group-query-attention", "true"), (name, _toml_value(tokens[2:]))
+    return ((name, _toml_value(tokens[1:])),)
+
+
+def _toml_value(values: Sequence[str]) -> str:
+    if not values:
+        return "true"
+    quoted = [json.dumps(v) for v in values]  # a JSON string of ordinary characters is a TOML basic string
+    return quoted[0] if len(quoted) == 1 else f"[{', '.join(quoted)}]"
 
 
 def _effective(tokens: Sequence[str]) -> dict[str, _Value]:
@@ -338,14 +366,27 @@ def _canon(token: str) -> str:
     return str(number.normalize()) if number.is_finite() else token
 
 
+def moe_layer_pattern(freq: str, layers: int) -> str | None:
+    """Megatron's --moe-layer-freq as one "0"/"1" per layer ("1": a MoE layer), or None when it cannot be read.
+    An integer N makes every N-th layer (0, N, 2N, ...) a MoE layer; "[0]*3+[1]*58" and "[0,0,0,1,...]" list
+    the layers."""
+    text = freq.replace(" ", "")
+    if text.isdigit():
+        every = int(text)
+        return "".join("1" if every and i % every == 0 else "0" for i in range(min(layers, _MAX_PATTERN)))
+    terms = [m for m in (_FREQ_TERM.fullmatch(term) for term in text.split("+")) if m]
+    if len(terms) != len(text.split("+")):
+        return None
+    runs = [("".join(m.group(1).split(",")), int(m.group(2) or 1)) for m in terms]
+    if sum(len(run) * times for run, times in runs) > _MAX_PATTERN:  # "[1]*10**12" describes no model
+        return None
+    return "".join(run * times for run, times in runs)
+
+
 def _layer_pattern(value: _Value, layers: str) -> _Value:
     """--moe-layer-freq as one 0/1 per layer: "1", "[1]*48" and "[1,1,...]" are the same pattern."""
     text = "".join(value.key).replace(" ", "")
-    if text.isdigit():
-        pattern = "".join("0" if i % int(text) else "1" for i in range(int(layers) if layers.isdigit() else 0))
-    else:
-        terms = [_FREQ_TERM.fullmatch(term) for term in text.split("+")]
-        if not all(terms):
-            return value
-        pattern = "".join("".join(m.group(1).split(",")) * int(m.group(2) or 1) for m in terms if m)
+    pattern = moe_layer_pattern(text, int(layers) if layers.isdigit() else 0)
+    if pattern is None:
+        return value
     return attrs.evolve(value, key=(pattern or text,))
