@@ -129,6 +129,8 @@ _ENTRIES = (
                                             "which Megatron reads only for YaRN; its llama3 scaling reads "
                                             "--rope-scaling-factor, which stays at its default 8.0"),)),
     CatalogEntry("glm4-9B", "THUDM/GLM-4-9B-0414", _glm4(40, 4096, 13696, 32, True), "glm4-9B"),
+    # GLM-4-32B-0414's config.json: 61 layers, 2 KV heads (also in its GGUF conversions: glm4.block_count 61,
+    # n_head_kv 2, 32.57B parameters, which is what these fields count; slime's 64 layers / 8 groups would be 34.7B).
     CatalogEntry("glm4-32B", "THUDM/GLM-4-32B-0414", _glm4(61, 6144, 23040, 48, False), "glm4-32B",
                  (("--num-layers", "slime's glm4-32B.sh has 64 layers; GLM-4-32B-0414 was published with 61"),
                   ("--num-query-groups", "slime's glm4-32B.sh has 8 query groups; GLM-4-32B-0414 was published "

@@ -1,10 +1,14 @@
 """MODEL_ARGS: resolve the architecture arguments at compile time and freeze them with provenance.
 
-Two sources (the catalog and Hugging Face config.json come with issue 3):
+Four sources:
 - ``args``: the spec's literal [model.args] table;
+- ``catalog``: acrl's built-in catalog, written from the models' published config.json (_catalog.py);
+- ``hf``: the checkpoint's own config.json, translated by _hf_config.py;
 - ``script``: slime's scripts/models/<type>.sh, sourced by bash in a clean environment
   (``env -i``, an empty temporary working directory, only the knobs the spec names), so the result
   does not depend on the caller's environment or on files that a glob could match.
+The result is compared with the checkpoint's config.json when it is on this machine, else, for a script, with the
+catalog entry of the same name.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ._catalog import CATALOG, entry, lookup_error
+from ._catalog import CATALOG, CatalogEntry, entry, lookup_error
 from ._flags import flag_tokens, normalize_flag, parse_flags, table_tokens
 from ._hf_config import Mismatch, compare, derive_model_args
 from ._spec import Spec
@@ -58,13 +62,27 @@ class ModelArgsError(Exception):
 
 
 @attrs.frozen
+class Reference:
+    """The config.json fields of the model MODEL_ARGS should describe, and how messages name them."""
+
+    fields: Mapping[str, Any]
+    shown: str  # "/models/Qwen3-4B/config.json" or "acrl catalog: qwen3-4B (Qwen/Qwen3-4B)"
+    kind: Literal["config.json", "catalog"]
+
+
+@attrs.frozen
 class Resolution:
-    """MODEL_ARGS, the disagreements with the checkpoint's config.json, and notes for the user."""
+    """MODEL_ARGS, the disagreements with the checkpoint's config.json (or, for a slime script, with the catalog
+    entry of the same name), and notes for the user."""
 
     model_args: ModelArgs
-    mismatches: tuple[Mismatch, ...] = ()
+    mismatches: tuple[Mismatch, ...] = ()  # against the checkpoint's config.json (errors)
     notes: tuple[str, ...] = ()
     matching_catalog: str | None = None  # a catalog entry whose architecture matches the config.json
+    # The model as published: the config.json read on this machine, else the catalog entry named by [model] type.
+    reference: Reference | None = None
+    catalog_mismatches: tuple[Mismatch, ...] = ()  # slime's script against the catalog entry of the same name
+    script_matches: str | None = None  # a catalog entry whose architecture is exactly the script's
 
 
 def resolve_model_args(spec: Spec, spec_dir: Path = Path()) -> Resolution:
@@ -86,7 +104,7 @@ def resolve_model_args(spec: Spec, spec_dir: Path = Path()) -> Resolution:
         if found is None:
             raise ModelArgsError(lookup_error(spec.model.type), "see `acrl models`, or choose another args_source")
         fields = json.dumps(dict(found.hf_fields), sort_keys=True, default=list)
-        base = ModelArgs(found.model_args(), "catalog", f"acrl catalog: {found.name} ({found.source})",
+        base = ModelArgs(found.model_args(), "catalog", _catalog_shown(found),
                          hashlib.sha256(fields.encode()).hexdigest())
     elif source == "hf":
         if config is None:
@@ -102,8 +120,17 @@ def resolve_model_args(spec: Spec, spec_dir: Path = Path()) -> Resolution:
     else:
         base = _from_script(spec)
     model_args = _apply_overrides(base, spec)
+    published = entry(spec.model.type)
+    if config is not None:
+        reference: Reference | None = Reference(config.data, config.shown, "config.json")
+    elif published is not None:
+        reference = Reference(published.hf_fields, _catalog_shown(published), "catalog")
+    else:
+        reference = None
+    if config is None and source == "script" and published is not None:
+        return _against_catalog(model_args, base, published, reference)
     if config is None or source == "hf":
-        return Resolution(model_args)
+        return Resolution(model_args, reference=reference)
     overridden = {flag for flag, _ in model_args.overrides}
     derived = derive_model_args(config.data)
     mismatches = [m for m in compare(model_args.args, base.description, derived.args, config.shown)
@@ -113,7 +140,28 @@ def resolve_model_args(spec: Spec, spec_dir: Path = Path()) -> Resolution:
     notes += [f"setting differs (not an error): {m.message}" for m in mismatches if m.severity == "warning"]
     errors = tuple(m for m in mismatches if m.severity == "error")
     match = _matching_catalog(derived.args, config.shown) if errors else None
-    return Resolution(model_args, errors, tuple(notes), match)
+    return Resolution(model_args, errors, tuple(notes), match, reference)
+
+
+def _against_catalog(model_args: ModelArgs, base: ModelArgs, published: CatalogEntry,
+                     reference: Reference | None) -> Resolution:
+    """slime's script compared with the catalog entry of the same name, the catalog being the reference: it is
+    written from the published config.json. Only done where the checkpoint's own config.json is not here to
+    decide (with it, ACRL-M005 compares the script against the checkpoint itself)."""
+    overridden = {flag for flag, _ in model_args.overrides}
+    shown = _catalog_shown(published)
+    mismatches = [m for m in compare(model_args.args, base.description, published.model_args(), shown)
+                  if m.flag not in overridden]
+    notes = [f"MODEL_ARGS checked against {shown}"]
+    notes += [f"setting differs (not an error): {m.message}" for m in mismatches if m.severity == "warning"]
+    errors = tuple(m for m in mismatches if m.severity == "error")
+    match = _matching_catalog(model_args.args, base.description) if errors else None
+    return Resolution(model_args, notes=tuple(notes), reference=reference, catalog_mismatches=errors,
+                      script_matches=match)
+
+
+def _catalog_shown(found: CatalogEntry) -> str:
+    return f"acrl catalog: {found.name} ({found.source})"
 
 
 def _matching_catalog(args: tuple[str, ...], shown: str) -> str | None:

@@ -110,3 +110,15 @@ def test_entries_are_immutable() -> None:
         CATALOG["x"] = e  # type: ignore[index]
     assert e.hf_fields["architectures"] == ("Qwen3ForCausalLM",)
     assert hash(e) == hash(CatalogEntry(e.name, e.source, dict(e.hf_fields), e.slime_script, e.slime_differences))
+
+
+def test_glm4_32b_follows_the_published_config_not_slimes_script(slime_args: dict[str, list[str]]) -> None:
+    """THUDM/GLM-4-32B-0414 was published with 61 layers and 2 KV heads (32.57B parameters); slime's glm4-32B.sh
+    has 64 and 8. The entry keeps the published values and names the difference."""
+    glm = CATALOG["glm4-32B"]
+    assert (glm.hf_fields["num_hidden_layers"], glm.hf_fields["num_key_value_heads"]) == (61, 2)
+    script = slime_args["glm4-32B"]
+    assert script[script.index("--num-layers") + 1] == "64" and script[script.index("--num-query-groups") + 1] == "8"
+    why = dict(glm.slime_differences)
+    assert "64" in why["--num-layers"] and "61" in why["--num-layers"]
+    assert "8" in why["--num-query-groups"] and "2" in why["--num-query-groups"]
