@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import attrs
 
 from ._argv import ArgGroup, actor_gpus, global_batch_size, rollout_gpus, samples_per_rollout
+from ._catalog import entry
 from ._errors import Diagnostic
 from ._flags import (
     flags_in,
@@ -23,6 +24,7 @@ from ._flags import (
     normalize_flag,
     parse_flags,
 )
+from ._memory import engine_parallel, estimate_memory, extra_flags, memory_problems
 from ._model_args import ModelArgs, Resolution
 from ._source import SpecSource
 from ._spec import Spec
@@ -43,10 +45,15 @@ class Context:
     accepted: Callable[[str], tuple[str, Sequence[str]]] | None = None  # flag -> (status, suggestions)
     resolution: Resolution | None = None  # how MODEL_ARGS were resolved, with the config.json check
     model: Mapping[str, list[str]] = attrs.field(init=False)  # MODEL_ARGS as flag -> values, parsed once
+    extra: Mapping[str, list[str]] = attrs.field(init=False)  # [extra.flags] and [extra] args as flag -> values
 
     @model.default
     def _parse_model_args(self) -> Mapping[str, list[str]]:
         return parse_flags(self.model_args.args)
+
+    @extra.default
+    def _parse_extra(self) -> Mapping[str, list[str]]:
+        return extra_flags(self.spec)
 
     def model_int(self, flag: str) -> int | None:
         values = self.model.get(flag)
@@ -520,14 +527,17 @@ def _env_names(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-M001", "error", ["parallel.tensor", "model.args"], "attention heads divisible by TP")
 def _heads_tp(ctx: Context) -> Iterator[Finding]:
-    """Attention heads must be divisible by the training and the rollout engine's tensor parallel sizes; query groups
-    must divide or be a multiple of them."""
+    """Attention heads must be divisible by the training and the rollout engine's tensor parallel sizes (the engine's
+    is gpus_per_engine, divided by an sglang pipeline size given in [extra]); query groups must divide or be a
+    multiple of them."""
     heads, groups = ctx.model_int("--num-attention-heads"), ctx.model_int("--num-query-groups")
     if "--group-query-attention" not in ctx.model:
         groups = None
+    engine_tp, engine_pp = engine_parallel(ctx.spec, ctx.extra)
+    engine = "the rollout engine's tensor parallel size (gpus_per_engine" + \
+        (f" / sglang pipeline size {engine_pp})" if engine_pp > 1 else ")")
     for tp, what, key in ((ctx.spec.parallel.tensor, "tensor parallel size", "parallel.tensor"),
-                          (ctx.spec.rollout.gpus_per_engine, "the rollout engine's tensor parallel size "
-                           "(gpus_per_engine)", "rollout.gpus_per_engine")):
+                          (engine_tp, engine, "rollout.gpus_per_engine")):
         if heads and heads % tp:
             yield Finding(f"{heads} attention heads are not divisible by {what} {tp}",
                           f"choose a {what} dividing {heads}", keys=(key,))
@@ -538,16 +548,20 @@ def _heads_tp(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-M002", "error", ["parallel.pipeline", "model.args"], "layers divisible by PP")
 def _layers_pp(ctx: Context) -> Iterator[Finding]:
-    """Layers must be divisible by the pipeline parallel size."""
+    """Layers must be divisible by the pipeline parallel size (unless --decoder-first/last-pipeline-num-layers set an
+    uneven split)."""
     layers, pp = ctx.model_int("--num-layers"), ctx.spec.parallel.pipeline
-    if layers and pp > 1 and layers % pp and "--decoder-first-pipeline-num-layers" not in ctx.model:
+    uneven = {"--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"}
+    if layers and pp > 1 and layers % pp and not uneven & (set(ctx.model) | set(ctx.extra)):
         yield Finding(f"{layers} layers are not divisible by pipeline size {pp}",
                       f"choose a pipeline size dividing {layers}", keys=("parallel.pipeline",))
 
 
 @rule("ACRL-M003", "error", ["parallel.expert", "model.args"], "experts divisible by EP")
 def _experts_ep(ctx: Context) -> Iterator[Finding]:
-    """Experts must be divisible by the expert parallel size; expert parallelism needs experts."""
+    """Experts must be divisible by the expert parallel size; expert parallelism needs experts; expert parallel x
+    expert tensor parallel (default: the tensor size) x pipeline sizes must divide the actor's GPUs (Megatron's
+    initialize_model_parallel fails in the actors otherwise)."""
     experts, ep = ctx.model_int("--num-experts"), ctx.spec.parallel.expert
     if ep > 1 and not experts:
         yield Finding(f"expert parallel size {ep} on a model without experts", "set [parallel] expert = 1",
@@ -555,6 +569,18 @@ def _experts_ep(ctx: Context) -> Iterator[Finding]:
     elif experts and experts % ep:
         yield Finding(f"{experts} experts are not divisible by expert parallel size {ep}",
                       f"choose an expert parallel size dividing {experts}", keys=("parallel.expert",))
+    etp = _int((ctx.extra.get("--expert-tensor-parallel-size") or [""])[0]) or ctx.spec.parallel.tensor
+    size = ep * etp * ctx.spec.parallel.pipeline
+    if experts and ctx.actor_gpus % size:
+        yield Finding(f"expert parallel {ep} x expert tensor parallel {etp} x pipeline {ctx.spec.parallel.pipeline} "
+                      f"= {size} does not divide the actor's {ctx.actor_gpus} GPUs: Megatron's "
+                      "initialize_model_parallel fails in the actors",
+                      "choose [parallel] expert so that the product divides the actor's GPUs (or pass "
+                      "--expert-tensor-parallel-size 1 in [extra.flags])", keys=("parallel.expert",))
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
 
 
 @rule("ACRL-M004", "error", ["model.args"], "query groups need grouped-query attention")
@@ -576,11 +602,78 @@ def _config_mismatch(ctx: Context) -> Iterator[Finding]:
     resolution = ctx.resolution
     if resolution is None:
         return
-    better = f'; or set [model] type = "{resolution.matching_catalog}"' if resolution.matching_catalog else ""
+    match = resolution.matching_catalog
+    better = "" if match is None else f'; or set [model] type = "{match}"' if match != ctx.spec.model.type else \
+        '; or use the catalog entry of this type: args_source = "catalog"'
     for m in resolution.mismatches:
-        name = m.flag.removeprefix("--")
-        yield Finding(m.message.split(". Fix: ")[0],
-                      f'{m.fix}: in the spec, [model.overrides] "{name}" = "{m.b_value}"{better}')
+        yield Finding(m.message.split(". Fix: ")[0], f"{m.fix}: in the spec, {m.override_hint}{better}")
+
+
+@rule("ACRL-M006", "error", ["model.args", "model.type", "model.overrides"],
+      "kv_channels explicit when head_dim differs from hidden / heads")
+def _kv_channels(ctx: Context) -> Iterator[Finding]:
+    """Without --kv-channels Megatron uses hidden size / attention heads as the head dimension (and stops at launch
+    when it is not a whole number). When the model's head_dim (in the checkpoint's config.json, else in the catalog
+    entry named by [model] type, for the same hidden size and heads) differs, e.g. Qwen3-4B: 2560 / 32 = 80 but
+    head_dim 128, MODEL_ARGS must pass --kv-channels, or the attention is built with the wrong shape."""
+    hidden, heads = ctx.model_int("--hidden-size"), ctx.model_int("--num-attention-heads")
+    if "--kv-channels" in ctx.model or "--multi-latent-attention" in ctx.model or not hidden or not heads:
+        return
+    where = "[model.args]" if ctx.model_args.source == "args" else "[model.overrides]"
+    keys = ("model.args",) if ctx.model_args.source == "args" else ("model.overrides", "model.type")
+    if hidden % heads:
+        yield Finding(f"MODEL_ARGS have no --kv-channels and hidden size {hidden} is not divisible by {heads} "
+                      "attention heads: Megatron stops at launch", f'add "kv-channels" = <head_dim> to {where}',
+                      keys=keys)
+        return
+    r = ctx.resolution
+    ref = r.reference if r is not None else None
+    if r is None or ref is None or any(m.flag == "--kv-channels" for m in r.mismatches):  # ACRL-M005 said it
+        return
+    head_dim = ref.fields.get("head_dim")
+    same_model = (ref.fields.get("hidden_size"), ref.fields.get("num_attention_heads")) == (hidden, heads)
+    if type(head_dim) is int and same_model and head_dim != hidden // heads:
+        yield Finding(f"MODEL_ARGS have no --kv-channels, so Megatron uses hidden size / attention heads = "
+                      f"{hidden} / {heads} = {hidden // heads} as the head dimension, but {ref.shown} has head_dim "
+                      f"{head_dim}: the attention is built with the wrong shape and the checkpoint does not load",
+                      f'add "kv-channels" = {head_dim} to {where}', keys=keys)
+
+
+@rule("ACRL-M007", "warning", ["cluster.gpu_memory_gib", "parallel.tensor", "parallel.pipeline", "parallel.expert",
+                               "train.optimizer_cpu_offload", "rollout.gpus_per_engine", "sglang.mem_fraction_static"],
+      "the static memory estimate fits the GPUs")
+def _memory(ctx: Context) -> Iterator[Finding]:
+    """A static estimate per GPU (docs/memory.md) must fit [cluster] gpu_memory_gib: the actor's bf16 weights,
+    gradients and optimizer states (sharded by TP, PP, EP and the distributed optimizer; off the GPU with
+    optimizer_cpu_offload), the rollout engine's weights and KV cache under mem_fraction_static, and one CUDA
+    context per process; activations are not counted, so a setup over the limit cannot run."""
+    estimate = estimate_memory(ctx.spec, ctx.model)
+    if not isinstance(estimate, str):
+        for problem in memory_problems(estimate, ctx.spec):
+            yield Finding(problem.message, problem.hint, problem.keys)
+
+
+@rule("ACRL-M008", "warning", ["model.type", "model.args_source", "model.overrides"],
+      "slime's model script agrees with the published config")
+def _script_vs_catalog(ctx: Context) -> Iterator[Finding]:
+    """When MODEL_ARGS come from slime's model script and the checkpoint's config.json is not on the compiling
+    machine, the script is compared field by field with acrl's catalog entry of the same name, written from the
+    model's published config.json (e.g. slime's glm4-32B.sh has 64 layers and 8 query groups, GLM-4-32B-0414 61
+    and 2). A flag set in [model.overrides] is not compared."""
+    r = ctx.resolution
+    if r is None or not r.catalog_mismatches:
+        return
+    found = entry(ctx.spec.model.type)
+    known = dict(found.slime_differences) if found is not None else {}
+    other = (f'; if the checkpoint is the model the script describes, set [model] type = "{r.script_matches}" '
+             'and args_source = "catalog"') if r.script_matches else ""
+    for m in r.catalog_mismatches:
+        note = f" (a known difference: {known[m.flag]})" if m.flag in known else ""
+        yield Finding(f"{m.message.split('. Fix: ')[0]}{note}: if the checkpoint is the published model, MODEL_ARGS "
+                      "do not describe it",
+                      f"{m.fix}: in the spec, {m.override_hint}, or args_source = \"catalog\"; to keep the script's "
+                      f"value, set it in [model.overrides] (or compile where the checkpoint's config.json is, or "
+                      f"name a copy in [model] hf_config){other}")
 
 
 def validate(source: SpecSource, ctx: Context) -> list[Diagnostic]:

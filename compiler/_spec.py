@@ -129,6 +129,9 @@ class Cluster:
     colocate: bool = setting(True, doc="Share GPUs between training and rollout.", flag="--colocate")
     rollout_num_gpus: int | None = setting(None, doc="GPUs for rollout engines when not colocated.",
                                            flag="--rollout-num-gpus", ge=1)
+    gpu_memory_gib: float = setting(80.0, doc="Memory of one GPU in GiB, for acrl's static memory estimate "
+                                              "(ACRL-M007, docs/memory.md); e.g. 80 for an 80 GB A100/H100, 141 "
+                                              "for an H200. Not passed to slime.", gt=0, le=4096)
     address: str | None = setting(None, doc="Dashboard address of an existing Ray cluster "
                                             "(e.g. http://head:8265); then no local head is started.")
     stop_stale_processes: bool = setting(True, doc="Kill stale sglang processes and stop Ray first "

@@ -35,7 +35,7 @@ def test_qwen25_32b_norm_epsilon_mismatch_is_a_compile_error(write_spec: SpecWri
     path = model_spec(write_spec, type="qwen2.5-32B", dir=str(checkpoint(tmp_path, "Qwen2.5-32B-Instruct")))
     with pytest.raises(SpecError) as info:
         compile_spec(path, display_name="spec.toml")
-    (diag,) = info.value.diagnostics
+    (diag,) = [d for d in info.value.diagnostics if d.severity == "error"]  # a 32B model at TP 2 also warns (M007)
     assert diag.rule == "ACRL-M005" and diag.key == "model.type"
     assert "--norm-epsilon" in diag.message
     assert ("1e-05" in diag.message or "1e-5" in diag.message) and ("1e-06" in diag.message or "1e-6" in diag.message)
@@ -111,3 +111,154 @@ def test_hf_config_relative_to_the_spec_is_checked(write_spec: SpecWriter, tmp_p
     shutil.copy(HF / "Qwen2.5-32B-Instruct" / "config.json", tmp_path / "config.json")
     with pytest.raises(SpecError, match="norm-epsilon"):
         compile_spec(model_spec(write_spec, type="qwen2.5-32B", hf_config="config.json"))
+
+
+# --- slime's script against the catalog entry of the same name (ACRL-M008) -----------------------------------------
+
+GLM4_32B_SH = """#!/bin/bash
+# as in slime's scripts/models/glm4-32B.sh
+MODEL_ARGS=(
+   --spec "slime_plugins.models.glm4" "get_glm_spec"
+   --swiglu
+   --num-layers 64
+   --hidden-size 6144
+   --ffn-hidden-size 23040
+   --num-attention-heads 48
+   --max-position-embeddings 32768
+   --seq-length 32768
+   --use-rotary-position-embeddings
+   --disable-bias-linear
+   --normalization "RMSNorm"
+   --norm-epsilon 1e-5
+   --rotary-base 10000
+   --group-query-attention
+   --num-query-groups 8
+   --vocab-size 151552
+   --post-self-attn-layernorm
+   --post-mlp-layernorm
+   --rotary-interleaved
+   --rotary-percent 0.5
+   --no-rope-fusion
+   --untie-embeddings-and-output-weights
+)
+"""
+# slime's qwen2.5-1.5B.sh has the rope_theta of Qwen2.5-Math-1.5B
+QWEN25_15B_SH = """MODEL_ARGS=(
+   --swiglu --num-layers 28 --hidden-size 1536 --ffn-hidden-size 8960 --num-attention-heads 12
+   --use-rotary-position-embeddings --disable-bias-linear --add-qkv-bias --normalization "RMSNorm"
+   --norm-epsilon 1e-6 --rotary-base 10000 --group-query-attention --num-query-groups 2 --vocab-size 151936
+)
+"""
+
+
+def script_spec(write_spec: SpecWriter, tmp_path: Path, model_type: str, **model: object) -> Path:
+    """A spec whose MODEL_ARGS come from a fake slime checkout holding slime's script for ``model_type``; GLM-4-32B
+    at TP 8 fits 8 GPUs (ACRL-M007 stays quiet)."""
+    models = tmp_path / "slime" / "scripts" / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    (models / "glm4-32B.sh").write_text(GLM4_32B_SH)
+    (models / "qwen2.5-1.5B.sh").write_text(QWEN25_15B_SH)
+    spec = merge(MINIMAL, {"model": {"args": None}, "slime": {"dir": str(tmp_path / "slime")},
+                           "parallel": {"tensor": 8 if model_type == "glm4-32B" else 2}})
+    spec["model"].update(type=model_type, args_source="script", **model)
+    return write_spec(text=tomli_w.dumps(spec))
+
+
+def test_slime_script_differing_from_the_published_config_warns(write_spec: SpecWriter, tmp_path: Path) -> None:
+    bundle = compile_spec(script_spec(write_spec, tmp_path, "glm4-32B"), display_name="spec.toml")
+    assert bundle.model_args.source == "script"
+    warnings = {w.message.split(":")[0]: w for w in bundle.warnings}
+    assert sorted(warnings) == ["--num-layers", "--num-query-groups"]
+    layers = warnings["--num-layers"]
+    assert layers.rule == "ACRL-M008" and layers.severity == "warning" and layers.key == "model.type"
+    assert f"64 in {tmp_path}/slime/scripts/models/glm4-32B.sh" in layers.message
+    assert "but 61 in acrl catalog: glm4-32B (THUDM/GLM-4-32B-0414)" in layers.message
+    assert "config.json field num_hidden_layers" in layers.message
+    assert "a known difference: slime's glm4-32B.sh has 64 layers" in layers.message
+    assert layers.hint.startswith('use --num-layers 61, as in acrl catalog: glm4-32B (THUDM/GLM-4-32B-0414): in the '
+                                  'spec, [model.overrides] "num-layers" = "61", or args_source = "catalog"')
+    groups = warnings["--num-query-groups"]
+    assert "8 in" in groups.message and "but 2 in" in groups.message
+    assert '"group-query-attention" = true and "num-query-groups" = "2"' in groups.hint
+    # what is not architecture (slime's script sets a context length) is a note, not a warning
+    assert any("--seq-length" in n and "not an error" in n for n in bundle.notes)
+    assert any("checked against acrl catalog: glm4-32B" in n for n in bundle.notes)
+    with pytest.raises(SpecError, match="ACRL-M008"):
+        compile_spec(script_spec(write_spec, tmp_path, "glm4-32B"), strict=True)
+
+
+def test_overrides_settle_the_difference_either_way(write_spec: SpecWriter, tmp_path: Path) -> None:
+    published = compile_spec(script_spec(write_spec, tmp_path, "glm4-32B",
+                                         overrides={"num-layers": 61, "num-query-groups": 2}))
+    assert published.warnings == ()
+    args = list(published.model_args.args)
+    assert args[args.index("--num-layers") + 1] == "61" and args[args.index("--num-query-groups") + 1] == "2"
+    kept = compile_spec(script_spec(write_spec, tmp_path, "glm4-32B",
+                                    overrides={"num-layers": 64, "num-query-groups": 8}))
+    assert kept.warnings == ()
+
+
+def test_a_script_matching_another_catalog_entry_names_it(write_spec: SpecWriter, tmp_path: Path) -> None:
+    (w,) = compile_spec(script_spec(write_spec, tmp_path, "qwen2.5-1.5B")).warnings
+    assert w.rule == "ACRL-M008" and w.message.startswith("--rotary-base: 10000 in ")
+    assert "but 1000000 in acrl catalog: qwen2.5-1.5B (Qwen/Qwen2.5-1.5B)" in w.message
+    assert w.hint.endswith('set [model] type = "qwen2.5-math-1.5B" and args_source = "catalog"')
+
+
+def test_the_checkpoints_config_json_decides_instead_of_the_catalog(write_spec: SpecWriter, tmp_path: Path) -> None:
+    math = entry("qwen2.5-math-1.5B")
+    assert math is not None
+    (tmp_path / "config.json").write_text(json.dumps(dict(math.hf_fields)))
+    bundle = compile_spec(script_spec(write_spec, tmp_path, "qwen2.5-1.5B", hf_config="config.json"))
+    assert bundle.warnings == ()  # the script matches the checkpoint: the catalog's Qwen2.5-1.5B is not this model
+    assert any("checked against config.json" in n for n in bundle.notes)
+
+
+# --- kv_channels explicit when head_dim differs from hidden / heads (ACRL-M006) -----------------------------------
+
+QWEN3_4B_ARGS = {"swiglu": True, "num-layers": 36, "hidden-size": 2560, "ffn-hidden-size": 9728,
+                 "num-attention-heads": 32, "group-query-attention": True, "num-query-groups": 8,
+                 "use-rotary-position-embeddings": True, "disable-bias-linear": True, "normalization": "RMSNorm",
+                 "norm-epsilon": "1e-6", "rotary-base": 1000000, "vocab-size": 151936, "qk-layernorm": True}
+
+
+def test_missing_kv_channels_is_an_error_naming_the_head_dim(write_spec: SpecWriter) -> None:
+    path = model_spec(write_spec, type="qwen3-4B", args=QWEN3_4B_ARGS)
+    with pytest.raises(SpecError) as info:
+        compile_spec(path, display_name="spec.toml")
+    (diag,) = info.value.diagnostics
+    assert diag.rule == "ACRL-M006" and diag.key == "model.args"
+    assert "hidden size / attention heads = 2560 / 32 = 80" in diag.message
+    assert "acrl catalog: qwen3-4B (Qwen/Qwen3-4B) has head_dim 128" in diag.message
+    assert diag.hint == 'add "kv-channels" = 128 to [model.args]'
+    assert compile_spec(model_spec(write_spec, type="qwen3-4B", args={**QWEN3_4B_ARGS, "kv-channels": 128}))
+
+
+def test_kv_channels_is_not_inferred_from_another_models_entry(write_spec: SpecWriter) -> None:
+    # [model] type names the script or catalog entry; args of another shape are not held to its head_dim
+    bundle = compile_spec(model_spec(write_spec, type="qwen3-4B", args={**QWEN3_4B_ARGS, "hidden-size": 4096}))
+    assert not [w for w in bundle.warnings if w.rule == "ACRL-M006"]
+
+
+def test_removing_kv_channels_by_override_is_an_error(write_spec: SpecWriter) -> None:
+    with pytest.raises(SpecError) as info:
+        compile_spec(model_spec(write_spec, type="qwen3-4B", overrides={"kv-channels": False}))
+    (diag,) = info.value.diagnostics
+    assert diag.rule == "ACRL-M006" and diag.hint == 'add "kv-channels" = 128 to [model.overrides]'
+    assert diag.key == "model.overrides"
+
+
+def test_the_checkpoints_head_dim_is_reported_once(write_spec: SpecWriter, tmp_path: Path) -> None:
+    path = model_spec(write_spec, type="qwen3-4B", args=QWEN3_4B_ARGS, dir=str(checkpoint(tmp_path, "Qwen3-4B")))
+    with pytest.raises(SpecError) as info:
+        compile_spec(path)
+    (diag,) = info.value.diagnostics
+    assert diag.rule == "ACRL-M005" and diag.message.startswith("--kv-channels: absent (hidden size / heads = 80)")
+    assert diag.hint.endswith('[model.overrides] "kv-channels" = "128"; or use the catalog entry of this type: '
+                              'args_source = "catalog"')
+
+
+def test_hidden_size_not_divisible_by_heads_needs_kv_channels(write_spec: SpecWriter) -> None:
+    with pytest.raises(SpecError, match="hidden size 2560 is not divisible by 24 attention heads"):
+        compile_spec(model_spec(write_spec, type="qwen3-4B",
+                                args={**QWEN3_4B_ARGS, "num-attention-heads": 24, "num-query-groups": 8}))

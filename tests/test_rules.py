@@ -58,10 +58,16 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"rollout": {"gpus_per_engine": 4}, "model": {"args": {"num-query-groups": 3}}}],
     "ACRL-M002": [{"parallel": {"pipeline": 5}, "cluster": {"gpus_per_node": 10}}],
     "ACRL-M003": [{"parallel": {"expert": 2}},
-                  {"model": {"args": {"num-experts": 6}}, "parallel": {"expert": 4}}],
+                  {"model": {"args": {"num-experts": 6}}, "parallel": {"expert": 4}},
+                  {"model": {"args": {"num-experts": 8}}, "parallel": {"expert": 8}}],  # EP 8 x ETP 2 > 8 GPUs
+    # Qwen3-4B's hidden / heads is 80, its head_dim 128 (the catalog entry named by type says so)
+    "ACRL-M006": [{"model": {"type": "qwen3-4B", "args": {"hidden-size": 2560, "num-attention-heads": 32}}},
+                  {"model": {"args": {"num-attention-heads": 24}}}],  # 2048 / 24 is not whole
+    "ACRL-M007": [{"cluster": {"gpu_memory_gib": 8}}, {"sglang": {"mem_fraction_static": 0.99}}],
 }
 # F004 needs a slime checkout on disk; it is tested in test_verify_flags.py.
-UNTESTED_HERE = {"ACRL-F004", "ACRL-M005"}  # M005 needs a config.json: tests/test_model_sources.py
+# M005 needs a config.json and M008 a slime model script: tests/test_model_sources.py.
+UNTESTED_HERE = {"ACRL-F004", "ACRL-M005", "ACRL-M008"}
 
 
 def test_every_rule_has_a_trigger_and_ids_are_unique() -> None:
