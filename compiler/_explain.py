@@ -14,7 +14,6 @@ hand-edited bundle is explained as it is, not as it should be.
 from __future__ import annotations
 
 import difflib
-import json
 import re
 import shlex
 from collections.abc import Iterator, Mapping
@@ -24,9 +23,9 @@ from typing import Any, Literal
 import attrs
 
 from ._argv import ArgGroup, build_argv, global_batch_size
-from ._errors import AcrlError, Diagnostic, SpecError, UsageError
+from ._errors import BundleReadError, Diagnostic, SpecError, UsageError
 from ._flags import normalize_flag, parse_flags
-from ._schema import toml_literal
+from ._schema import custom_config_keys, toml_literal
 from ._source import KeyPath, SpecSource, parse_spec_text
 from ._spec import Spec
 from ._version import __version__
@@ -44,7 +43,7 @@ _RESOLVED_WHY = {
 _DERIVED_DOCS = {"--global-batch-size": global_batch_size.__doc__ or ""}
 _MODEL_ARGS_GROUP = "model architecture (MODEL_ARGS, model_args.sh)"
 _RUNTIME_GROUP = "added by train.sh at run time"
-_VERIFY_HINT = "hand-edited? `acrl verify BUNDLE` checks it; recompile the spec to repair it"
+_VERIFY_HINT = "hand-edited? `acrl verify BUNDLE` lists what changed; compile the spec again to repair it"
 
 
 @attrs.frozen
@@ -187,13 +186,26 @@ def explain_path(path: Path) -> Explanation:
 
 
 def explain_bundle(directory: Path) -> Explanation:
-    """Explain a bundle from its files: spec.toml, model_args.sh, train.sh (and manifest.json's version)."""
-    shown = str(directory).rstrip("/") or "/"
-    texts = {name: _read(directory, shown, name) for name in ("spec.toml", "model_args.sh", "train.sh")}
-    notes, made_by, made_from = _manifest_notes(directory, shown)
-    source = parse_spec_text(texts["spec.toml"], f"{shown}/spec.toml")
+    """Explain a bundle from its files, read as `acrl diff` reads them: the values of its resolved
+    spec.toml, MODEL_ARGS from model_args.sh, and the flags train.sh passes, each traced to spec.toml."""
+    from ._bundle import read_bundle
+    from ._bundle_view import SPEC_TOML, read_view
     from ._structure import structure
 
+    shown = str(directory).rstrip("/") or "/"
+    files = read_bundle(directory)
+    if files is None or SPEC_TOML not in files:
+        reason = "no such directory" if files is None else "is not an acrl bundle: it has no spec.toml"
+        raise BundleReadError(path=shown, reason=reason, fix="give a bundle directory written by acrl-compile "
+                              "(e.g. bundles/<exp_id>) or a spec file (.toml)")
+    view = read_view(shown, files)
+    try:
+        text = files[SPEC_TOML].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleReadError(path=f"{shown}/{SPEC_TOML}", reason=f"is not UTF-8 text (byte {exc.start})",
+                              fix="compile the spec again: acrl-compile SPEC -o DIR --force") from None
+    source = parse_spec_text(text, f"{shown}/{SPEC_TOML}")
+    made_by = str(view.manifest.get("acrl_version")) if view.manifest else None
     spec, diagnostics = structure(source)
     if spec is None:
         if made_by is not None and made_by != __version__:
@@ -201,43 +213,52 @@ def explain_bundle(directory: Path) -> Explanation:
                 "error", f"the bundle was made by acrl {made_by}; this is acrl {__version__}", file=source.name,
                 hint="compile the original spec with this acrl")]
         raise SpecError(diagnostics)
-    info = _model_args_sh(texts["model_args.sh"], f"{shown}/model_args.sh")
+    info = _ModelArgsInfo(tuple(t for flag, values in view.model_args.items() for t in (flag, *values)),
+                          *_provenance(view.manifest, files.get("model_args.sh", b"")))
     keys = _key_items(source, spec, spec, in_bundle=True)
     flags = _flag_items(source, spec, info, keys, build_argv(spec))
-    flags, mismatch = _as_in_train_sh(flags, texts["train.sh"], f"{shown}/train.sh", spec)
-    notes += mismatch
-    notes.insert(0, f"values are those of {shown}/spec.toml, the spec as acrl resolved it when it compiled "
-                    f"{made_from or 'the bundle'}")
+    flags, mismatches = _as_train_sh_passes(flags, view.flags, view.file_status.get("train.sh", "missing"), shown)
+    model_args_status = view.file_status.get("model_args.sh", "missing")
+    if model_args_status != "present":
+        mismatches.insert(0, f"{shown}/model_args.sh is {model_args_status}: no MODEL_ARGS are explained "
+                             f"({_VERIFY_HINT})")
+    spec_name = view.manifest.get("spec", {}).get("name") if view.manifest else None
+    notes = [f"values are those of {source.name}, the spec as acrl resolved it when it compiled "
+             f"{spec_name if isinstance(spec_name, str) else 'the bundle'}", *_bundle_notes(shown, files, made_by),
+             *view.notes, *mismatches]
     return Explanation(shown, "bundle", tuple(keys), tuple(flags), tuple(notes))
 
 
-def _read(directory: Path, shown: str, name: str) -> str:
-    try:
-        return (directory / name).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        what = "not a bundle" if name == "spec.toml" else "an incomplete bundle"
-        raise AcrlError(f"{shown}: {what}: {name} is missing\n  fix: pass a bundle directory written by "
-                        "acrl-compile (or a spec file), or recompile the spec into it") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise AcrlError(f"{shown}/{name}: cannot read it: {reason}\n  fix: recompile the spec into the bundle") \
-            from None
+def _provenance(manifest: Mapping[str, Any] | None, model_args_sh: bytes) -> tuple[str, str, frozenset[str]]:
+    """(source, description, overridden flags) of MODEL_ARGS: from the manifest, else model_args.sh's header."""
+    recorded = manifest.get("model_args") if manifest else None
+    if isinstance(recorded, dict) and isinstance(recorded.get("source"), str):
+        overrides = recorded.get("overrides")
+        return (recorded["source"], str(recorded.get("from", "")),
+                frozenset(overrides) if isinstance(overrides, dict) else frozenset())
+    header = re.search(r"^# Source: (\S+) \((.*)\)$", model_args_sh.decode("utf-8", "replace"), re.M)
+    if header is None:
+        return "unknown", "model_args.sh (its provenance header is missing)", frozenset()
+    overridden = re.findall(r"^# overridden by the spec's \[model\.overrides\]: (\S+)",
+                            model_args_sh.decode("utf-8", "replace"), re.M)
+    return header.group(1), header.group(2), frozenset(overridden)
 
 
-def _manifest_notes(directory: Path, shown: str) -> tuple[list[str], str | None, str | None]:
-    """Notes on the manifest, the acrl version that made the bundle, and the spec it was made from."""
+def _bundle_notes(shown: str, files: Mapping[str, bytes], made_by: str | None) -> list[str]:
+    """What the manifest says about the bundle: who made it, and whether the files still match it."""
+    from ._verify import verify_files
+
     try:
-        manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-        made_by = str(manifest["acrl_version"])
-        made_from = str(manifest.get("spec", {}).get("name")) if isinstance(manifest.get("spec"), dict) else None
-    except FileNotFoundError:
-        return [f"{shown}/manifest.json is missing: which acrl made the bundle is unknown"], None, None
-    except (OSError, ValueError, KeyError, TypeError):
-        return [f"{shown}/manifest.json is unreadable: which acrl made the bundle is unknown"], None, None
-    if made_by != __version__:
-        return [f"the bundle was made by acrl {made_by}; this is acrl {__version__}, which explains its spec.toml "
-                "as it compiles it now"], made_by, made_from
-    return [], made_by, made_from
+        result = verify_files(files, where=shown)
+    except BundleReadError as exc:
+        return [f"{shown} cannot be verified: {exc.message.splitlines()[0]}"]
+    notes = [] if made_by == __version__ else [f"the bundle was made by acrl {made_by}; this is acrl {__version__}, "
+                                               "which explains its spec.toml as it compiles it now"]
+    changed = [*result.modified, *result.removed, *result.added]
+    if changed or result.recomputed_hash is not None:
+        notes.append(f"{shown} does not match its manifest ({', '.join(changed) or 'bundle_hash'}): it was changed "
+                     "after it was compiled")
+    return notes
 
 
 # --- spec values ---
@@ -245,7 +266,7 @@ def _manifest_notes(directory: Path, shown: str) -> tuple[list[str], str | None,
 
 def _key_items(source: SpecSource, written: Spec, resolved: Spec, *, in_bundle: bool) -> list[Item]:
     items = []
-    written_to = _custom_config_keys(resolved)
+    written_to = custom_config_keys()
     for path, value, field in _leaves(resolved, ()):
         name = ".".join(map(str, path))
         origin = _key_origin(source, path, name, _lookup(written, path), value, in_bundle)
@@ -274,22 +295,6 @@ def _not_passed(field: attrs.Attribute[Any], value: Any) -> str:
     if isinstance(value, Mapping | list) and not value:
         return f"{flag} is not passed: the key is empty"
     return ""
-
-
-def _custom_config_keys(spec: Spec) -> dict[str, str]:
-    """Spec key -> custom_config.yaml key, found by rendering the custom config of a spec whose
-    [experiment] and [agentcore] values are unique markers (so it never goes stale)."""
-    from ._render import custom_config
-
-    marks: dict[int, str] = {}
-    tables: dict[str, Any] = {}
-    for table in ("experiment", "agentcore"):
-        obj = getattr(spec, table)
-        values = {f.name: object() for f in attrs.fields(type(obj))}
-        marks.update({id(mark): f"{table}.{name}" for name, mark in values.items()})
-        tables[table] = attrs.evolve(obj, **values)
-    data = custom_config(attrs.evolve(spec, **tables))
-    return {marks[id(value)]: key for key, value in data.items() if id(value) in marks}
 
 
 def _leaves(obj: Any, path: KeyPath) -> Iterator[tuple[KeyPath, Any, attrs.Attribute[Any]]]:
@@ -430,63 +435,33 @@ def _runtime_items(spec: Spec, keys: Mapping[str, Item]) -> list[Item]:
     return items
 
 
-# --- bundle files ---
+# --- train.sh as it is ---
 
 
-_MODEL_ARGS_ARRAY = re.compile(r"^MODEL_ARGS=\($(.*?)^\)$", re.M | re.S)
-_SOURCE_LINE = re.compile(r"^# Source: (\S+) \((.*)\)$", re.M)
-_OVERRIDE_LINE = re.compile(r"^# overridden by the spec's \[model\.overrides\]: (\S+)", re.M)
-_SLIME_ARGS_ARRAY = re.compile(r"^SLIME_ARGS=\($(.*?)^\)$", re.M | re.S)
-_EXTRA_ARGS_LINE = re.compile(r"^# \[extra\] args, verbatim\nSLIME_ARGS\+=\((.*)\)$", re.M)
-
-
-def _shell_words(text: str, shown: str) -> list[str]:
-    try:
-        return shlex.split(text, comments=True)
-    except ValueError as exc:
-        raise AcrlError(f"{shown}: cannot read its arguments ({exc}); the file is truncated or hand-edited\n"
-                        "  fix: recompile the spec into the bundle") from None
-
-
-def _model_args_sh(text: str, shown: str) -> _ModelArgsInfo:
-    array = _MODEL_ARGS_ARRAY.search(text)
-    if array is None:
-        raise AcrlError(f"{shown}: no MODEL_ARGS=( ... ) array; the file is truncated or hand-edited\n"
-                        "  fix: recompile the spec into the bundle")
-    source = _SOURCE_LINE.search(text)
-    return _ModelArgsInfo(tuple(_shell_words(array.group(1), shown)), source.group(1) if source else "unknown",
-                          source.group(2) if source else f"{shown} (no '# Source:' line)",
-                          frozenset(_OVERRIDE_LINE.findall(text)))
-
-
-def _as_in_train_sh(flags: list[Item], text: str, shown: str, spec: Spec) -> tuple[list[Item], list[str]]:
-    """The flags as train.sh passes them: where it differs from spec.toml, train.sh wins and a note says so."""
-    array = _SLIME_ARGS_ARRAY.search(text)
-    if array is None:
-        raise AcrlError(f"{shown}: no SLIME_ARGS=( ... ) array; the file is truncated or hand-edited\n"
-                        "  fix: recompile the spec into the bundle")
-    extra = _EXTRA_ARGS_LINE.search(text)
-    actual = parse_flags(_shell_words(array.group(1), shown))
-    actual_extra = _shell_words(extra.group(1), shown) if extra else []
-    static = {i.name for i in flags if i.group not in (_MODEL_ARGS_GROUP, _RUNTIME_GROUP, "[extra] args")}
-    notes = []
-    out = []
-    for item in flags:
-        if item.name in static and item.name not in actual:
-            notes.append(f"{shown} does not pass {item.name}, which spec.toml gives ({_VERIFY_HINT})")
-            continue
-        if item.name in static and tuple(actual[item.name]) != item.value:
-            notes.append(f"{shown} passes {item.name} {' '.join(actual[item.name])!r}, spec.toml gives "
-                         f"{' '.join(item.value)!r} ({_VERIFY_HINT})")
-            item = attrs.evolve(item, value=tuple(actual[item.name]), origin=attrs.evolve(
-                item.origin, kind="unknown", text=f"{shown}, which differs from {item.origin.text}"))
+def _as_train_sh_passes(flags: list[Item], passed: Mapping[str, Any], status: str,
+                        shown: str) -> tuple[list[Item], list[str]]:
+    """The flags in train.sh's order, as train.sh passes them (``passed``: flag -> Flag, read by
+    ``_bundle_view``). Where train.sh and spec.toml disagree, train.sh wins and a note says so."""
+    train_sh = f"{shown}/train.sh"
+    model = [i for i in flags if i.group == _MODEL_ARGS_GROUP]
+    computed = {i.name: i for i in flags if i.group != _MODEL_ARGS_GROUP}
+    if status != "present":
+        return flags, [f"{train_sh} is {status}: its flags are shown as spec.toml gives them ({_VERIFY_HINT})"]
+    out, notes = list(model), []
+    for flag, found in passed.items():
+        item = computed.pop(flag, None)
+        values = tuple(found.values)
+        if item is None:
+            notes.append(f"{train_sh} passes {flag}, which spec.toml does not give")
+            item = Item(flag, "flag", values, Origin("unknown", f"{train_sh} only: not from spec.toml"), "",
+                        found.title or "not from spec.toml")
+        elif values != item.value:
+            notes.append(f"{train_sh} passes {shlex.join([flag, *values])}, spec.toml gives "
+                         f"{shlex.join([flag, *item.value])}")
+            item = attrs.evolve(item, value=values, origin=Origin(
+                "unknown", f"{train_sh}, which differs from {item.origin.text}", item.origin.file, item.origin.line))
         out.append(item)
-    for flag, values in actual.items():
-        if flag not in static:
-            notes.append(f"{shown} passes {flag}, which spec.toml does not give ({_VERIFY_HINT})")
-            out.append(Item(flag, "flag", tuple(values), Origin("unknown", f"{shown} only: not from spec.toml"),
-                            "", "not from spec.toml"))
-    if actual_extra != list(spec.extra.args):
-        notes.append(f"{shown}'s [extra] args differ from spec.toml's extra.args ({_VERIFY_HINT})")
+    notes += [f"{train_sh} does not pass {flag}, which spec.toml gives" for flag in computed]
+    if notes:
+        notes.append(f"so train.sh is not what spec.toml compiles to: {_VERIFY_HINT}")
     return out, notes
-

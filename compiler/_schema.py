@@ -26,6 +26,7 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # Not in JSON Schema: the slime flag a key maps to, and the value at which acrl leaves it out.
 FLAG_KEYWORD = "x-acrl-flag"
 OMIT_IF_KEYWORD = "x-acrl-omit-if"
+CUSTOM_CONFIG_KEYWORD = "x-acrl-custom-config"  # the custom_config.yaml key the value is written to
 
 _PRIMITIVE = {bool: "boolean", int: "integer", float: "number", str: "string"}
 _FLAG_VALUE: dict[str, Any] = {
@@ -43,15 +44,31 @@ def spec_schema() -> dict[str, Any]:
         "description": "A TOML experiment spec compiled by acrl-compile into a slime run bundle. Generated from "
                        "acrl's spec classes by `acrl schema`; cross-field rules are checked by acrl-compile.",
     }
-    root.update(_table(Spec))
+    root.update(_table(Spec, "", custom_config_keys()))
     return root
 
 
-def _table(cl: type) -> dict[str, Any]:
+def custom_config_keys() -> dict[str, str]:
+    """Spec key -> the custom_config.yaml key it is written to. Found by rendering the custom config of
+    a spec whose [experiment] and [agentcore] values are unique markers, so that it cannot go stale."""
+    from ._render import custom_config
+    from ._spec import AgentCore, Experiment
+
+    marks: dict[int, str] = {}
+    tables: dict[str, Any] = {}
+    for table, cl in (("experiment", Experiment), ("agentcore", AgentCore)):
+        values: dict[str, Any] = {f.name: object() for f in attrs.fields(cl)}
+        marks.update({id(mark): f"{table}.{name}" for name, mark in values.items()})
+        tables[table] = cl(**values)
+    data = custom_config(Spec(**tables, model=typing.cast(Any, None), data=typing.cast(Any, None)))
+    return {marks[id(value)]: key for key, value in data.items() if id(value) in marks}
+
+
+def _table(cl: type, path: str, written_to: Mapping[str, str]) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     required: list[str] = []
     for field in attrs.fields(cl):
-        properties[field.name] = _property(field)
+        properties[field.name] = _property(field, f"{path}{field.name}", written_to)
         if field.default is attrs.NOTHING:
             required.append(field.name)
     out: dict[str, Any] = {"type": "object", "properties": properties}
@@ -61,17 +78,17 @@ def _table(cl: type) -> dict[str, Any]:
     return out
 
 
-def _property(field: attrs.Attribute[Any]) -> dict[str, Any]:
+def _property(field: attrs.Attribute[Any], name: str, written_to: Mapping[str, str]) -> dict[str, Any]:
     tp, optional = _unwrap_optional(field.type)
     meta = field.metadata
     out: dict[str, Any] = {}
     if attrs.has(tp):
         out["title"] = f"[{field.name}]"
         out["description"] = _description(meta.get("doc") or tp.__doc__)
-        out.update(_table(tp))
+        out.update(_table(tp, f"{name}.", written_to))
         return out
     out["description"] = _description(meta.get("doc"))
-    out.update(_value(tp, field.name))
+    out.update(_value(tp, name))
     for bound, keyword in _BOUNDS:
         if meta.get(bound) is not None:
             out[keyword] = meta[bound]
@@ -83,6 +100,8 @@ def _property(field: attrs.Attribute[Any]) -> dict[str, Any]:
         out[FLAG_KEYWORD] = meta["flag"]
     if meta.get("omit_if", attrs.NOTHING) is not attrs.NOTHING:
         out[OMIT_IF_KEYWORD] = meta["omit_if"]
+    if name in written_to:
+        out[CUSTOM_CONFIG_KEYWORD] = written_to[name]
     return out
 
 
