@@ -296,3 +296,17 @@ def test_gpu_memory_default_and_range(compile_overrides: Compile) -> None:
             compile_overrides({"cluster": {"gpu_memory_gib": bad}})
         (diag,) = info.value.diagnostics
         assert diag.key == "cluster.gpu_memory_gib" and diag.hint
+
+
+@pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=lambda p: p.stem)
+def test_docs_memory_md_shows_what_the_code_computes(path: Any) -> None:
+    from acrl.compiler import compile_spec
+    from conftest import REPO
+
+    bundle = compile_spec(path)
+    e = estimate_memory(bundle.spec, parse_flags(bundle.model_args.args))
+    assert not isinstance(e, str)
+    (row,) = [line for line in (REPO / "docs" / "memory.md").read_text().splitlines()
+              if line.startswith(f"| specs/{path.name} ")]
+    for number in (e.training_phase, e.rollout_phase, e.rollout.kv_cache, e.actor.weights, e.actor.gradients):
+        assert f"{number:.1f} GiB" in row or f"{number:.1f} +" in row, (number, row)
