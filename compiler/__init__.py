@@ -18,10 +18,20 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ._compile import Bundle, compile_source, compile_spec, resolved_spec, write
-    from ._errors import AcrlError, BundleExistsError, BundleWriteError, Diagnostic, SpecError, UsageError
+    from ._diff import BundleDiff, CheckResult, check_bundle, diff_paths
+    from ._errors import (
+        AcrlError,
+        BundleExistsError,
+        BundleReadError,
+        BundleWriteError,
+        Diagnostic,
+        SpecError,
+        UsageError,
+    )
     from ._rules import RULES, Rule
     from ._source import SpecSource, parse_spec_text, read_spec
     from ._spec import Spec
+    from ._verify import Verification, verify_bundle
 
 _WHERE = {
     "Bundle": "_compile", "compile_source": "_compile", "compile_spec": "_compile",
@@ -31,12 +41,15 @@ _WHERE = {
     "RULES": "_rules", "Rule": "_rules",
     "SpecSource": "_source", "parse_spec_text": "_source", "read_spec": "_source",
     "Spec": "_spec",
+    "BundleDiff": "_diff", "CheckResult": "_diff", "check_bundle": "_diff", "diff_paths": "_diff",
+    "BundleReadError": "_errors", "Verification": "_verify", "verify_bundle": "_verify",
 }
 
 __all__ = [
-    "RULES", "AcrlError", "Bundle", "BundleExistsError", "BundleWriteError", "Diagnostic", "Rule", "Spec",
-    "SpecError", "SpecSource", "UsageError", "__version__", "compile_source", "compile_spec", "parse_spec_text",
-    "read_spec", "resolved_spec", "write",
+    "RULES", "AcrlError", "Bundle", "BundleDiff", "BundleExistsError", "BundleReadError", "BundleWriteError",
+    "CheckResult", "Diagnostic", "Rule", "Spec", "SpecError", "SpecSource", "UsageError", "Verification",
+    "__version__", "check_bundle", "compile_source", "compile_spec", "diff_paths", "parse_spec_text", "read_spec",
+    "resolved_spec", "verify_bundle", "write",
 ]
 
 

@@ -421,7 +421,9 @@ def _md_section(section: Section) -> list[str]:
     label: Callable[[Change], str] = (lambda c: DERIVED_LABELS.get(c.key, _code(c.key))) \
         if section.id == "derived" else (lambda c: _code(c.key))
     group = section.id == "flags"
-    out = ["| group | flag | before | after |" if group else "| key | before | after |",
+    head = "| group | flag | before | after |" if group else \
+        f"| {'quantity' if section.id == 'derived' else 'key'} | before | after |"
+    out = [head,
            "|---|---|---|---|" if group else "|---|---|---|"]
     for change in section.changes:
         cells = [label(change), _cell(section.id, change.before), _cell(section.id, change.after)]
