@@ -222,10 +222,11 @@ def explain_bundle(directory: Path) -> Explanation:
     if model_args_status != "present":
         mismatches.insert(0, f"{shown}/model_args.sh is {model_args_status}: no MODEL_ARGS are explained "
                              f"({_VERIFY_HINT})")
-    spec_name = view.manifest.get("spec", {}).get("name") if view.manifest else None
+    recorded_spec = view.manifest.get("spec") if view.manifest else None
+    spec_name = recorded_spec.get("name") if isinstance(recorded_spec, Mapping) else None
     notes = [f"values are those of {source.name}, the spec as acrl resolved it when it compiled "
              f"{spec_name if isinstance(spec_name, str) else 'the bundle'}", *_bundle_notes(shown, files, made_by),
-             *view.notes, *mismatches]
+             *(n for n in view.notes if not n.endswith("left out of the comparison")), *mismatches]  # said here
     return Explanation(shown, "bundle", tuple(keys), tuple(flags), tuple(notes))
 
 

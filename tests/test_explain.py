@@ -352,3 +352,20 @@ def test_warnings_are_noted(write_spec: SpecWriter) -> None:
     notes = explain_path(write_spec({"agentcore": {"max_concurrent": 200}})).notes
     assert any(n.startswith("warning: [agentcore] max_concurrent: max_pool_connections 100 < max_concurrent 200")
                for n in notes)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.3, 0.7])
+@pytest.mark.parametrize("name", ["spec.toml", "train.sh", "model_args.sh", "manifest.json", "custom_config.yaml"])
+def test_a_truncated_file_never_makes_an_internal_error(bundle_copy: Path, capsys: pytest.CaptureFixture[str],
+                                                       name: str, fraction: float) -> None:
+    path = bundle_copy / name
+    data = path.read_bytes()
+    path.write_bytes(data[:int(len(data) * fraction)])
+    code, out, err = run(capsys, str(bundle_copy))
+    assert code in (0, 1), err
+    assert "internal error" not in err and "Traceback" not in err
+    if code == 0:
+        assert f"{bundle_copy} does not match its manifest ({name})" in out or \
+            f"{bundle_copy} cannot be verified" in out
+    else:
+        assert name == "spec.toml" and err.startswith(f"{bundle_copy}/spec.toml")
