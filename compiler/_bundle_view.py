@@ -111,7 +111,7 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
         warnings = tuple(sorted(_warning_text(w) for w in manifest.get("warnings") or () if isinstance(w, dict)))
     script = {name: lines for name, lines in ((TRAIN_SH, train.script), (MODEL_ARGS_SH, model[1])) if lines}
     return BundleView(label, train.flags, model[0], custom, spec, train.runtime_env, train.launch, derived,
-                      warnings, script, status, manifest, (*notes, *train.notes))
+                      warnings, script, status, manifest, (*notes, *(f"{label}: {n}" for n in train.notes)))
 
 
 def _warning_text(warning: Mapping[str, Any]) -> str:

@@ -330,3 +330,14 @@ def test_bash_arrays_replace_append_and_titles() -> None:
     segments, spans = bash_arrays(source, "X")
     assert segments == [("first", ["--a", "1", "2"]), ("second", ["--b", 'q"uote']), (None, ["--c", ")"])]
     assert len(spans) == 3
+
+
+def test_a_flag_given_twice_counts_once_with_its_last_value(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
+    edit(b / "train.sh", "SLIME_ARGS+=(--custom-config-path custom_config.yaml)",
+         "SLIME_ARGS+=(--lr 3e-06)\nSLIME_ARGS+=(--custom-config-path custom_config.yaml)")
+    code, data = diff_json(capsys, a, b)
+    assert code == 1
+    assert changes(data, "flags") == {"--lr": ("changed", ["1e-06"], ["3e-06"], "optimizer")}
+    assert f"{b}: train.sh gives --lr more than once; slime keeps the last value" in data["notes"]

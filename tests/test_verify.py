@@ -169,3 +169,15 @@ def test_json(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_the_compiler_writes_a_format_verify_reads() -> None:
     assert BUNDLE_FORMAT in READABLE_FORMATS
+
+
+def test_verify_stays_light_for_the_executor() -> None:
+    """The executor imports verify before every run: no Jinja, cattrs, YAML or TOML writer."""
+    import json as _json
+    import subprocess
+    import sys
+
+    code = "import sys, json\nimport acrl.compiler._verify\nprint(json.dumps(sorted(sys.modules)))"
+    loaded = _json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                        check=True).stdout)
+    assert not [m for m in loaded if m.split(".")[0] in ("jinja2", "cattrs", "yaml", "tomli_w")]
