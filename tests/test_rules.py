@@ -123,3 +123,31 @@ def test_example_specs_compile_strict(spec) -> None:  # type: ignore[no-untyped-
     from acrl.compiler import compile_spec
 
     assert compile_spec(spec, strict=True).warnings == ()
+
+
+def test_the_rollout_engines_tensor_size_divides_out_an_sglang_pipeline(compile_overrides) -> None:  # type: ignore[no-untyped-def]
+    six = {"rollout": {"gpus_per_engine": 6, "batch_size": 24}, "cluster": {"gpus_per_node": 6}}  # DP 3
+    with pytest.raises(SpecError) as info:
+        compile_overrides(six)
+    (diag,) = [d for d in info.value.diagnostics if d.rule == "ACRL-M001"]
+    assert diag.message == "16 attention heads are not divisible by the rollout engine's tensor parallel size " \
+                           "(gpus_per_engine) 6" and diag.key == "rollout.gpus_per_engine"
+    bundle = compile_overrides({**six, "extra": {"flags": {"--sglang-pp-size": 3}}})  # tensor size 2
+    assert not [w for w in bundle.warnings if w.rule == "ACRL-M001"]
+
+
+def test_an_uneven_pipeline_split_in_extra_flags_is_allowed(compile_overrides) -> None:  # type: ignore[no-untyped-def]
+    five = {"parallel": {"pipeline": 5}, "cluster": {"gpus_per_node": 10}}
+    with pytest.raises(SpecError, match="36 layers are not divisible by pipeline size 5"):
+        compile_overrides(five)
+    compile_overrides({**five, "extra": {"flags": {"--decoder-first-pipeline-num-layers": 8}}})
+
+
+def test_expert_parallel_times_expert_tensor_parallel_must_divide_the_actor(compile_overrides) -> None:  # type: ignore[no-untyped-def]
+    moe = {"model": {"args": {"num-experts": 8}}, "parallel": {"expert": 8}}
+    with pytest.raises(SpecError) as info:
+        compile_overrides(moe)
+    (diag,) = info.value.diagnostics
+    assert diag.rule == "ACRL-M003" and "expert parallel 8 x expert tensor parallel 2 x pipeline 1 = 16" in \
+        diag.message and "actor's 8 GPUs" in diag.message
+    compile_overrides({**moe, "extra": {"flags": {"--expert-tensor-parallel-size": 1}}})
