@@ -338,7 +338,7 @@ class MemoryEstimate:
 
     gpu: float
     colocated: bool
-    parameters: int  # of the whole model (vocabulary unpadded)
+    parameters: int  # of the whole model (vocabulary padded as for TP 1)
     expert_parameters: int
     actor: ActorMemory
     rollout: RolloutMemory
