@@ -12,11 +12,12 @@ import difflib
 import functools
 import math
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import attrs
 import cattrs
+from cattrs.cols import list_structure_factory
 from cattrs.errors import AttributeValidationNote, ForbiddenExtraKeysError, IterableValidationNote
 
 from ._errors import Diagnostic
@@ -109,6 +110,22 @@ def _is_literal(tp: Any) -> bool:
     return get_origin(tp) is Literal
 
 
+def _is_list(tp: Any) -> bool:
+    return get_origin(tp) is list
+
+
+def _array_factory(tp: Any, conv: cattrs.Converter) -> Callable[[object, Any], list[Any]]:
+    """cattrs' list hook, which takes any iterable (a string character by character, a table as
+    its keys), behind a check that the TOML value is an array."""
+    items = list_structure_factory(tp, conv)
+
+    def structure_array(value: object, cl: Any) -> list[Any]:
+        _expect(value, type(value) is list, "an array", 'an array in brackets, e.g. ["A", "B"]')
+        return items(value, cl)
+
+    return structure_array
+
+
 @functools.cache
 def converter() -> cattrs.Converter:
     """The one converter of acrl specs."""
@@ -119,6 +136,7 @@ def converter() -> cattrs.Converter:
     conv.register_structure_hook(bool, _bool)
     conv.register_structure_hook(FlagValue, _flag_value)
     conv.register_structure_hook_func(_is_literal, _literal)
+    conv.register_structure_hook_factory(_is_list, _array_factory)
     # Unstructuring needs none of the generated code's checks: cattrs' own field loop is as exact
     # for these classes and saves generating and compiling a function per table (~3 ms).
     conv.register_unstructure_hook_func(attrs.has, conv.unstructure_attrs_asdict)

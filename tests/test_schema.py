@@ -173,10 +173,6 @@ def test_the_schema_accepts_exactly_what_the_converter_accepts(changes: list[tup
     assert (spec is not None) == VALIDATOR.is_valid(source.data), (diagnostics, errors(dict(source.data)))
 
 
-@pytest.mark.xfail(strict=True, reason="compiler/_structure.py: cattrs structures any iterable given for an array "
-                   "key: a string character by character (env.forward = \"WANDB_ENTITY\" becomes ['W', 'A', ...]), "
-                   "a table as its keys; the schema rejects both. Fix: a structure hook for list[str] that requires a "
-                   "list; then drop this marker")
 @pytest.mark.parametrize("value", ["WANDB_ENTITY", {"WANDB_ENTITY": "x"}], ids=["string", "table"])
 @pytest.mark.parametrize(("table", "key"), sorted(ARRAYS))
 def test_a_non_array_for_an_array_key_is_rejected_by_the_converter_as_by_the_schema(table: str, key: str,
@@ -213,11 +209,9 @@ def test_acrl_schema_o_to_an_unwritable_place_is_an_error(tmp_path: Path, capsys
 # --- a real editor engine ----------------------------------------------------------------------
 
 
-TAPLO = shutil.which("taplo") or shutil.which("taplo", path=str(Path(sys.executable).parent))
+TAPLO = shutil.which("taplo", path=str(Path(sys.executable).parent)) or shutil.which("taplo")
 
 
-@pytest.mark.skipif(TAPLO is None, reason="taplo (the engine of Even Better TOML) is not installed; "
-                    "pip install taplo to run this check")
 def test_taplo_reads_the_schema_directive_of_docs_editor_md(tmp_path: Path) -> None:
     schema = REPO / "docs" / "acrl-spec.schema.json"
     good = tmp_path / "good.toml"
@@ -225,7 +219,7 @@ def test_taplo_reads_the_schema_directive_of_docs_editor_md(tmp_path: Path) -> N
     bad = tmp_path / "bad.toml"
     bad.write_text(f"#:schema {schema}\n" + (REPO / "specs" / "gsm8k-qwen2.5-3b-smoke.toml").read_text()
                    .replace("num_rollout = 1", 'num_rollout = "1"'), "utf-8")
-    assert TAPLO is not None
+    assert TAPLO is not None, "taplo (the engine of Even Better TOML) comes with the test extra: pip install '.[test]'"
     ok = subprocess.run([TAPLO, "check", str(good)], capture_output=True, text=True, check=False)
     assert ok.returncode == 0, ok.stderr
     broken = subprocess.run([TAPLO, "check", str(bad)], capture_output=True, text=True, check=False)
