@@ -117,7 +117,7 @@ def _is_list(tp: Any) -> bool:
 def _array_factory(tp: Any, conv: cattrs.Converter) -> Callable[[object, Any], list[Any]]:
     """cattrs' list hook, which takes any iterable (a string character by character, a table as
     its keys), behind a check that the TOML value is an array."""
-    items = list_structure_factory(tp, conv)
+    items: Callable[[object, Any], list[Any]] = list_structure_factory(tp, conv)
 
     def structure_array(value: object, cl: Any) -> list[Any]:
         _expect(value, type(value) is list, "an array", 'an array in brackets, e.g. ["A", "B"]')
