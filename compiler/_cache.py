@@ -253,7 +253,8 @@ def _library_signature(name: str) -> object:
 
 
 def help_text(prog: str, words: Sequence[str], columns: int) -> str | None:
-    """The help argparse printed for ``prog words`` at this width, if kept and still current."""
+    """The help argparse printed for ``prog words`` at this width, if kept and still current: the
+    same Python, and the same files in acrl's compiler and runtime (where the commands are defined)."""
     where = _safe_dir("help")
     if where is None:
         return None
@@ -289,4 +290,5 @@ def _help_name(prog: str, words: Sequence[str], columns: int) -> str:
 def _help_material(prog: str, words: Sequence[str], columns: int, length: int) -> str:
     """Everything the help text depends on, and its length (a truncated file does not match)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    return repr((FORMAT, __version__, sys.version, prog, list(words), columns, length, _tree_signatures(here)))
+    code = [*_tree_signatures(here), *_tree_signatures(os.path.join(os.path.dirname(here), "runtime"))]
+    return repr((FORMAT, __version__, sys.version, prog, list(words), columns, length, code))

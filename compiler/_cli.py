@@ -209,8 +209,10 @@ def compile_main(argv: Sequence[str] | None = None) -> int:
     return _main(parser, argv)
 
 
-def acrl_main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``acrl``."""
+def acrl_main(argv: Sequence[str] | None = None, *,
+              more_commands: Callable[[argparse._SubParsersAction[Any]], None] | None = None) -> int:
+    """Entry point of ``acrl``'s compiler commands. ``more_commands`` adds subcommands that live
+    outside the compiler (the executor's, from acrl.runtime: the compiler never imports it)."""
     if _print_kept_help("acrl", argv):
         raise SystemExit(0)
     import argparse
@@ -251,6 +253,8 @@ def acrl_main(argv: Sequence[str] | None = None) -> int:
     explain.add_argument("--json", action="store_true", help="print JSON on stdout")
     explain.set_defaults(run=_run_explain)
     _review_commands(commands)
+    if more_commands is not None:
+        more_commands(commands)
     return _main(parser, argv)
 
 
