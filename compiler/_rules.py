@@ -653,7 +653,7 @@ def _memory(ctx: Context) -> Iterator[Finding]:
             yield Finding(problem.message, problem.hint, problem.keys)
 
 
-@rule("ACRL-M008", "warning", ["model.type", "model.args_source", "model.overrides"],
+@rule("ACRL-M008", "error", ["model.type", "model.args_source", "model.overrides"],
       "slime's model script agrees with the published config")
 def _script_vs_catalog(ctx: Context) -> Iterator[Finding]:
     """When MODEL_ARGS come from slime's model script and the checkpoint's config.json is not on the compiling

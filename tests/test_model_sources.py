@@ -164,27 +164,31 @@ def script_spec(write_spec: SpecWriter, tmp_path: Path, model_type: str, **model
     return write_spec(text=tomli_w.dumps(spec))
 
 
-def test_slime_script_differing_from_the_published_config_warns(write_spec: SpecWriter, tmp_path: Path) -> None:
-    bundle = compile_spec(script_spec(write_spec, tmp_path, "glm4-32B"), display_name="spec.toml")
-    assert bundle.model_args.source == "script"
-    warnings = {w.message.split(":")[0]: w for w in bundle.warnings}
-    assert sorted(warnings) == ["--num-layers", "--num-query-groups"]
-    layers = warnings["--num-layers"]
-    assert layers.rule == "ACRL-M008" and layers.severity == "warning" and layers.key == "model.type"
+def test_slime_script_differing_from_the_published_config_is_an_error(write_spec: SpecWriter,
+                                                                      tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as exc:
+        compile_spec(script_spec(write_spec, tmp_path, "glm4-32B"), display_name="spec.toml")
+    errors = {d.message.split(":")[0]: d for d in exc.value.diagnostics}
+    assert sorted(errors) == ["--num-layers", "--num-query-groups"]
+    layers = errors["--num-layers"]
+    assert layers.rule == "ACRL-M008" and layers.severity == "error" and layers.key == "model.type"
     assert f"64 in {tmp_path}/slime/scripts/models/glm4-32B.sh" in layers.message
     assert "but 61 in acrl catalog: glm4-32B (THUDM/GLM-4-32B-0414)" in layers.message
     assert "config.json field num_hidden_layers" in layers.message
     assert "a known difference: slime's glm4-32B.sh has 64 layers" in layers.message
     assert layers.hint.startswith('use --num-layers 61, as in acrl catalog: glm4-32B (THUDM/GLM-4-32B-0414): in the '
                                   'spec, [model.overrides] "num-layers" = "61", or args_source = "catalog"')
-    groups = warnings["--num-query-groups"]
+    groups = errors["--num-query-groups"]
     assert "8 in" in groups.message and "but 2 in" in groups.message
     assert '"group-query-attention" = true and "num-query-groups" = "2"' in groups.hint
-    # what is not architecture (slime's script sets a context length) is a note, not a warning
+
+
+def test_what_is_not_architecture_is_a_note(write_spec: SpecWriter, tmp_path: Path) -> None:
+    # slime's script sets a context length: a setting, not the model's shape
+    bundle = compile_spec(script_spec(write_spec, tmp_path, "glm4-32B", overrides={"num-layers": 61,
+                                                                                   "num-query-groups": 2}))
     assert any("--seq-length" in n and "not an error" in n for n in bundle.notes)
     assert any("checked against acrl catalog: glm4-32B" in n for n in bundle.notes)
-    with pytest.raises(SpecError, match="ACRL-M008"):
-        compile_spec(script_spec(write_spec, tmp_path, "glm4-32B"), strict=True)
 
 
 def test_overrides_settle_the_difference_either_way(write_spec: SpecWriter, tmp_path: Path) -> None:
@@ -199,7 +203,9 @@ def test_overrides_settle_the_difference_either_way(write_spec: SpecWriter, tmp_
 
 
 def test_a_script_matching_another_catalog_entry_names_it(write_spec: SpecWriter, tmp_path: Path) -> None:
-    (w,) = compile_spec(script_spec(write_spec, tmp_path, "qwen2.5-1.5B")).warnings
+    with pytest.raises(SpecError) as exc:
+        compile_spec(script_spec(write_spec, tmp_path, "qwen2.5-1.5B"))
+    (w,) = exc.value.diagnostics
     assert w.rule == "ACRL-M008" and w.message.startswith("--rotary-base: 10000 in ")
     assert "but 1000000 in acrl catalog: qwen2.5-1.5B (Qwen/Qwen2.5-1.5B)" in w.message
     assert w.hint.endswith('set [model] type = "qwen2.5-math-1.5B" and args_source = "catalog"')
