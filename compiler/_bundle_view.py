@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from ._bundle import MANIFEST, sha256
+from ._flags import _is_number
 
 TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML = "train.sh", "model_args.sh", "custom_config.yaml", "spec.toml"
 KNOWN_FILES = (TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML, MANIFEST)
@@ -303,14 +304,6 @@ def _flag_occurrences(segments: list[tuple[str | None, list[str]]]) -> list[tupl
             else:
                 out.append((NO_FLAG, [token], title))
     return [(flag, tuple(values), title) for flag, values, title in out]
-
-
-def _is_number(token: str) -> bool:
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
 
 
 def _without_spans(source: str, spans: list[tuple[int, int]]) -> str:

@@ -77,10 +77,12 @@ class Entry:
 def directory() -> str | None:
     """$XDG_CACHE_HOME/acrl/compile (default ~/.cache/acrl/compile), created if needed; None
     where it cannot be created or is not safe to read code-like data from."""
-    return _safe_dir("compile")
+    return cache_directory("compile")
 
 
-def _safe_dir(name: str) -> str | None:
+def cache_directory(name: str) -> str | None:
+    """$XDG_CACHE_HOME/acrl/<name> (default ~/.cache/acrl/<name>), created if needed; None where it
+    cannot be, or is not the user's own, or others could write to it (anyone could plant code)."""
     base = os.environ.get("XDG_CACHE_HOME", "")
     if not os.path.isabs(base):  # unset, empty or relative: the XDG default
         base = os.path.join(os.path.expanduser("~"), ".cache")
@@ -255,7 +257,7 @@ def _library_signature(name: str) -> object:
 def help_text(prog: str, words: Sequence[str], columns: int) -> str | None:
     """The help argparse printed for ``prog words`` at this width, if kept and still current: the
     same Python, and the same files in acrl's compiler and runtime (where the commands are defined)."""
-    where = _safe_dir("help")
+    where = cache_directory("help")
     if where is None:
         return None
     try:
@@ -269,7 +271,7 @@ def help_text(prog: str, words: Sequence[str], columns: int) -> str | None:
 
 def keep_help(prog: str, words: Sequence[str], columns: int, text: str) -> None:
     """Keep the help argparse printed for ``prog words`` at this width (see :func:`help_text`)."""
-    where = _safe_dir("help")
+    where = cache_directory("help")
     if where is None or "\n" in prog or any("\n" in w for w in words):
         return
     target = os.path.join(where, _help_name(prog, words, columns))

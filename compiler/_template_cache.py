@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
-import stat
 import sys
 import tempfile
 import types
@@ -28,6 +27,8 @@ from typing import Any
 
 import jinja2
 import jinja2.bccache
+
+from ._cache import cache_directory
 
 
 def _code_of(function: Any) -> bytes:
@@ -46,17 +47,8 @@ class TemplateCache(jinja2.FileSystemBytecodeCache):
     @classmethod
     def open(cls, env: jinja2.Environment) -> TemplateCache | None:
         """The cache for ``env`` in the user's cache directory, or None where there can be none."""
-        base = os.environ.get("XDG_CACHE_HOME", "")
-        if not os.path.isabs(base):  # unset, empty or relative: the XDG default
-            base = os.path.join(os.path.expanduser("~"), ".cache")
-        directory = os.path.join(base, "acrl", "templates")
-        try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-            st = os.lstat(directory)
-        except OSError:
-            return None
-        owner = os.getuid() if hasattr(os, "getuid") else st.st_uid
-        if not stat.S_ISDIR(st.st_mode) or st.st_mode & 0o022 or st.st_uid != owner:
+        directory = cache_directory("templates")
+        if directory is None:
             return None
         syntax = (env.block_start_string, env.block_end_string, env.variable_start_string,
                   env.variable_end_string, env.comment_start_string, env.comment_end_string,
