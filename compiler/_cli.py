@@ -60,6 +60,9 @@ def _compile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1, with the differences, when DIR is not exactly what SPEC "
                         "compiles to (a stale, hand-edited or missing bundle)")
+    parser.add_argument("--target", choices=("ray", "kuberay"), default="ray",
+                        help="ray (default): train.sh submits to a Ray cluster; kuberay: also write rayjob.yaml, "
+                        "a KubeRay RayJob ([kuberay] image and secret)")
     parser.set_defaults(run=_run_compile)
 
 
@@ -69,9 +72,10 @@ def _run_compile(args: argparse.Namespace) -> int:
 
     if args.check:
         return _run_check(args)
-    entry = None if args.no_cache else _cache.lookup(args.spec, strict=args.strict)
+    cached = not args.no_cache and args.target == "ray"  # the cache holds default-target bundles only
+    entry = _cache.lookup(args.spec, strict=args.strict) if cached else None
     if entry is None:
-        entry = _compile_and_keep(args.spec, strict=args.strict, keep=not args.no_cache)
+        entry = _compile_and_keep(args.spec, strict=args.strict, keep=cached, target=args.target)
     out = args.output.rstrip(os.sep) or os.sep if args.output is not None else os.path.join("bundles", entry.exp_id)
     status = write_bundle(out, entry.files, force=args.force)
     if args.json:
@@ -86,7 +90,7 @@ def _run_compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _compile_and_keep(spec: str, *, strict: bool, keep: bool) -> _cache.Entry:
+def _compile_and_keep(spec: str, *, strict: bool, keep: bool, target: str = "ray") -> _cache.Entry:
     """Compile ``spec`` and, with ``keep``, put the result in the compile cache."""
     import time
     from pathlib import Path
@@ -94,7 +98,7 @@ def _compile_and_keep(spec: str, *, strict: bool, keep: bool) -> _cache.Entry:
     from . import _cache, _compile
 
     started = time.time_ns()
-    bundle = _compile.compile_spec(Path(spec), strict=strict)
+    bundle = _compile.compile_spec(Path(spec), strict=strict, target="kuberay" if target == "kuberay" else "ray")
     inputs = _compile.external_inputs(bundle, Path(spec).parent)
     entry = _cache.Entry(bundle.exp_id, bundle.bundle_hash, bundle.files,
                          [(w.format(), w.as_json()) for w in bundle.warnings], bundle.notes,
@@ -321,12 +325,12 @@ def _run_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if result.intact else EXIT_FAILED
 
 
-def _check(spec: str, output: str | None, *, strict: bool, bundles_dir: str = "bundles") -> Any:
+def _check(spec: str, output: str | None, *, strict: bool, bundles_dir: str = "bundles", target: str = "ray") -> Any:
     """--check: compile ``spec`` afresh (the compile cache is neither read nor written) and compare
     it with its bundle directory (default: ``bundles_dir/<exp_id>``). Writes nothing."""
     from ._diff import check_bundle
 
-    entry = _compile_and_keep(spec, strict=strict, keep=False)
+    entry = _compile_and_keep(spec, strict=strict, keep=False, target=target)
     out = output.rstrip(os.sep) or os.sep if output is not None else os.path.join(bundles_dir, entry.exp_id)
     return check_bundle(spec, entry.files, out)
 
@@ -337,7 +341,7 @@ def _run_check(args: argparse.Namespace) -> int:
 
     if args.force:
         raise UsageError("--check writes nothing, so --force has nothing to replace\n  fix: drop --force")
-    result = _check(args.spec, args.output, strict=args.strict)
+    result = _check(args.spec, args.output, strict=args.strict, target=args.target)
     if args.json:
         _print_json({"ok": result.up_to_date, **result.as_json()})
     else:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -35,6 +35,8 @@ from ._verify_flags import verify_flags
 from ._version import __version__
 
 BUNDLE_FORMAT = 1
+Target = Literal["ray", "kuberay"]
+TARGETS: tuple[Target, ...] = ("ray", "kuberay")
 
 
 @attrs.frozen
@@ -59,13 +61,14 @@ class Bundle:
         return flat_argv(self.model_args, self.groups, self.spec)
 
 
-def compile_spec(path: Path, *, strict: bool = False, display_name: str | None = None) -> Bundle:
+def compile_spec(path: Path, *, strict: bool = False, display_name: str | None = None,
+                 target: Target = "ray") -> Bundle:
     """Compile the spec at ``path`` into an in-memory bundle. Raises SpecError listing every
-    problem; with ``strict``, warnings are errors too."""
-    return compile_source(read_spec(path, display_name=display_name), strict=strict)
+    problem; with ``strict``, warnings are errors too. ``target="kuberay"`` adds rayjob.yaml."""
+    return compile_source(read_spec(path, display_name=display_name), strict=strict, target=target)
 
 
-def compile_source(source: SpecSource, *, strict: bool = False) -> Bundle:
+def compile_source(source: SpecSource, *, strict: bool = False, target: Target = "ray") -> Bundle:
     """Compile an already parsed spec (see :func:`compile_spec`)."""
     spec, diagnostics = structure(source)
     if spec is None:
@@ -81,20 +84,30 @@ def compile_source(source: SpecSource, *, strict: bool = False) -> Bundle:
     diagnostics = validate(source, Context(spec, model_args, groups, verification.check, resolution))
     if strict:
         diagnostics = [attrs.evolve(d, severity="error") if d.severity == "warning" else d for d in diagnostics]
+    if target == "kuberay" and spec.kuberay.image is None:
+        diagnostics.append(source.diagnostic(
+            ("kuberay", "image"),
+            "--target kuberay needs the container image of the Ray pods",
+            hint='set [kuberay] image = "REGISTRY/IMAGE:TAG" (slime, Megatron-LM, sglang and the rollout '
+                 "integration installed)"))
     if any(d.severity == "error" for d in diagnostics):
         raise SpecError(diagnostics)
     notes = (*resolution.notes, *verification.notes)
-    return _assemble(source, spec, model_args, groups, tuple(diagnostics), notes)
+    return _assemble(source, spec, model_args, groups, tuple(diagnostics), notes, target)
 
 
 def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tuple[ArgGroup, ...],
-              warnings: tuple[Diagnostic, ...], notes: tuple[str, ...]) -> Bundle:
+              warnings: tuple[Diagnostic, ...], notes: tuple[str, ...], target: Target = "ray") -> Bundle:
     files = {
         "train.sh": _render.train_sh(spec, groups),
         "model_args.sh": _render.model_args_sh(spec, model_args),
         "custom_config.yaml": _render.custom_config_yaml(spec),
         "spec.toml": _render.resolved_spec_toml(unstructure(resolved_spec(spec, model_args))),
     }
+    if target == "kuberay":
+        from ._kuberay import rayjob_yaml
+
+        files["rayjob.yaml"] = rayjob_yaml(spec, flat_argv(model_args, groups, spec), files["custom_config.yaml"])
     hashes = {name: sha256(data) for name, data in sorted(files.items())}
     digest = bundle_hash(hashes)
     manifest = _manifest(source, spec, model_args, warnings, hashes, digest)

@@ -316,6 +316,17 @@ class Env:
 
 
 @attrs.frozen(kw_only=True)
+class KubeRay:
+    """[kuberay]: the KubeRay RayJob that `acrl-compile --target kuberay` writes (rayjob.yaml)."""
+
+    image: str | None = setting(None, doc="Container image of the Ray head and workers, with slime (at slime.dir), "
+                                          "Megatron-LM (at slime.megatron_dir), sglang and the rollout integration "
+                                          "installed. Required for --target kuberay.")
+    secret: str = setting("acrl-secrets", doc="Kubernetes Secret the job's secrets are read from, one key per "
+                                              "variable (wandb.key_env, env.forward, AWS_*); never inlined.")
+
+
+@attrs.frozen(kw_only=True)
 class Slime:
     """[slime]: the slime checkout the bundle targets."""
 
@@ -354,4 +365,5 @@ class Spec:
     cuda: Cuda = setting(factory=Cuda, doc="CUDA toolkit pinning.")
     wandb: Wandb = setting(factory=Wandb, doc="Weights & Biases logging.")
     env: Env = setting(factory=Env, doc="Environment of the Ray job.")
+    kuberay: KubeRay = setting(factory=KubeRay, doc="The KubeRay RayJob (--target kuberay).")
     extra: Extra = setting(factory=Extra, doc="Escape hatch for other flags.")
