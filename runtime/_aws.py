@@ -142,7 +142,8 @@ def check_bucket(bucket: str, region: str, *, endpoint_url: str | None = None) -
         if status == 403:
             raise CheckFailed(f"S3 bucket {bucket!r}: access denied (403): it belongs to another account, or this "
                               "identity may not s3:ListBucket it",
-                              "check [agentcore] s3_bucket and the identity's S3 permissions") from None
+                              "check [agentcore] s3_bucket, the identity's S3 permissions, and that the credentials "
+                              "check passes (S3 answers 403 to invalid credentials too)") from None
         raise CheckFailed(f"S3 bucket {bucket!r}: HeadBucket failed ({aws.describe(exc)})",
                           "check [agentcore] s3_bucket and the region") from None
     bucket_region = head.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("x-amz-bucket-region") or region
