@@ -24,10 +24,12 @@ AWS_SECRET_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_T
 
 
 def k8s_name(exp_id: str) -> str:
-    """An RFC 1123 label from the experiment id (lowercase letters, digits and '-', at most 50 characters
-    so that KubeRay's suffixes still fit)."""
-    name = re.sub(r"[^a-z0-9-]+", "-", exp_id.lower()).strip("-")[:50].strip("-")
-    return name or "acrl-job"
+    """A DNS-1035 label from the experiment id (KubeRay names the head Service after it): lowercase
+    letters, digits and '-', starting with a letter, at most 50 characters so KubeRay's suffixes fit."""
+    name = re.sub(r"[^a-z0-9-]+", "-", exp_id.lower()).strip("-")
+    if not name[:1].isalpha():
+        name = f"acrl-{name}"
+    return name[:50].rstrip("-")
 
 
 def worker_replicas(spec: Spec) -> int:

@@ -16,6 +16,7 @@ import yaml
 from acrl.compiler import compile_spec
 from acrl.compiler._compile import compile_source
 from acrl.compiler._errors import SpecError
+from acrl.compiler._kuberay import k8s_name
 from acrl.compiler._source import read_spec
 from conftest import SpecWriter
 
@@ -134,3 +135,11 @@ def test_cli_writes_rayjob_yaml(write_spec: SpecWriter, tmp_path: Path) -> None:
     assert compile_main([str(path), "-o", str(tmp_path / "b"), "--target", "kuberay", "--check"]) == 0
     assert compile_main([str(path), "-o", str(tmp_path / "c")]) == 0  # cached or not: the default target
     assert not (tmp_path / "c" / "rayjob.yaml").exists()
+
+
+@pytest.mark.parametrize(("exp_id", "name"), [
+    ("test-exp", "test-exp"), ("My_Exp.v2", "my-exp-v2"), ("7b-run", "acrl-7b-run"), ("_x_", "x"),
+    ("a" * 80, "a" * 50),
+])
+def test_names_are_dns_labels(exp_id: str, name: str) -> None:
+    assert k8s_name(exp_id) == name
