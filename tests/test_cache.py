@@ -373,15 +373,16 @@ def _help_in_fresh_interpreter(tmp_path: Path, argv: list[str], columns: str) ->
     if not tree.exists():
         (tree / "acrl").mkdir(parents=True)
         (tree / "acrl" / "compiler").symlink_to(REPO / "compiler")
-    code = ("import sys\nfrom acrl.compiler._cli import acrl_main\n"
-            f"try:\n    acrl_main({argv!r})\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
+        (tree / "acrl" / "runtime").symlink_to(REPO / "runtime")
+    code = ("import sys\nfrom acrl.runtime._cli import main\n"  # the `acrl` console script
+            f"try:\n    main({argv!r})\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
             "print(repr(sorted(sys.modules)), file=sys.stderr)\n")
     env = {**os.environ, "PYTHONPATH": str(tree), "COLUMNS": columns}
     proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, check=True)
     return proc.stdout, ast.literal_eval(proc.stderr.splitlines()[-1])
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["compile", "-h"], ["models", "show", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["compile", "-h"], ["models", "show", "--help"], ["run", "-h"]])
 def test_help_is_printed_again_without_building_a_parser(argv: list[str], tmp_path: Path, cache_home: Path) -> None:
     first, loaded = _help_in_fresh_interpreter(tmp_path, argv, "100")
     assert "argparse" in loaded and first.startswith("usage: acrl")

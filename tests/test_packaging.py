@@ -33,8 +33,8 @@ def test_importing_the_compiler_and_compiling_stay_light(tmp_path: Path) -> None
 
 
 def test_help_imports_neither_jinja_nor_cattrs() -> None:
-    code = ("import sys, json\nfrom acrl.compiler._cli import acrl_main\n"
-            "try:\n    acrl_main(['--help'])\nexcept SystemExit:\n    pass\n"
+    code = ("import sys, json\nfrom acrl.runtime._cli import main\n"  # the `acrl` console script
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
             "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = json.loads(proc.stderr)

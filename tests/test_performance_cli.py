@@ -25,20 +25,23 @@ NOT_FOR_HELP = ("json", "pathlib", "typing", "shutil", "importlib", "jinja2", "a
                 "tomllib", "tomli_w", "zlib", "bz2", "lzma")
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["compile", "--help"], ["--version"], []])
+@pytest.mark.parametrize("argv", [["--help"], ["compile", "--help"], ["run", "--help"], ["--version"], []])
 def test_help_imports_nothing_it_does_not_need(argv: list[str], tmp_path: Path) -> None:
     # -S: without site-packages, so that an editable install's import hook (which imports pathlib
     # and importlib) does not hide what the command line itself imports; the source tree is on the path.
+    # The `acrl` console script is acrl.runtime._cli:main, which adds the executor's commands.
     (tmp_path / "acrl").mkdir()
     (tmp_path / "acrl" / "compiler").symlink_to(REPO / "compiler")
-    code = ("import sys\nfrom acrl.compiler._cli import acrl_main\n"
-            f"try:\n    acrl_main({argv!r})\nexcept SystemExit:\n    pass\n"
+    (tmp_path / "acrl" / "runtime").symlink_to(REPO / "runtime")
+    code = ("import sys\nfrom acrl.runtime._cli import main\n"
+            f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
             "print(repr(sorted(sys.modules)), file=sys.stderr)\n")
     proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONPATH": str(tmp_path)})
     loaded = ast.literal_eval(proc.stderr.splitlines()[-1])
-    assert "acrl.compiler._cli" in loaded
+    assert "acrl.compiler._cli" in loaded and "acrl.runtime._cli" in loaded
     assert [m for m in loaded if m.split(".")[0] in NOT_FOR_HELP] == []
+    assert [m for m in loaded if m.startswith("acrl.runtime.") and m != "acrl.runtime._cli"] == []
 
 
 def _help(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:

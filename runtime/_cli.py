@@ -1,0 +1,76 @@
+"""The ``acrl`` console script: the compiler's commands plus the executor's `run` and `runs`.
+
+The compiler never imports acrl.runtime, so the entry point lives here and hands the compiler's
+command line (acrl.compiler._cli.acrl_main) the executor's subcommands. Like the compiler's, it
+imports nothing but os and sys up front: each handler imports the executor when it runs, so
+`acrl --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``acrl``."""
+    from acrl.compiler._cli import acrl_main
+
+    return acrl_main(argv, more_commands=_add_run_commands)
+
+
+def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
+    from acrl.compiler._cli import _HelpFormatter
+
+    run = commands.add_parser("run", help="verify a bundle, run preflight checks, run its train.sh, keep a record",
+                              description="Verify BUNDLE against its manifest (a modified bundle is refused), run "
+                              "the preflight checks (a table of passed / failed / skipped), then run its train.sh "
+                              "with the output shown and kept, and write runs/<exp_id>/<run_id>/run.json. Ctrl-C "
+                              "stops the Ray job and records the run as cancelled. Exit status: train.sh's; 1 when "
+                              "the bundle is refused or a check fails.", formatter_class=_HelpFormatter)
+    run.add_argument("bundle", metavar="BUNDLE", help="a bundle directory (bundles/<exp_id>)")
+    run.add_argument("--dry-run", action="store_true",
+                     help="verify and run the checks, print the command; run nothing, record nothing")
+    run.add_argument("--skip", action="append", default=[], metavar="CHECK",
+                     help="skip the preflight check CHECK (repeatable; e.g. --skip gpus)")
+    run.add_argument("--allow-modified", action="store_true",
+                     help="run a bundle whose files differ from its manifest (recorded in run.json)")
+    run.add_argument("--address", metavar="ADDR",
+                     help="an existing Ray cluster's dashboard address (http://head:8265), instead of the spec's")
+    run.add_argument("--runs-dir", metavar="DIR", default="runs", help="where run records go (default: runs)")
+    run.set_defaults(run=_run_run)
+    runs = commands.add_parser("runs", help="list the recorded runs",
+                               description="List the run records under DIR/<exp_id>/<run_id>/run.json.",
+                               formatter_class=_HelpFormatter)
+    runs.add_argument("--runs-dir", metavar="DIR", default="runs", help="where run records are (default: runs)")
+    runs.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
+    runs.set_defaults(run=_run_runs)
+
+
+def _run_run(args: argparse.Namespace) -> int:
+    from ._run import RunOptions, run_bundle
+
+    return run_bundle(RunOptions(args.bundle, dry_run=args.dry_run, skip=tuple(args.skip),
+                                 allow_modified=args.allow_modified, address=args.address, runs_dir=args.runs_dir))
+
+
+def _run_runs(args: argparse.Namespace) -> int:
+    from ._records import format_records, list_records
+
+    records = list_records(args.runs_dir)
+    if args.json:
+        import json
+
+        print(json.dumps(records, indent=2, sort_keys=True))
+    else:
+        print(format_records(records))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

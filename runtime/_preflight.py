@@ -1,0 +1,360 @@
+"""Preflight: the checks `acrl run` makes before anything is launched.
+
+Each check is a plain function of the bundle (:class:`BundleInfo`) that returns a one-line detail
+when it passes and raises CheckFailed / CheckSkipped otherwise (runtime/_outcome.py). Checks are
+registered in :data:`CHECKS`, by name, with the names of the checks they need: a check runs only
+once those passed, and checks that need nothing of each other run in parallel. To add a check,
+write the function and add one ``Check(...)`` line to CHECKS (or call :func:`register`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import tomllib
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from acrl.compiler._bundle_view import bash_arrays
+from acrl.compiler._errors import AcrlError, UsageError
+
+from ._outcome import CheckFailed, CheckSkipped
+
+Status = Literal["passed", "failed", "skipped"]
+BAD_LINES_SHOWN = 5
+
+
+@attrs.frozen
+class BundleInfo:
+    """What the checks read from a bundle: its directory, resolved spec, manifest and MODEL_ARGS."""
+
+    path: Path
+    spec: Mapping[str, Any]
+    manifest: Mapping[str, Any]
+    model_args: tuple[str, ...]
+    address: str | None = None  # --address, which wins over the spec's [cluster] address
+
+    def get(self, dotted: str, default: Any = None) -> Any:
+        """A value of the resolved spec by dotted key (``slime.dir``), or ``default``."""
+        node: Any = self.spec
+        for part in dotted.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    @property
+    def cluster_address(self) -> str | None:
+        """The existing Ray cluster the job goes to, or None for a local head."""
+        return self.address or self.get("cluster.address")
+
+
+def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None) -> BundleInfo:
+    """Read spec.toml, manifest.json and model_args.sh of the bundle directory ``path``."""
+    where = Path(path)
+    try:
+        spec = tomllib.loads((where / "spec.toml").read_text(encoding="utf-8"))
+        manifest = json.loads((where / "manifest.json").read_text(encoding="utf-8"))
+        segments, _ = bash_arrays((where / "model_args.sh").read_text(encoding="utf-8"), "MODEL_ARGS")
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # tomllib and json errors are ValueErrors
+        raise AcrlError(f"{where}: cannot read the bundle: {exc}\n"
+                        "  fix: compile the spec again (acrl-compile SPEC -o DIR --force)") from None
+    tokens = tuple(token for _, words in segments for token in words)
+    return BundleInfo(where, spec, manifest, tokens, address)
+
+
+# --- the checks ------------------------------------------------------------------------------------
+
+def check_bash(info: BundleInfo) -> str:
+    found = shutil.which("bash")
+    if found is None:
+        raise CheckFailed("bash is not on PATH", "install bash: train.sh is a bash script")
+    return found
+
+
+def check_ray_cli(info: BundleInfo) -> str:
+    found = shutil.which("ray")
+    if found is None:
+        raise CheckFailed("the ray CLI is not on PATH (train.sh submits the job with `ray job submit`)",
+                          "pip install 'ray[default]' in the environment you run acrl from, or put it on PATH")
+    return found
+
+
+def check_slime(info: BundleInfo) -> str:
+    slime = Path(info.get("slime.dir", ""))
+    entry = "train_async.py" if info.get("train.mode") == "async" else "train.py"
+    if not (slime / entry).is_file():
+        what = "no such directory" if not slime.is_dir() else f"has no {entry}"
+        raise CheckFailed(f"[slime] dir {slime}: {what}",
+                          f"point [slime] dir at a slime checkout (with {entry}) and compile again")
+    from acrl.compiler._slime_source import read_git_commit
+
+    wanted = info.get("slime.commit")
+    found = read_git_commit(slime)
+    if found is None:
+        return f"{slime / entry} (not a git checkout: commit not compared)"
+    if wanted and found != wanted:
+        raise CheckFailed(f"{slime} is at commit {found[:12]}, the bundle targets {wanted[:12]} ([slime] commit)",
+                          f"git -C {slime} checkout {wanted}, or set [slime] commit = \"{found}\" and compile again")
+    return f"{slime / entry} at {found[:12]}"
+
+
+def check_megatron(info: BundleInfo) -> str:
+    megatron = Path(info.get("slime.megatron_dir", ""))
+    if not megatron.is_dir():
+        raise CheckFailed(f"[slime] megatron_dir {megatron}: no such directory",
+                          "point [slime] megatron_dir at a Megatron-LM checkout and compile again")
+    return str(megatron)
+
+
+def check_model(info: BundleInfo) -> str:
+    from acrl.compiler._hf_config import compare, derive_model_args
+
+    model = Path(info.get("model.dir", ""))
+    config = model / "config.json"
+    if not config.is_file():
+        what = "no such directory" if not model.is_dir() else "has no config.json"
+        raise CheckFailed(f"[model] dir {model}: {what}", "point [model] dir at the Hugging Face checkpoint")
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise CheckFailed(f"{config}: cannot be read as JSON: {exc}", "restore the checkpoint's config.json") from None
+    if not isinstance(data, dict):
+        raise CheckFailed(f"{config}: not a JSON object", "restore the checkpoint's config.json")
+    derived = derive_model_args(data)
+    errors = [m for m in compare(info.model_args, "model_args.sh", derived.args, str(config))
+              if m.severity == "error"]
+    if errors:
+        raise CheckFailed(f"{len(errors)} MODEL_ARGS differ from {config}: " + "; ".join(m.message for m in errors),
+                          "use the checkpoint the bundle was compiled for, or fix the spec and compile again")
+    return f"{config} matches the {len(info.model_args)} MODEL_ARGS tokens"
+
+
+def dataset_paths(info: BundleInfo) -> list[tuple[str, Path]]:
+    """(label, path) of every dataset the bundle reads; a relative path is relative to the bundle,
+    the Ray job's working directory."""
+    named = [("data.path", info.get("data.path"))]
+    named += [(f"eval.datasets.{k}", v) for k, v in sorted((info.get("eval.datasets") or {}).items())]
+    return [(label, info.path / value) for label, value in named if isinstance(value, str) and value]
+
+
+def check_datasets(info: BundleInfo) -> str:
+    prompt_key = info.get("data.input_key") or "prompt"
+    metadata_key = info.get("data.metadata_key") or "metadata"
+    paths = dataset_paths(info)
+    if not paths:
+        raise CheckSkipped("the spec names no dataset")
+    problems, details = [], []
+    for label, path in paths:
+        try:
+            count, bad, bad_count = scan_jsonl(path, prompt_key, metadata_key)
+        except OSError as exc:
+            problems.append(f"{label} {path}: {exc.strerror or exc}")
+            continue
+        if bad_count:
+            shown = "; ".join(f"line {n}: {why}" for n, why in bad)
+            more = f" (and {bad_count - len(bad)} more)" if bad_count > len(bad) else ""
+            problems.append(f"{label} {path}: {bad_count} of {count} lines bad: {shown}{more}")
+        elif count == 0:
+            problems.append(f"{label} {path}: empty")
+        else:
+            details.append(f"{path.name}: {count} lines")
+    if problems:
+        raise CheckFailed(" | ".join(problems), f"check the paths ([data] path, [eval.datasets]); every line must be "
+                          f"a JSON object with a string {prompt_key!r} and an object {metadata_key!r}")
+    return ", ".join(details)
+
+
+def scan_jsonl(path: Path, prompt_key: str = "prompt", metadata_key: str = "metadata",
+               keep: int = BAD_LINES_SHOWN) -> tuple[int, list[tuple[int, str]], int]:
+    """Stream ``path`` line by line: (lines, the first ``keep`` bad lines with why, bad lines)."""
+    count = bad_count = 0
+    bad: list[tuple[int, str]] = []
+    decode = json.JSONDecoder().decode
+    with open(path, "rb") as lines:
+        for count, raw in enumerate(lines, 1):
+            why = _bad_line(raw, decode, prompt_key, metadata_key)
+            if why is not None:
+                bad_count += 1
+                if len(bad) < keep:
+                    bad.append((count, why))
+    return count, bad, bad_count
+
+
+def _bad_line(raw: bytes, decode: Callable[[str], Any], prompt_key: str, metadata_key: str) -> str | None:
+    try:
+        row = decode(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 (byte {exc.start})"
+    except ValueError as exc:
+        return "empty line" if not raw.strip() else f"not JSON ({exc.args[0].split(':')[0]})"
+    if not isinstance(row, dict):
+        return f"a JSON {type(row).__name__}, not an object"
+    if not isinstance(row.get(prompt_key), str):
+        return f"no string {prompt_key!r}" if prompt_key not in row else f"{prompt_key!r} is not a string"
+    if not isinstance(row.get(metadata_key), dict):
+        return f"no object {metadata_key!r}" if metadata_key not in row else f"{metadata_key!r} is not an object"
+    return None
+
+
+def gpus_needed(info: BundleInfo) -> int:
+    """GPUs the job takes: the actor's, plus the rollout engines' when they are not colocated."""
+    derived = info.manifest.get("derived") or {}
+    actor = int(derived.get("actor_gpus", 0))
+    return actor if info.get("cluster.colocate", True) else actor + int(derived.get("rollout_gpus", 0))
+
+
+def check_gpus(info: BundleInfo) -> str:
+    need = gpus_needed(info)
+    if info.cluster_address:
+        raise CheckSkipped(f"the job runs on the cluster at {info.cluster_address}; its {need} GPUs are not "
+                           "visible from here")
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        raise CheckSkipped("nvidia-smi is not on PATH")
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CheckFailed(f"nvidia-smi -L did not answer: {exc}", "check the NVIDIA driver (nvidia-smi)") from None
+    if out.returncode != 0:
+        raise CheckFailed(f"nvidia-smi -L exited {out.returncode}: {out.stderr.strip() or out.stdout.strip()}",
+                          "check the NVIDIA driver (nvidia-smi)")
+    found = sum(line.startswith("GPU ") for line in out.stdout.splitlines())
+    if found < need:
+        raise CheckFailed(f"{found} GPUs here, the bundle needs {need}",
+                          "run on a machine with enough GPUs, or lower [cluster] gpus_per_node / rollout_num_gpus")
+    return f"{found} GPUs, {need} needed"
+
+
+def check_cuda_home(info: BundleInfo) -> str:
+    home = info.get("cuda.home")
+    if not home:
+        raise CheckSkipped("the spec does not pin CUDA_HOME ([cuda] home)")
+    if not Path(home).is_dir():
+        raise CheckFailed(f"[cuda] home {home}: no such directory", "install that toolkit or change [cuda] home")
+    return str(home)
+
+
+# --- registry and runner ---------------------------------------------------------------------------
+
+@attrs.frozen
+class Check:
+    """A named preflight check and the names of the checks that must pass before it runs."""
+
+    name: str
+    function: Callable[[BundleInfo], str]
+    needs: tuple[str, ...] = ()
+
+
+# Local checks first; register more with one line each (AWS, slime's parser, ...).
+CHECKS: list[Check] = [
+    Check("bash", check_bash),
+    Check("ray-cli", check_ray_cli),
+    Check("slime", check_slime),
+    Check("megatron", check_megatron),
+    Check("model", check_model),
+    Check("datasets", check_datasets),
+    Check("gpus", check_gpus),
+    Check("cuda-home", check_cuda_home),
+]
+
+
+def register(name: str, function: Callable[[BundleInfo], str], needs: Sequence[str] = ()) -> None:
+    """Add a check to :data:`CHECKS` (replacing one of the same name)."""
+    CHECKS[:] = [c for c in CHECKS if c.name != name]
+    CHECKS.append(Check(name, function, tuple(needs)))
+
+
+@attrs.frozen
+class Result:
+    """What one check found: passed (detail), failed (detail and hint) or skipped (the reason)."""
+
+    name: str
+    status: Status
+    detail: str
+    hint: str = ""
+    seconds: float = 0.0
+
+    def as_json(self) -> dict[str, object]:
+        return {"name": self.name, "status": self.status, "detail": self.detail, "hint": self.hint,
+                "seconds": round(self.seconds, 4)}
+
+
+def run_check(check: Check, info: BundleInfo) -> Result:
+    """Run one check, timed; any exception other than the two outcomes is a failure, not a crash."""
+    started = time.perf_counter()
+    try:
+        detail = check.function(info)
+        status: Status = "passed"
+        hint = ""
+    except CheckFailed as exc:
+        status, detail, hint = "failed", exc.message, exc.hint
+    except CheckSkipped as exc:
+        status, detail, hint = "skipped", exc.reason, ""
+    except Exception as exc:
+        status, detail, hint = "failed", f"{type(exc).__name__}: {exc}", "this is a bug in the check; report it"
+    return Result(check.name, status, detail, hint, time.perf_counter() - started)
+
+
+def run_preflight(info: BundleInfo, skip: Collection[str] = (), checks: Sequence[Check] | None = None,
+                  workers: int = 8) -> list[Result]:
+    """Run ``checks`` (default: CHECKS) but those named in ``skip``, independent ones in parallel; the
+    results in the checks' order. A check whose needs did not all pass is skipped, saying why."""
+    checks = list(CHECKS if checks is None else checks)
+    names = {c.name for c in checks}
+    unknown = sorted(set(skip) - names)
+    if unknown:
+        raise UsageError(f"--skip {', '.join(unknown)}: no such check\n  fix: use one of {', '.join(sorted(names))}")
+    results: dict[str, Result] = {c.name: Result(c.name, "skipped", "--skip") for c in checks if c.name in skip}
+    pending = [c for c in checks if c.name not in results]
+    running: dict[Future[Result], Check] = {}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        while pending or running:
+            for check in list(_ready(pending, results)):
+                pending.remove(check)
+                blocked = [n for n in check.needs if n in results and results[n].status != "passed"]
+                if blocked:
+                    results[check.name] = Result(check.name, "skipped", f"needs {', '.join(blocked)}, which did "
+                                                 "not pass")
+                else:
+                    running[pool.submit(run_check, check, info)] = check
+            if not running:
+                if pending:  # needs that never resolve (unknown or circular): say so instead of hanging
+                    for check in pending:
+                        results[check.name] = Result(check.name, "failed", f"needs {', '.join(check.needs)}, "
+                                                     "which is not a check that can run first",
+                                                     "fix the check's registration")
+                    pending = []
+                continue
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                results[running.pop(future).name] = future.result()
+    return [results[c.name] for c in checks]
+
+
+def _ready(pending: Sequence[Check], results: Mapping[str, Result]) -> Iterator[Check]:
+    for check in pending:
+        if all(n in results for n in check.needs):
+            yield check
+
+
+def format_table(results: Sequence[Result]) -> str:
+    """The preflight table: one row per check, its status, time and detail; a fix under a failure."""
+    width = max([len(r.name) for r in results] + [5])
+    lines = [f"{'check':<{width}}  {'status':<7}  {'time':>7}  detail"]
+    for r in results:
+        lines.append(f"{r.name:<{width}}  {r.status:<7}  {r.seconds * 1000:>5.0f}ms  {r.detail}")
+        if r.hint:
+            lines.append(f"{'':<{width}}  {'':<7}  {'':>7}  fix: {r.hint}")
+    passed = sum(r.status == "passed" for r in results)
+    failed = sum(r.status == "failed" for r in results)
+    skipped = len(results) - passed - failed
+    lines.append(f"preflight: {passed} passed, {failed} failed, {skipped} skipped")
+    return "\n".join(lines)

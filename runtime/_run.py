@@ -1,0 +1,162 @@
+"""`acrl run BUNDLE`: verify the manifest, run the preflight checks, run train.sh, keep a record.
+
+The generated train.sh stays the single description of the launch: this runs it with bash, with
+ACRL_RUN_ID (so the Ray submission id is known in advance) and, for --address, ACRL_RAY_ADDRESS
+exported. train.sh runs in its own process group, so a Ctrl-C at the terminal reaches only acrl,
+which forwards it once to train.sh (whose trap stops the Ray job), waits for it and records the
+run as cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+import attrs
+
+from acrl.compiler._errors import AcrlError
+from acrl.compiler._verify import Verification, verify_bundle
+from acrl.compiler._version import __version__
+
+from . import _preflight, _records
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+@attrs.frozen
+class RunOptions:
+    """The command line of `acrl run`."""
+
+    bundle: str
+    dry_run: bool = False
+    skip: tuple[str, ...] = ()
+    allow_modified: bool = False
+    address: str | None = None
+    runs_dir: str = "runs"
+
+
+class ModifiedBundleError(AcrlError):
+    """The bundle's files differ from its manifest, and --allow-modified was not given (exit 1)."""
+
+    def __init__(self, verification: Verification) -> None:
+        super().__init__(verification.format() + "\n  or run it as it is with --allow-modified (recorded in run.json)")
+
+
+class PreflightFailed(AcrlError):
+    """At least one preflight check failed (exit 1); nothing was run."""
+
+
+def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
+    """Verify, preflight, then (unless dry-run) run train.sh and record it. Returns the exit status:
+    train.sh's, or 1 when the bundle is refused or a check fails (raised as an AcrlError)."""
+    out = out or sys.stdout
+    verification = verify_bundle(options.bundle)
+    if not verification.intact and not options.allow_modified:
+        raise ModifiedBundleError(verification)
+    print(verification.format() if verification.intact else
+          verification.format().rsplit("\n  fix:", 1)[0] + "\n  --allow-modified: running it as it is", file=out)
+    info = _preflight.read_bundle_info(options.bundle, address=options.address)
+    results = _preflight.run_preflight(info, options.skip)
+    print(_preflight.format_table(results), file=out)
+    failed = [r.name for r in results if r.status == "failed"]
+    if failed:
+        raise PreflightFailed(f"preflight failed ({', '.join(failed)}): nothing was run\n"
+                              f"  fix: fix what the table says, or skip a check with --skip {failed[0]}")
+    exp_id = str(info.manifest.get("exp_id") or Path(options.bundle).resolve().name)
+    run_id = _records.new_run_id()
+    train_sh = str(Path(options.bundle) / "train.sh")
+    env_shown = [f"ACRL_RUN_ID={run_id}"] + ([f"ACRL_RAY_ADDRESS={options.address}"] if options.address else [])
+    command = ["bash", train_sh]
+    run_dir = Path(options.runs_dir) / exp_id / run_id
+    if options.dry_run:
+        print(f"would run: {shlex.join(env_shown)} {shlex.join(command)}", file=out)
+        print(f"would record: {run_dir / _records.RECORD} and {run_dir / _records.LOG}", file=out)
+        return EXIT_OK
+    bundle_hash = verification.bundle_hash
+    record: dict[str, Any] = {
+        "acrl_version": __version__, "exp_id": exp_id, "run_id": run_id, "bundle": str(Path(options.bundle).resolve()),
+        "bundle_hash": bundle_hash, "submission_id": f"acrl-{exp_id}-{bundle_hash[:12]}-{run_id}",
+        "ray_address": _records.public_address(_ray_address(info)), "host": socket.gethostname(),
+        "command": [*env_shown, *command], "allow_modified": options.allow_modified,
+        "modified_files": sorted({*verification.modified, *verification.added, *verification.removed}),
+        "preflight": [r.as_json() for r in results], "status": "running", "exit_status": None,
+        "started_at": None, "ended_at": None, "duration_s": None, "log": _records.LOG,
+    }
+    env = {**os.environ, "ACRL_RUN_ID": run_id}
+    if options.address:
+        env["ACRL_RAY_ADDRESS"] = options.address
+    try:
+        run_dir.mkdir(parents=True, exist_ok=False)
+        started = time.time()
+        record["started_at"] = _records.utc(started)
+        _records.write_record(run_dir, record)
+        log = open(run_dir / _records.LOG, "wb")  # noqa: SIM115 (closed below, after the child)
+    except OSError as exc:
+        raise _records.runs_dir_error(options.runs_dir, exc) from None
+    print(f"run {run_id}: {shlex.join(env_shown)} {shlex.join(command)}  (log: {run_dir / _records.LOG})",
+          file=out, flush=True)
+    with log:
+        code, cancelled = _run_streamed(command, env, log, out)
+    ended = time.time()
+    status = "cancelled" if cancelled else "succeeded" if code == 0 else "failed"
+    record.update(status=status, exit_status=code, ended_at=_records.utc(ended),
+                  duration_s=round(ended - started, 3))
+    _records.write_record(run_dir, record)
+    print(f"run {run_id} {status} (exit status {code}); record: {run_dir / _records.RECORD}", file=out)
+    return code
+
+
+def _ray_address(info: _preflight.BundleInfo) -> str:
+    """The address train.sh submits to: --address, the spec's, or the local head's dashboard."""
+    return info.cluster_address or f"http://127.0.0.1:{info.get('cluster.dashboard_port', 8265)}"
+
+
+def _run_streamed(command: Sequence[str], env: dict[str, str], log: IO[bytes], out: IO[str]) -> tuple[int, bool]:
+    """Run ``command`` in its own process group, its stdout and stderr copied to ``out`` and ``log``
+    as they come. SIGINT/SIGTERM to this process are forwarded once; later ones only say that the
+    job is being stopped. Returns (exit status, whether a signal was forwarded)."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+    forwarded: list[int] = []
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        if not forwarded:
+            forwarded.append(signum)
+            print(f"acrl: {signal.Signals(signum).name}: asking train.sh to stop the Ray job", file=sys.stderr,
+                  flush=True)
+            with contextlib.suppress(ProcessLookupError):  # it has just exited
+                proc.send_signal(signum)
+        else:
+            print("acrl: still stopping the Ray job; waiting for train.sh", file=sys.stderr, flush=True)
+
+    previous: dict[int, Any] = {}
+    with contextlib.suppress(ValueError):  # not the main thread (a library caller): signals stay as they are
+        previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        sink = getattr(out, "buffer", None)
+        assert proc.stdout is not None
+        for chunk in iter(proc.stdout.readline, b""):
+            log.write(chunk)
+            log.flush()
+            if sink is not None:
+                out.flush()
+                sink.write(chunk)
+                sink.flush()
+            else:
+                out.write(chunk.decode("utf-8", "replace"))
+                out.flush()
+        code = proc.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return code, bool(forwarded)

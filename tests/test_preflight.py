@@ -1,0 +1,232 @@
+"""The preflight checks one by one, on real files, and the runner: skipping, needs, parallelism,
+and a crashing check reported as a failure."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acrl.runtime import _preflight
+from acrl.runtime._outcome import CheckFailed, CheckSkipped
+from acrl.runtime._preflight import BundleInfo, Check, run_preflight, scan_jsonl
+from conftest import QWEN25_3B_ARGS, REPO
+
+HF = REPO / "tests" / "fixtures" / "hf"
+COMMIT = "fa3c990af6f18efd3fd9922698bf4bf4048d1263"
+
+
+def model_tokens(args: Mapping[str, Any] = QWEN25_3B_ARGS) -> tuple[str, ...]:
+    tokens: list[str] = []
+    for name, value in args.items():
+        tokens += [f"--{name}"] if value is True else [f"--{name}", str(value)]
+    return tuple(tokens)
+
+
+def info(tmp_path: Path, spec: Mapping[str, Any] | None = None, *, address: str | None = None,
+         derived: Mapping[str, int] | None = None, model_args: tuple[str, ...] | None = None) -> BundleInfo:
+    manifest = {"derived": dict(derived or {"actor_gpus": 8, "rollout_gpus": 8})}
+    return BundleInfo(tmp_path, dict(spec or {}), manifest, model_tokens() if model_args is None else model_args,
+                      address)
+
+
+def outcome(check: Any, bundle: BundleInfo) -> tuple[str, str]:
+    result = _preflight.run_check(Check("c", check), bundle)
+    return result.status, result.detail
+
+
+# --- datasets ----------------------------------------------------------------------------------
+
+def test_scan_reports_counts_and_the_first_bad_lines_with_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    rows = [json.dumps({"prompt": "ok", "metadata": {}}), "not json", "[1, 2]", json.dumps({"metadata": {}}),
+            json.dumps({"prompt": 3, "metadata": {}}), json.dumps({"prompt": "p", "metadata": "m"}),
+            json.dumps({"prompt": "p"}), "", json.dumps({"prompt": "ok", "metadata": {"a": 1}})]
+    path.write_bytes(("\n".join(rows) + "\n").encode() + b"\xff\xfe\n")
+    count, bad, bad_count = scan_jsonl(path, keep=10)
+    assert count == 10 and bad_count == 8
+    assert bad == [(2, "not JSON (Expecting value)"), (3, "a JSON list, not an object"), (4, "no string 'prompt'"),
+                   (5, "'prompt' is not a string"), (6, "'metadata' is not an object"),
+                   (7, "no object 'metadata'"), (8, "empty line"), (10, "not UTF-8 (byte 0)")]
+    assert scan_jsonl(path, keep=2)[1] == bad[:2]
+
+
+def test_datasets_check_covers_data_and_eval_sets_relative_to_the_bundle(tmp_path: Path) -> None:
+    good = tmp_path / "train.jsonl"
+    good.write_text(json.dumps({"prompt": "p", "metadata": {}}) + "\n")
+    (tmp_path / "eval.jsonl").write_text(json.dumps({"question": "q", "meta": {}}) + "\n")
+    spec = {"data": {"path": str(good), "input_key": "question", "metadata_key": "meta"},
+            "eval": {"datasets": {"a": "eval.jsonl"}}}
+    status, detail = outcome(_preflight.check_datasets, info(tmp_path, spec))
+    assert status == "failed" and f"data.path {good}: 1 of 1 lines bad: line 1: no string 'question'" in detail
+    assert "eval.datasets.a" not in detail
+    spec["eval"] = {"datasets": {"a": "eval.jsonl", "b": "missing.jsonl"}}
+    status, detail = outcome(_preflight.check_datasets, info(tmp_path, {**spec, "data": {"path": "eval.jsonl",
+                                                                                         "input_key": "question",
+                                                                                         "metadata_key": "meta"}}))
+    assert status == "failed" and detail == f"eval.datasets.b {tmp_path / 'missing.jsonl'}: No such file or directory"
+    (tmp_path / "missing.jsonl").write_text("")
+    status, detail = outcome(_preflight.check_datasets, info(tmp_path, {**spec, "data": {"path": "eval.jsonl"}}))
+    assert status == "failed" and "missing.jsonl: empty" in detail
+    assert outcome(_preflight.check_datasets, info(tmp_path, {})) == ("skipped", "the spec names no dataset")
+
+
+def test_a_large_dataset_is_streamed(tmp_path: Path) -> None:
+    path = tmp_path / "big.jsonl"
+    line = json.dumps({"prompt": "What is 12 * 34? Think step by step.", "metadata": {"answer": "408"}}) + "\n"
+    with open(path, "w", encoding="utf-8") as f:
+        for _ in range(200_000):
+            f.write(line)
+        f.write('{"prompt": "last", "metadata": []}\n')
+    started = time.perf_counter()
+    status, detail = outcome(_preflight.check_datasets, info(tmp_path, {"data": {"path": str(path)}}))
+    elapsed = time.perf_counter() - started
+    assert status == "failed" and "1 of 200001 lines bad: line 200001: 'metadata' is not an object" in detail
+    assert elapsed < 30  # generous on a shared 2-CPU machine; a typical run takes well under a second
+
+
+# --- slime, megatron, model, gpus, cuda ----------------------------------------------------------
+
+def test_slime_check_finds_the_entrypoint_and_compares_the_commit(tmp_path: Path) -> None:
+    slime = tmp_path / "slime"
+    slime.mkdir()
+    spec: dict[str, Any] = {"slime": {"dir": str(slime), "commit": COMMIT}, "train": {"mode": "sync"}}
+    status, detail = outcome(_preflight.check_slime, info(tmp_path, spec))
+    assert status == "failed" and detail == f"[slime] dir {slime}: has no train.py"
+    (slime / "train.py").write_text("")
+    assert outcome(_preflight.check_slime, info(tmp_path, spec)) == (
+        "passed", f"{slime / 'train.py'} (not a git checkout: commit not compared)")
+    spec["train"]["mode"] = "async"
+    assert outcome(_preflight.check_slime, info(tmp_path, spec))[1].endswith("has no train_async.py")
+    spec["train"]["mode"] = "sync"
+    (slime / ".git").mkdir()
+    (slime / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (slime / ".git" / "refs" / "heads").mkdir(parents=True)
+    (slime / ".git" / "refs" / "heads" / "main").write_text(COMMIT + "\n")
+    assert outcome(_preflight.check_slime, info(tmp_path, spec)) == ("passed", f"{slime / 'train.py'} at fa3c990af6f1")
+    (slime / ".git" / "refs" / "heads" / "main").write_text("0" * 40 + "\n")
+    result = _preflight.run_check(Check("slime", _preflight.check_slime), info(tmp_path, spec))
+    assert result.status == "failed" and "at commit 000000000000, the bundle targets fa3c990af6f1" in result.detail
+    assert f"git -C {slime} checkout {COMMIT}" in result.hint
+
+
+def test_model_check_compares_config_json_with_the_frozen_args(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    spec = {"model": {"dir": str(model)}}
+    missing = f"[model] dir {model}: no such directory"
+    assert outcome(_preflight.check_model, info(tmp_path, spec)) == ("failed", missing)
+    shutil.copytree(HF / "Qwen2.5-3B-Instruct", model)
+    status, detail = outcome(_preflight.check_model, info(tmp_path, spec))
+    assert status == "passed" and detail.startswith(f"{model / 'config.json'} matches")
+    other = model_tokens({**QWEN25_3B_ARGS, "num-layers": 28})
+    status, detail = outcome(_preflight.check_model, info(tmp_path, spec, model_args=other))
+    assert status == "failed" and "--num-layers: 28 in model_args.sh, but 36 in" in detail
+    (model / "config.json").write_text("{")
+    assert outcome(_preflight.check_model, info(tmp_path, spec))[1].startswith(f"{model / 'config.json'}: cannot be")
+
+
+def test_megatron_and_cuda_home(tmp_path: Path) -> None:
+    spec: dict[str, Any] = {"slime": {"megatron_dir": str(tmp_path / "m")}}
+    assert outcome(_preflight.check_megatron, info(tmp_path, spec))[0] == "failed"
+    (tmp_path / "m").mkdir()
+    assert outcome(_preflight.check_megatron, info(tmp_path, spec)) == ("passed", str(tmp_path / "m"))
+    assert outcome(_preflight.check_cuda_home, info(tmp_path, spec))[0] == "skipped"
+    spec["cuda"] = {"home": str(tmp_path / "cuda-12.9")}
+    assert outcome(_preflight.check_cuda_home, info(tmp_path, spec)) == (
+        "failed", f"[cuda] home {tmp_path / 'cuda-12.9'}: no such directory")
+
+
+def fake_nvidia_smi(folder: Path, gpus: int) -> str:
+    folder.mkdir(exist_ok=True)
+    script = folder / "nvidia-smi"
+    lines = "".join(f"echo 'GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})'\n" for i in range(gpus))
+    script.write_text(f"#!/bin/sh\n{lines}")
+    script.chmod(0o755)
+    return str(folder)
+
+
+def test_gpus_counts_what_nvidia_smi_lists_against_the_bundle(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    colocated = {"cluster": {"colocate": True}}
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert outcome(_preflight.check_gpus, info(tmp_path, colocated)) == ("skipped", "nvidia-smi is not on PATH")
+    monkeypatch.setenv("PATH", fake_nvidia_smi(tmp_path / "bin", 8))
+    assert outcome(_preflight.check_gpus, info(tmp_path, colocated)) == ("passed", "8 GPUs, 8 needed")
+    apart = {"cluster": {"colocate": False}}
+    assert outcome(_preflight.check_gpus, info(tmp_path, apart, derived={"actor_gpus": 4, "rollout_gpus": 4})) == (
+        "passed", "8 GPUs, 8 needed")
+    assert outcome(_preflight.check_gpus, info(tmp_path, apart)) == ("failed", "8 GPUs here, the bundle needs 16")
+    status, detail = outcome(_preflight.check_gpus, info(tmp_path, colocated, address="http://head:8265"))
+    assert status == "skipped" and "the cluster at http://head:8265" in detail
+
+
+# --- the runner ------------------------------------------------------------------------------------
+
+def test_checks_run_in_parallel_skip_by_name_and_wait_for_their_needs(tmp_path: Path) -> None:
+    barrier = threading.Barrier(2, timeout=10)
+    order: list[str] = []
+
+    def together(_: BundleInfo) -> str:  # passes only if the other one runs at the same time
+        barrier.wait()
+        order.append("together")
+        return "ran in parallel"
+
+    def after(_: BundleInfo) -> str:
+        order.append("after")
+        return "ok"
+
+    def fails(_: BundleInfo) -> str:
+        raise CheckFailed("broken", "mend it")
+
+    def skips(_: BundleInfo) -> str:
+        raise CheckSkipped("not here")
+
+    def crashes(_: BundleInfo) -> str:
+        raise ZeroDivisionError("division by zero")
+
+    checks = [Check("a", together), Check("b", together), Check("c", after, ("a", "b")), Check("d", fails),
+              Check("e", after, ("d",)), Check("f", skips), Check("g", crashes), Check("h", after)]
+    results = run_preflight(info(tmp_path), skip=["h"], checks=checks)
+    got = {r.name: (r.status, r.detail, r.hint) for r in results}
+    assert [r.name for r in results] == list("abcdefgh")
+    assert got["a"] == got["b"] == ("passed", "ran in parallel", "")
+    assert got["c"] == ("passed", "ok", "") and order.index("after") > max(i for i, o in enumerate(order)
+                                                                           if o == "together")
+    assert got["d"] == ("failed", "broken", "mend it")
+    assert got["e"] == ("skipped", "needs d, which did not pass", "")
+    assert got["f"] == ("skipped", "not here", "")
+    assert got["g"][0] == "failed" and got["g"][1] == "ZeroDivisionError: division by zero"
+    assert got["h"] == ("skipped", "--skip", "")
+    assert all(r.seconds >= 0 for r in results)
+    table = _preflight.format_table(results)
+    assert "fix: mend it" in table and table.endswith("preflight: 3 passed, 2 failed, 3 skipped")
+
+
+def test_a_check_that_needs_an_unknown_check_fails_instead_of_hanging(tmp_path: Path) -> None:
+    (result,) = run_preflight(info(tmp_path), checks=[Check("x", lambda _: "ok", ("nope",))])
+    assert result.status == "failed" and "needs nope" in result.detail
+
+
+def test_register_adds_a_check_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_preflight, "CHECKS", list(_preflight.CHECKS))
+    _preflight.register("aws-identity", lambda _: "arn:aws:iam::1:user/x", needs=["bash"])
+    assert _preflight.CHECKS[-1] == Check("aws-identity", _preflight.CHECKS[-1].function, ("bash",))
+    assert [c.name for c in _preflight.CHECKS][:8] == ["bash", "ray-cli", "slime", "megatron", "model", "datasets",
+                                                      "gpus", "cuda-home"]
+
+
+def test_the_local_checks_on_an_example_bundle_name_every_missing_path(tmp_path: Path) -> None:
+    bundle = _preflight.read_bundle_info(REPO / "tests" / "golden" / "qwen3-4b-multiturn")
+    assert bundle.model_args[:4] == ("--swiglu", "--num-layers", "36", "--hidden-size")
+    results = {r.name: r for r in run_preflight(bundle, skip=["gpus", "ray-cli", "bash"])}
+    if not Path("/root/slime/train.py").exists():
+        assert results["slime"].detail == "[slime] dir /root/slime: no such directory"
+    if not Path("/data/agent/train.jsonl").exists():
+        assert "data.path /data/agent/train.jsonl" in results["datasets"].detail
+        assert "eval.datasets.gsm8k /data/eval/gsm8k_test.jsonl" in results["datasets"].detail

@@ -1,0 +1,386 @@
+"""`acrl run` end to end against a real Ray head on 127.0.0.1 (one per test session), with a
+bundle compiled against a stand-in slime checkout whose train.py records what it received; and
+the paths that run nothing: a modified bundle refused, a failed check, --dry-run, `acrl runs`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import tomli_w
+
+from acrl.compiler import compile_spec, write
+from conftest import MINIMAL, REPO, merge
+
+VENV_BIN = str(Path(sys.executable).parent)
+HF_QWEN25_3B = REPO / "tests" / "fixtures" / "hf" / "Qwen2.5-3B-Instruct" / "config.json"
+
+STANDIN_TRAIN_PY = '''\
+"""Stand-in for slime's train.py: parse the flags it gets, read the custom config, write it all down."""
+import argparse, json, os, sys, time
+
+import yaml
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--custom-config-path")
+parser.add_argument("--num-layers", type=int)
+parser.add_argument("--rollout-batch-size", type=int)
+parser.add_argument("--prompt-data")
+args, unknown = parser.parse_known_args()
+with open(args.custom_config_path, encoding="utf-8") as f:
+    config = yaml.safe_load(f)
+out = os.environ["STANDIN_OUT"]
+received = {"argv": sys.argv[1:], "known": vars(args), "unknown": unknown, "custom_config": config,
+            "cwd": os.getcwd(), "pid": os.getpid(),
+            "env": {k: os.environ.get(k) for k in ("PYTHONPATH", "CUDA_DEVICE_MAX_CONNECTIONS", "STANDIN_SLEEP")}}
+with open(out + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(received, f)
+os.replace(out + ".tmp", out)
+print("stand-in train.py: received", len(sys.argv) - 1, "arguments", flush=True)
+time.sleep(float(os.environ.get("STANDIN_SLEEP", "0")))
+sys.exit(int(os.environ.get("STANDIN_EXIT", "0")))
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def tool_env(**extra: str) -> dict[str, str]:
+    """This environment, with the venv's ray and python3 first on PATH and no Ray address override."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    env["PATH"] = os.pathsep.join([VENV_BIN, env.get("PATH", "")])
+    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    env.update(extra)
+    return env
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids of this user's processes whose command line contains ``text``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if text.encode() in f.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def with_descendants(pids: list[int]) -> list[int]:
+    """``pids`` and every process below them (Ray's agents rename themselves, ray::DashboardAgent, so
+    only their parentage says they belong to this head)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    found = set(pids)
+    grew = True
+    while grew:
+        below = {pid for pid, parent in parents.items() if parent in found} - found
+        found |= below
+        grew = bool(below)
+    return sorted(found)
+
+
+def end_processes(pids: list[int]) -> None:
+    """SIGTERM, then SIGKILL after 5 s, to exactly these processes."""
+    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while grace and time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purposes
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+    return True
+
+
+@attrs.frozen
+class RayHead:
+    address: str  # the dashboard URL, as `ray job` and the spec take it
+    temp_dir: str
+
+
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[RayHead]:
+    """A Ray head on 127.0.0.1 only, in its own temp dir; its processes (found by that dir) are ended
+    by id afterwards, never with `ray stop` (which would stop every Ray of this user)."""
+    if shutil.which("ray", path=VENV_BIN) is None:
+        pytest.skip("the ray CLI is not installed: pip install 'ray[default]' (the test extra has it)")
+    temp_dir = tempfile.mkdtemp(prefix="acrl-ray-", dir="/tmp")  # short: Ray's socket paths have a length limit
+    port, dashboard = free_port(), free_port()
+    # Every port Ray would otherwise take at a fixed default (10001, 52365, ...) is a free one: another
+    # Ray on this machine must not make this one fail, nor this one another.
+    ports = [f"--{name}={free_port()}" for name in ("ray-client-server-port", "dashboard-agent-listen-port",
+                                                     "dashboard-agent-grpc-port", "runtime-env-agent-port",
+                                                     "metrics-export-port")]
+    proc = subprocess.run(["ray", "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+                           "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}", *ports, "--num-cpus=1",
+                           "--disable-usage-stats", f"--temp-dir={temp_dir}"],
+                          env=tool_env(), capture_output=True, text=True, timeout=120)
+    try:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        head = RayHead(f"http://127.0.0.1:{dashboard}", temp_dir)
+        wait_until_jobs_are_accepted(head)
+        yield head
+    finally:
+        end_processes(with_descendants(processes_mentioning(temp_dir) + processes_mentioning(f"127.0.0.1:{port}")))
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def wait_until_jobs_are_accepted(head: RayHead, timeout: float = 90) -> None:
+    """`ray start` returns before the node's dashboard agent takes jobs ("No available agent to submit
+    job"): submit a no-op job until one is accepted and has finished."""
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    client = JobSubmissionClient(head.address)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            job = client.submit_job(entrypoint="true")
+            break
+        except RuntimeError as exc:
+            if "No available agent" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    while client.get_job_status(job) not in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
+        assert time.monotonic() < deadline, "the warm-up job did not finish"
+        time.sleep(0.2)
+
+
+@attrs.frozen
+class Project:
+    """A compiled bundle and everything it points at, in one temporary folder."""
+
+    root: Path
+    bundle: Path
+    received: Path  # where the stand-in train.py writes what it got
+    runs: Path
+    spec: Mapping[str, Any]
+
+
+def make_project(root: Path, address: str | None = None, env_vars: Mapping[str, str] | None = None,
+                 lines: int = 3) -> Project:
+    """A stand-in slime checkout, a Megatron dir, a model dir, a dataset and a bundle compiled from them."""
+    slime = root / "slime"
+    slime.mkdir(parents=True)
+    (slime / "train.py").write_text(STANDIN_TRAIN_PY, encoding="utf-8")
+    (root / "megatron").mkdir()
+    (root / "model").mkdir()
+    shutil.copyfile(HF_QWEN25_3B, root / "model" / "config.json")
+    data = root / "train.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"q{i}", "metadata": {"i": i}}) + "\n" for i in range(lines)))
+    received = root / "received.json"
+    overrides: dict[str, Any] = {
+        "model": {"dir": str(root / "model")}, "data": {"path": str(data)},
+        "slime": {"dir": str(slime), "megatron_dir": str(root / "megatron")},
+        "cluster": {"num_nodes": 1, "gpus_per_node": 1, **({"address": address} if address else {})},
+        "parallel": {"tensor": 1}, "rollout": {"gpus_per_engine": 1},
+        "env": {"vars": {"STANDIN_OUT": str(received), **(env_vars or {})}},
+    }
+    spec = merge(MINIMAL, overrides)
+    spec_path = root / "spec.toml"
+    spec_path.write_text(tomli_w.dumps(spec), encoding="utf-8")
+    bundle = root / "bundle"
+    write(compile_spec(spec_path), bundle)
+    return Project(root, bundle, received, root / "runs", spec)
+
+
+def acrl(*args: str, env: Mapping[str, str] | None = None, timeout: float = 180,
+         cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "acrl.runtime._cli", *args], capture_output=True, text=True,
+                          env=dict(env or tool_env()), timeout=timeout, cwd=cwd)
+
+
+def only_record(runs: Path) -> dict[str, Any]:
+    (path,) = runs.glob("*/*/run.json")
+    data: dict[str, Any] = json.loads(path.read_text())
+    assert path.parent.name == data["run_id"] and path.parent.parent.name == data["exp_id"]
+    return data
+
+
+def job_status(head: RayHead, submission_id: str) -> str:
+    from ray.job_submission import JobSubmissionClient
+
+    return str(JobSubmissionClient(head.address).get_job_status(submission_id).value)
+
+
+# --- against the real Ray head --------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_a_run_end_to_end(ray_head: RayHead, tmp_path: Path) -> None:
+    project = make_project(tmp_path, address=ray_head.address)
+    proc = acrl("run", str(project.bundle), "--skip", "gpus", "--runs-dir", str(project.runs))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = only_record(project.runs)
+    manifest = json.loads((project.bundle / "manifest.json").read_text())
+    assert record["status"] == "succeeded" and record["exit_status"] == 0
+    assert record["bundle_hash"] == manifest["bundle_hash"] and record["exp_id"] == "test-exp"
+    assert record["submission_id"] == f"acrl-test-exp-{manifest['bundle_hash'][:12]}-{record['run_id']}"
+    assert record["ray_address"] == ray_head.address and record["allow_modified"] is False
+    assert record["host"] == socket.gethostname() and record["started_at"] <= record["ended_at"]
+    statuses = {r["name"]: r["status"] for r in record["preflight"]}
+    assert statuses["gpus"] == "skipped" and statuses["datasets"] == statuses["model"] == "passed"
+    assert job_status(ray_head, record["submission_id"]) == "SUCCEEDED"
+    log = (project.runs / "test-exp" / record["run_id"] / "train.log").read_text()
+    assert "stand-in train.py: received" in log and f"job {record['submission_id']} succeeded" in log
+    assert "stand-in train.py: received" in proc.stdout  # streamed to the terminal too
+    received = json.loads(project.received.read_text())
+    argv = received["argv"]
+    assert argv[argv.index("--custom-config-path") + 1] == "custom_config.yaml"
+    assert received["known"]["num_layers"] == 36 and received["known"]["prompt_data"] == project.spec["data"]["path"]
+    assert received["custom_config"]["exp_id"] == "test-exp"
+    assert received["custom_config"]["agent_runtime_arn"] == MINIMAL["agentcore"]["runtime_arn"]
+    # Ray puts the job's working_dir (this bundle, unpacked on the cluster) before the spec's PYTHONPATH.
+    assert received["env"]["PYTHONPATH"].split(os.pathsep) == [received["cwd"], str(tmp_path / "megatron")]
+    assert "working_dir_files" in received["cwd"] and received["env"]["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+    assert record["command"] == [f"ACRL_RUN_ID={record['run_id']}", "bash", str(project.bundle / "train.sh")]
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_ray_job_and_records_a_cancelled_run(ray_head: RayHead, tmp_path: Path) -> None:
+    project = make_project(tmp_path, address=None, env_vars={"STANDIN_SLEEP": "600"})
+    # The spec names no cluster: --address is how it reaches the test's head (train.sh: ACRL_RAY_ADDRESS).
+    proc = subprocess.Popen([sys.executable, "-m", "acrl.runtime._cli", "run", str(project.bundle), "--skip", "gpus",
+                             "--address", ray_head.address, "--runs-dir", str(project.runs)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=tool_env())
+    try:
+        deadline = time.monotonic() + 120
+        while not project.received.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        pid = json.loads(project.received.read_text())["pid"]
+        assert _alive(pid)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    record = only_record(project.runs)
+    assert record["status"] == "cancelled" and record["exit_status"] == 130
+    assert record["ray_address"] == ray_head.address
+    assert "ACRL_RAY_ADDRESS=" + ray_head.address in record["command"]
+    assert job_status(ray_head, record["submission_id"]) == "STOPPED"
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:  # the stand-in goes with its job: no orphan
+        time.sleep(0.2)
+    assert not _alive(pid)
+    assert processes_mentioning(str(project.bundle / "train.sh")) == []
+    assert "stopping Ray job" in (project.runs / "test-exp" / record["run_id"] / "train.log").read_text()
+
+
+# --- paths that run nothing -------------------------------------------------------------------------
+
+def test_a_modified_bundle_is_refused(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    with open(project.bundle / "custom_config.yaml", "a", encoding="utf-8") as f:
+        f.write("extra: 1\n")
+    proc = acrl("run", str(project.bundle), "--runs-dir", str(project.runs))
+    assert proc.returncode == 1
+    assert "modified: custom_config.yaml" in proc.stderr and "--allow-modified" in proc.stderr
+    assert "preflight" not in proc.stdout and not project.runs.exists()
+    proc = acrl("run", str(project.bundle), "--allow-modified", "--dry-run", "--skip", "gpus",
+                "--runs-dir", str(project.runs))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "--allow-modified: running it as it is" in proc.stdout and not project.runs.exists()
+
+
+def test_allow_modified_is_recorded(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    train = project.bundle / "train.sh"
+    train.write_text("#!/usr/bin/env bash\necho \"edited by hand $ACRL_RUN_ID\"\nexit 3\n")
+    proc = acrl("run", str(project.bundle), "--allow-modified", "--skip", "gpus", "--runs-dir", str(project.runs))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    record = only_record(project.runs)
+    assert record["allow_modified"] is True and record["modified_files"] == ["train.sh"]
+    assert record["status"] == "failed" and record["exit_status"] == 3
+    assert f"edited by hand {record['run_id']}" in proc.stdout
+    log = project.runs / "test-exp" / record["run_id"] / "train.log"
+    assert log.read_text() == f"edited by hand {record['run_id']}\n"
+
+
+def test_a_failed_check_runs_nothing(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    (tmp_path / "train.jsonl").write_text('{"prompt": "ok", "metadata": {}}\nnot json\n')
+    proc = acrl("run", str(project.bundle), "--skip", "gpus", "--runs-dir", str(project.runs))
+    assert proc.returncode == 1
+    assert "datasets   failed" in proc.stdout and "line 2: not JSON" in proc.stdout
+    assert "preflight failed (datasets): nothing was run" in proc.stderr
+    assert not project.runs.exists()
+
+
+def test_dry_run_prints_what_it_would_run_and_records_nothing(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    proc = acrl("run", str(project.bundle), "--dry-run", "--address", "http://10.0.0.1:8265", "--skip", "gpus",
+                "--runs-dir", str(project.runs))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(f"{project.bundle}: intact, bundle sha256:")
+    assert any(line.startswith("preflight: 6 passed, 0 failed, 2 skipped") for line in lines)
+    (would,) = [line for line in lines if line.startswith("would run: ")]
+    assert would.endswith(f"ACRL_RAY_ADDRESS=http://10.0.0.1:8265 bash {project.bundle / 'train.sh'}")
+    assert "ACRL_RUN_ID=" in would and not project.runs.exists()
+
+
+def test_unknown_skip_and_missing_bundle_are_errors_without_traceback(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    proc = acrl("run", str(project.bundle), "--skip", "gpu", "--dry-run")
+    assert proc.returncode == 2 and "--skip gpu: no such check" in proc.stderr and "cuda-home" in proc.stderr
+    proc = acrl("run", str(tmp_path / "nowhere"))
+    assert proc.returncode == 2 and "no such directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_runs_lists_the_records(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    proc = acrl("runs", "--runs-dir", str(runs))
+    assert proc.returncode == 0 and proc.stdout.strip() == "no runs recorded"
+    from acrl.runtime._records import write_record
+
+    for run_id, status, started in (("r2", "failed", "2026-01-02T00:00:00.000Z"),
+                                    ("r1", "succeeded", "2026-01-01T00:00:00.000Z")):
+        write_record(runs / "exp" / run_id, {"exp_id": "exp", "run_id": run_id, "status": status,
+                                             "started_at": started, "exit_status": 0, "duration_s": 1.5,
+                                             "submission_id": f"acrl-exp-{run_id}"})
+    (runs / "exp" / "broken").mkdir()
+    (runs / "exp" / "broken" / "run.json").write_text("{")
+    proc = acrl("runs", "--runs-dir", str(runs), "--json")
+    assert proc.returncode == 0
+    assert [(r["run_id"], r["status"]) for r in json.loads(proc.stdout)] == [
+        ("broken", "unreadable"), ("r1", "succeeded"), ("r2", "failed")]
+    table = acrl("runs", "--runs-dir", str(runs)).stdout.splitlines()
+    assert table[0].split()[:3] == ["started", "(UTC)", "exp_id"] and "acrl-exp-r2" in table[-1]
