@@ -93,6 +93,9 @@ def compile_source(source: SpecSource, *, strict: bool = False, target: Target =
     if any(d.severity == "error" for d in diagnostics):
         raise SpecError(diagnostics)
     notes = (*resolution.notes, *verification.notes)
+    if target == "kuberay" and spec.cuda.home is not None:
+        notes += ("[cuda] home is applied by train.sh only: the pods of rayjob.yaml use the image's CUDA "
+                  "(set CUDA_HOME, PATH and LD_LIBRARY_PATH in the image)",)
     return _assemble(source, spec, model_args, groups, tuple(diagnostics), notes, target)
 
 

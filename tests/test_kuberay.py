@@ -143,3 +143,9 @@ def test_cli_writes_rayjob_yaml(write_spec: SpecWriter, tmp_path: Path) -> None:
 ])
 def test_names_are_dns_labels(exp_id: str, name: str) -> None:
     assert k8s_name(exp_id) == name
+
+
+def test_cuda_pinning_is_noted_as_train_sh_only(write_spec: SpecWriter) -> None:
+    bundle = compile_spec(write_spec({**KUBERAY, "cuda": {"home": "/usr/local/cuda-12.9"}}), target="kuberay")
+    assert any(note.startswith("[cuda] home is applied by train.sh only") for note in bundle.notes)
+    assert "cuda-12.9" not in bundle.files["rayjob.yaml"].decode()
