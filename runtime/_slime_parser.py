@@ -13,6 +13,7 @@ reports validation errors, parse errors, tokens no parser knows and abbreviated 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -192,7 +193,8 @@ def check_slime_parser(
         try:
             output, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it may have exited just now
+                os.killpg(proc.pid, signal.SIGKILL)
             output, _ = proc.communicate()
             raise CheckFailed(
                 f"slime's parser did not finish within {timeout:g} s (importing {module} or parsing hung)"
