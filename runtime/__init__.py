@@ -1,6 +1,39 @@
 """acrl.runtime: the executor that runs a compiled bundle (see issue 5).
 
-Depends on acrl.compiler, never the reverse; imports ray and boto3 lazily.
+    code = run_bundle(RunOptions("bundles/my-exp", skip=("gpus",)))
+
+Depends on acrl.compiler, never the reverse; imports ray and boto3 lazily. The names below are
+imported on first use (PEP 562): the `acrl` console script imports this package, and its help
+must not pay for the executor.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ._outcome import CheckFailed, CheckSkipped
+    from ._preflight import CHECKS, BundleInfo, Check, Result, read_bundle_info, register, run_preflight
+    from ._records import list_records
+    from ._run import RunOptions, run_bundle
+
+_WHERE = {
+    "CheckFailed": "_outcome", "CheckSkipped": "_outcome",
+    "CHECKS": "_preflight", "BundleInfo": "_preflight", "Check": "_preflight", "Result": "_preflight",
+    "read_bundle_info": "_preflight", "register": "_preflight", "run_preflight": "_preflight",
+    "list_records": "_records", "RunOptions": "_run", "run_bundle": "_run",
+}
+
+__all__ = ["CHECKS", "BundleInfo", "Check", "CheckFailed", "CheckSkipped", "Result", "RunOptions", "list_records",
+           "read_bundle_info", "register", "run_bundle", "run_preflight"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import sys
+
+    __import__(f"{__name__}.{module}")
+    return getattr(sys.modules[f"{__name__}.{module}"], name)

@@ -272,7 +272,9 @@ def test_a_run_end_to_end(ray_head: RayHead, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_the_ray_job_and_records_a_cancelled_run(ray_head: RayHead, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["INT", "TERM"])
+def test_ctrl_c_stops_the_ray_job_and_records_a_cancelled_run(ray_head: RayHead, tmp_path: Path, signum: int,
+                                                              code: int) -> None:
     project = make_project(tmp_path, address=None, env_vars={"STANDIN_SLEEP": "600"})
     # The spec names no cluster: --address is how it reaches the test's head (train.sh: ACRL_RAY_ADDRESS).
     proc = subprocess.Popen([sys.executable, "-m", "acrl.runtime._cli", "run", str(project.bundle), "--skip", "gpus",
@@ -285,14 +287,14 @@ def test_ctrl_c_stops_the_ray_job_and_records_a_cancelled_run(ray_head: RayHead,
             time.sleep(0.2)
         pid = json.loads(project.received.read_text())["pid"]
         assert _alive(pid)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, out + err
+    assert proc.returncode == code, out + err
     record = only_record(project.runs)
-    assert record["status"] == "cancelled" and record["exit_status"] == 130
+    assert record["status"] == "cancelled" and record["exit_status"] == code
     assert record["ray_address"] == ray_head.address
     assert "ACRL_RAY_ADDRESS=" + ray_head.address in record["command"]
     assert job_status(ray_head, record["submission_id"]) == "STOPPED"

@@ -58,3 +58,15 @@ def test_a_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["run"])
     assert exc.value.code == 2 and "BUNDLE" in capsys.readouterr().err
+
+
+def test_the_public_api_resolves_lazily() -> None:
+    code = ("import sys, acrl.runtime as r\n"
+            "print('acrl.runtime._run' in sys.modules, 'acrl.runtime._preflight' in sys.modules)\n"
+            "print(sorted(n for n in r.__all__ if getattr(r, n) is None))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.splitlines() == ["False False", "[]"]
+    import acrl.runtime
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        acrl.runtime.nope  # noqa: B018
