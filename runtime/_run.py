@@ -123,40 +123,59 @@ def _ray_address(info: _preflight.BundleInfo) -> str:
 
 def _run_streamed(command: Sequence[str], env: dict[str, str], log: IO[bytes], out: IO[str]) -> tuple[int, bool]:
     """Run ``command`` in its own process group, its stdout and stderr copied to ``out`` and ``log``
-    as they come. SIGINT/SIGTERM to this process are forwarded once; later ones only say that the
-    job is being stopped. Returns (exit status, whether a signal was forwarded)."""
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
+    as they come (partial lines included: progress output is not held back). SIGINT and SIGTERM to
+    this process are forwarded once, SIGHUP as SIGTERM (train.sh traps INT and TERM); later ones only
+    say that the job is being stopped. A terminal that goes away stops the copy to it, not the run.
+    Returns (exit status, whether a signal was forwarded)."""
+    try:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    except OSError as exc:
+        log.write(f"acrl: cannot start {command[0]}: {exc}\n".encode())
+        _say(f"acrl: cannot start {command[0]}: {exc.strerror or exc}")
+        return 127, False
     forwarded: list[int] = []
 
     def forward(signum: int, frame: FrameType | None) -> None:
-        if not forwarded:
-            forwarded.append(signum)
-            print(f"acrl: {signal.Signals(signum).name}: asking train.sh to stop the Ray job", file=sys.stderr,
-                  flush=True)
-            with contextlib.suppress(ProcessLookupError):  # it has just exited
-                proc.send_signal(signum)
-        else:
-            print("acrl: still stopping the Ray job; waiting for train.sh", file=sys.stderr, flush=True)
+        if forwarded:
+            _say("acrl: still stopping the Ray job; waiting for train.sh")
+            return
+        forwarded.append(signum)
+        _say(f"acrl: {signal.Signals(signum).name}: asking train.sh to stop the Ray job")
+        with contextlib.suppress(ProcessLookupError):  # it has just exited
+            proc.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
 
     previous: dict[int, Any] = {}
     with contextlib.suppress(ValueError):  # not the main thread (a library caller): signals stay as they are
-        previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        for caught in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            previous[caught] = signal.signal(caught, forward)
     try:
-        sink = getattr(out, "buffer", None)
         assert proc.stdout is not None
-        for chunk in iter(proc.stdout.readline, b""):
+        source, sink = proc.stdout.fileno(), getattr(out, "buffer", None)
+        terminal = True
+        while chunk := os.read(source, 65536):
             log.write(chunk)
             log.flush()
-            if sink is not None:
-                out.flush()
-                sink.write(chunk)
-                sink.flush()
-            else:
-                out.write(chunk.decode("utf-8", "replace"))
-                out.flush()
+            if terminal:
+                try:
+                    if sink is not None:
+                        out.flush()
+                        sink.write(chunk)
+                        sink.flush()
+                    else:
+                        out.write(chunk.decode("utf-8", "replace"))
+                        out.flush()
+                except OSError:  # BrokenPipeError, or EIO from a closed terminal
+                    terminal = False
         code = proc.wait()
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        for restored, handler in previous.items():
+            signal.signal(restored, handler)
     return code, bool(forwarded)
+
+
+def _say(message: str) -> None:
+    with contextlib.suppress(OSError):
+        print(message, file=sys.stderr, flush=True)

@@ -386,3 +386,44 @@ def test_runs_lists_the_records(tmp_path: Path) -> None:
         ("broken", "unreadable"), ("r1", "succeeded"), ("r2", "failed")]
     table = acrl("runs", "--runs-dir", str(runs)).stdout.splitlines()
     assert table[0].split()[:3] == ["started", "(UTC)", "exp_id"] and "acrl-exp-r2" in table[-1]
+
+
+@pytest.mark.parametrize(("signum", "received"), [(signal.SIGHUP, "TERM"), (signal.SIGINT, "INT")])
+def test_signals_reach_train_sh_once_and_hangup_becomes_term(tmp_path: Path, signum: int, received: str) -> None:
+    project = make_project(tmp_path)
+    (project.bundle / "train.sh").write_text(
+        "#!/usr/bin/env bash\n"
+        "trap 'echo \"got INT\"; exit 130' INT\n"
+        "trap 'echo \"got TERM\"; exit 143' TERM\n"
+        "echo ready\n"
+        "while :; do sleep 0.1; done\n")
+    proc = subprocess.Popen([sys.executable, "-m", "acrl.runtime._cli", "run", str(project.bundle),
+                             "--allow-modified", "--skip", "gpus", "--runs-dir", str(project.runs)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=tool_env())
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line == "ready\n":
+                break
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    code = 143 if received == "TERM" else 130
+    assert proc.returncode == code, out + err
+    assert f"got {received}" in out and f"{signal.Signals(signum).name}: asking train.sh" in err
+    record = only_record(project.runs)
+    assert record["status"] == "cancelled" and record["exit_status"] == code
+    log = (project.runs / "test-exp" / record["run_id"] / "train.log").read_text()
+    assert log == f"ready\ngot {received}\n"
+
+
+def test_without_bash_the_run_is_recorded_as_failed(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    env = tool_env(PATH=str(tmp_path / "empty"))
+    proc = acrl("run", str(project.bundle), "--skip", "gpus", "--skip", "bash", "--skip", "ray-cli",
+                "--runs-dir", str(project.runs), env=env)
+    assert proc.returncode == 127 and "acrl: cannot start bash" in proc.stderr and "Traceback" not in proc.stderr
+    record = only_record(project.runs)
+    assert record["status"] == "failed" and record["exit_status"] == 127
