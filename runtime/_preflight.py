@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 import tomllib
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -217,20 +218,30 @@ def check_gpus(info: BundleInfo) -> str:
         raise CheckSkipped(f"the job runs on the cluster at {info.cluster_address}; its {need} GPUs are not "
                            "visible from here")
     smi = shutil.which("nvidia-smi")
-    if smi is None:
-        raise CheckSkipped("nvidia-smi is not on PATH")
+    if smi is not None:
+        command, tool = [smi, "-L"], "nvidia-smi -L"
+    else:
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            raise CheckSkipped("neither nvidia-smi nor torch is here to count GPUs")
+        command, tool = [sys.executable, "-c", "import torch; print(torch.cuda.device_count())"], "torch"
     try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(command, capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise CheckFailed(f"nvidia-smi -L did not answer: {exc}", "check the NVIDIA driver (nvidia-smi)") from None
+        raise CheckFailed(f"{tool} did not answer: {exc}", "check the NVIDIA driver (nvidia-smi)") from None
     if out.returncode != 0:
-        raise CheckFailed(f"nvidia-smi -L exited {out.returncode}: {out.stderr.strip() or out.stdout.strip()}",
+        raise CheckFailed(f"{tool} exited {out.returncode}: {(out.stderr.strip() or out.stdout.strip())[-300:]}",
                           "check the NVIDIA driver (nvidia-smi)")
-    found = sum(line.startswith("GPU ") for line in out.stdout.splitlines())
+    if smi is not None:
+        found = sum(line.startswith("GPU ") for line in out.stdout.splitlines())
+    else:
+        last = out.stdout.strip().rsplit("\n", 1)[-1]
+        found = int(last) if last.isdigit() else 0
     if found < need:
-        raise CheckFailed(f"{found} GPUs here, the bundle needs {need}",
+        raise CheckFailed(f"{found} GPUs here ({tool}), the bundle needs {need}",
                           "run on a machine with enough GPUs, or lower [cluster] gpus_per_node / rollout_num_gpus")
-    return f"{found} GPUs, {need} needed"
+    return f"{found} GPUs ({tool}), {need} needed"
 
 
 def check_cuda_home(info: BundleInfo) -> str:

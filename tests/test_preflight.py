@@ -3,6 +3,7 @@ and a crashing check reported as a failure."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import threading
@@ -155,15 +156,32 @@ def test_gpus_counts_what_nvidia_smi_lists_against_the_bundle(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     colocated = {"cluster": {"colocate": True}}
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert outcome(_preflight.check_gpus, info(tmp_path, colocated)) == ("skipped", "nvidia-smi is not on PATH")
+    if importlib.util.find_spec("torch") is None:
+        assert outcome(_preflight.check_gpus, info(tmp_path, colocated)) == (
+            "skipped", "neither nvidia-smi nor torch is here to count GPUs")
     monkeypatch.setenv("PATH", fake_nvidia_smi(tmp_path / "bin", 8))
-    assert outcome(_preflight.check_gpus, info(tmp_path, colocated)) == ("passed", "8 GPUs, 8 needed")
+    assert outcome(_preflight.check_gpus, info(tmp_path, colocated)) == ("passed", "8 GPUs (nvidia-smi -L), 8 needed")
     apart = {"cluster": {"colocate": False}}
     assert outcome(_preflight.check_gpus, info(tmp_path, apart, derived={"actor_gpus": 4, "rollout_gpus": 4})) == (
-        "passed", "8 GPUs, 8 needed")
-    assert outcome(_preflight.check_gpus, info(tmp_path, apart)) == ("failed", "8 GPUs here, the bundle needs 16")
+        "passed", "8 GPUs (nvidia-smi -L), 8 needed")
+    assert outcome(_preflight.check_gpus, info(tmp_path, apart)) == (
+        "failed", "8 GPUs here (nvidia-smi -L), the bundle needs 16")
     status, detail = outcome(_preflight.check_gpus, info(tmp_path, colocated, address="http://head:8265"))
     assert status == "skipped" and "the cluster at http://head:8265" in detail
+
+
+def test_gpus_asks_torch_when_there_is_no_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "site"
+    (fake / "torch" / "cuda").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text("from . import cuda\n")
+    (fake / "torch" / "cuda" / "__init__.py").write_text("def device_count():\n    return 4\n")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("PYTHONPATH", str(fake))
+    monkeypatch.syspath_prepend(str(fake))
+    assert outcome(_preflight.check_gpus, info(tmp_path, {}, derived={"actor_gpus": 4})) == (
+        "passed", "4 GPUs (torch), 4 needed")
+    assert outcome(_preflight.check_gpus, info(tmp_path, {}, derived={"actor_gpus": 8})) == (
+        "failed", "4 GPUs here (torch), the bundle needs 8")
 
 
 # --- the runner ------------------------------------------------------------------------------------

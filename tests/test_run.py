@@ -265,8 +265,9 @@ def test_a_run_end_to_end(ray_head: RayHead, tmp_path: Path) -> None:
     assert received["known"]["num_layers"] == 36 and received["known"]["prompt_data"] == project.spec["data"]["path"]
     assert received["custom_config"]["exp_id"] == "test-exp"
     assert received["custom_config"]["agent_runtime_arn"] == MINIMAL["agentcore"]["runtime_arn"]
-    # Ray puts the job's working_dir (this bundle, unpacked on the cluster) before the spec's PYTHONPATH.
-    assert received["env"]["PYTHONPATH"].split(os.pathsep) == [received["cwd"], str(tmp_path / "megatron")]
+    # Ray puts the job's working_dir (this bundle, unpacked on the cluster) before the spec's PYTHONPATH
+    # (and the head's own PYTHONPATH, if it was started with one, after it).
+    assert received["env"]["PYTHONPATH"].split(os.pathsep)[:2] == [received["cwd"], str(tmp_path / "megatron")]
     assert "working_dir_files" in received["cwd"] and received["env"]["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
     assert record["command"] == [f"ACRL_RUN_ID={record['run_id']}", "bash", str(project.bundle / "train.sh")]
 
