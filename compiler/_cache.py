@@ -52,6 +52,7 @@ _LIBRARIES = ("attr", "attrs", "cattrs", "jinja2", "markupsafe", "yaml", "tomli_
 _CODE_SUFFIXES = (".py", ".jinja", ".so", ".pyd")
 
 Signature = tuple[int, int, int, int] | None  # (mtime_ns, ctime_ns, size, inode), None: absent
+UNKNOWN: Signature = (-1, -1, -1, -1)  # cannot be stat'ed: a compile that read it is not kept
 
 
 class Entry:
@@ -74,36 +75,38 @@ class Entry:
                 [list(w) for w in self.warnings], list(self.notes), [list(i) for i in self.inputs])
 
 
-def directory() -> str | None:
-    """$XDG_CACHE_HOME/acrl/compile (default ~/.cache/acrl/compile), created if needed; None
-    where it cannot be created or is not safe to read code-like data from."""
-    return cache_directory("compile")
-
-
 def cache_directory(name: str) -> str | None:
     """$XDG_CACHE_HOME/acrl/<name> (default ~/.cache/acrl/<name>), created if needed; None where it
-    cannot be, or is not the user's own, or others could write to it (anyone could plant code)."""
+    cannot be, or is not the user's own, or others could write to it or to a directory above it up to
+    the cache home (anyone could plant code, or swap the directory for theirs)."""
     base = os.environ.get("XDG_CACHE_HOME", "")
     if not os.path.isabs(base):  # unset, empty or relative: the XDG default
         base = os.path.join(os.path.expanduser("~"), ".cache")
     path = os.path.join(base, "acrl", name)
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.lstat(path)
+        chain = [os.lstat(p) for p in (path, os.path.dirname(path), base)]
     except OSError:
         return None
-    owner = os.getuid() if hasattr(os, "getuid") else st.st_uid
-    if not stat.S_ISDIR(st.st_mode) or st.st_mode & 0o022 or st.st_uid != owner:
+    owner = os.getuid() if hasattr(os, "getuid") else chain[0].st_uid
+    for st in chain:
+        others_write = st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX  # a sticky /tmp-like home is fine
+        if not stat.S_ISDIR(st.st_mode) or others_write or st.st_uid not in (owner, 0):
+            return None
+    if chain[0].st_uid != owner or chain[0].st_mode & 0o022:
         return None
     return path
 
 
 def signature(path: str) -> Signature:
-    """What says a file (or directory) is unchanged: its stat, or None when there is nothing there."""
+    """What says a file (or directory) is unchanged: its stat, None when there is nothing there, or
+    UNKNOWN when it cannot be told (a symbolic link loop, a name too long, no permission)."""
     try:
         st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except (OSError, ValueError):
+        return UNKNOWN
     return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
 
 
@@ -116,18 +119,14 @@ def key(spec_path: str, spec_sha256: str, *, strict: bool) -> str:
     return hashlib.sha256(material.encode()).hexdigest()
 
 
-def lookup(spec_path: str, *, strict: bool) -> Entry | None:
-    """The kept compile of the spec at ``spec_path``, or None (no cache, no entry, or out of date)."""
+def lookup(spec_path: str, spec_bytes: bytes, *, strict: bool) -> Entry | None:
+    """The kept compile of ``spec_bytes``, read from ``spec_path``, or None (no cache, no entry, or
+    out of date)."""
     import hashlib
 
-    where = directory()
+    where = cache_directory("compile")
     if where is None:
         return None
-    try:
-        with open(spec_path, "rb") as f:
-            spec_bytes = f.read()
-    except OSError:
-        return None  # the compiler reports it
     digest = hashlib.sha256(spec_bytes).hexdigest()
     entry_path = os.path.join(where, key(spec_path, digest, strict=strict) + _SUFFIX)
     try:
@@ -155,7 +154,7 @@ def store(spec_path: str, spec_sha256: str, entry: Entry, *, strict: bool, start
     """
     import hashlib
 
-    where = directory()
+    where = cache_directory("compile")
     if where is None:
         return False
     for _, sig in entry.inputs:

@@ -58,7 +58,7 @@ def _compile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true",
                         help="compile even if this spec's compile is cached (and do not cache it)")
     parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1, with the differences, when DIR is not exactly what SPEC "
+                        help="write no bundle; exit 1, with the differences, when DIR is not exactly what SPEC "
                         "compiles to (a stale, hand-edited or missing bundle)")
     parser.add_argument("--target", choices=("ray", "kuberay"), default="ray",
                         help="ray (default): train.sh submits to a Ray cluster; kuberay: also write rayjob.yaml, "
@@ -73,9 +73,10 @@ def _run_compile(args: argparse.Namespace) -> int:
     if args.check:
         return _run_check(args)
     cached = not args.no_cache and args.target == "ray"  # the cache holds default-target bundles only
-    entry = _cache.lookup(args.spec, strict=args.strict) if cached else None
+    raw = _read_bytes(args.spec)  # once: the spec may be a pipe (/dev/stdin, <(...))
+    entry = _cache.lookup(args.spec, raw, strict=args.strict) if cached and raw is not None else None
     if entry is None:
-        entry = _compile_and_keep(args.spec, strict=args.strict, keep=cached, target=args.target)
+        entry = _compile_and_keep(args.spec, raw, strict=args.strict, keep=cached, target=args.target)
     out = args.output.rstrip(os.sep) or os.sep if args.output is not None else os.path.join("bundles", entry.exp_id)
     status = write_bundle(out, entry.files, force=args.force)
     if args.json:
@@ -90,20 +91,32 @@ def _run_compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _compile_and_keep(spec: str, *, strict: bool, keep: bool, target: str = "ray") -> _cache.Entry:
-    """Compile ``spec`` and, with ``keep``, put the result in the compile cache."""
+def _read_bytes(path: str) -> bytes | None:
+    """The spec's bytes, or None when it cannot be read (the compile then says why)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _compile_and_keep(spec: str, raw: bytes | None, *, strict: bool, keep: bool,
+                      target: str = "ray") -> _cache.Entry:
+    """Compile ``spec`` (its bytes ``raw`` if they were read) and, with ``keep``, put the result in
+    the compile cache."""
     import time
     from pathlib import Path
 
     from . import _cache, _compile
 
     started = time.time_ns()
-    bundle = _compile.compile_spec(Path(spec), strict=strict, target="kuberay" if target == "kuberay" else "ray")
-    inputs = _compile.external_inputs(bundle, Path(spec).parent)
+    kind: _compile.Target = "kuberay" if target == "kuberay" else "ray"
+    bundle = _compile.compile_spec(Path(spec), strict=strict, target=kind, data=raw)
+    inputs = _compile.external_inputs(bundle, Path(spec).parent) if keep else None
+    signatures = [(os.path.abspath(p), _cache.signature(os.fspath(p))) for p in inputs or ()]
     entry = _cache.Entry(bundle.exp_id, bundle.bundle_hash, bundle.files,
-                         [(w.format(), w.as_json()) for w in bundle.warnings], bundle.notes,
-                         [(os.path.abspath(p), _cache.signature(os.fspath(p))) for p in inputs or ()])
-    if keep and inputs is not None:
+                         [(w.format(), w.as_json()) for w in bundle.warnings], bundle.notes, signatures)
+    if inputs is not None and _cache.UNKNOWN not in (sig for _, sig in signatures):
         _cache.store(spec, bundle.spec_sha256, entry, strict=strict, started_ns=started)
     return entry
 
@@ -166,7 +179,9 @@ def _print_kept_help(prog: str, argv: Sequence[str] | None) -> bool:
 
 
 def _print_help_and_keep_it(parser: argparse.ArgumentParser, words: list[str]) -> None:
-    """argparse's help for ``words`` on stdout, as parse_args prints it, kept for next time."""
+    """argparse's help for ``words`` on stdout, as parse_args prints it, kept for next time. Returns
+    (having printed nothing) when argparse does not take the words as a request for help, e.g.
+    ``acrl explain BUNDLE --help``, where --help is the KEY argument."""
     import io
 
     from ._cache import keep_help
@@ -175,7 +190,7 @@ def _print_help_and_keep_it(parser: argparse.ArgumentParser, words: list[str]) -
     real, sys.stdout = sys.stdout, buffer
     try:
         parser.parse_args(words)
-        code: object = 0  # not reached: argparse exits after printing help
+        return
     except SystemExit as exc:
         code = exc.code
     finally:
@@ -327,10 +342,16 @@ def _run_verify(args: argparse.Namespace) -> int:
 
 def _check(spec: str, output: str | None, *, strict: bool, bundles_dir: str = "bundles", target: str = "ray") -> Any:
     """--check: compile ``spec`` afresh (the compile cache is neither read nor written) and compare
-    it with its bundle directory (default: ``bundles_dir/<exp_id>``). Writes nothing."""
+    it with its bundle directory (default: ``bundles_dir/<exp_id>``). Writes nothing, not even a
+    compiled template into the template cache."""
+    from . import _template_cache
     from ._diff import check_bundle
 
-    entry = _compile_and_keep(spec, strict=strict, keep=False, target=target)
+    _template_cache.WRITABLE = False
+    try:
+        entry = _compile_and_keep(spec, _read_bytes(spec), strict=strict, keep=False, target=target)
+    finally:
+        _template_cache.WRITABLE = True
     out = output.rstrip(os.sep) or os.sep if output is not None else os.path.join(bundles_dir, entry.exp_id)
     return check_bundle(spec, entry.files, out)
 

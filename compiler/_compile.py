@@ -28,7 +28,7 @@ from ._errors import Diagnostic, SpecError
 from ._model_args import ModelArgs, ModelArgsError, resolve_model_args
 from ._model_args import _config_path as config_path
 from ._rules import Context, validate
-from ._source import SpecSource, read_spec
+from ._source import SpecSource, decode_spec, read_spec
 from ._spec import Spec
 from ._structure import structure, unstructure
 from ._verify_flags import verify_flags
@@ -62,10 +62,13 @@ class Bundle:
 
 
 def compile_spec(path: Path, *, strict: bool = False, display_name: str | None = None,
-                 target: Target = "ray") -> Bundle:
+                 target: Target = "ray", data: bytes | None = None) -> Bundle:
     """Compile the spec at ``path`` into an in-memory bundle. Raises SpecError listing every
-    problem; with ``strict``, warnings are errors too. ``target="kuberay"`` adds rayjob.yaml."""
-    return compile_source(read_spec(path, display_name=display_name), strict=strict, target=target)
+    problem; with ``strict``, warnings are errors too. ``target="kuberay"`` adds rayjob.yaml.
+    ``data``: the file's bytes, if already read (a pipe cannot be read twice)."""
+    source = read_spec(path, display_name=display_name) if data is None else \
+        decode_spec(data, display_name or str(path))
+    return compile_source(source, strict=strict, target=target)
 
 
 def compile_source(source: SpecSource, *, strict: bool = False, target: Target = "ray") -> Bundle:

@@ -278,7 +278,7 @@ class _Value:
 
 _ABSENT = _Value("absent", ())
 _MAX_PATTERN = 1_000_000
-_FREQ_TERM = re.compile(r"\[([0-9,]*)\](?:\*([0-9]+))?")
+_FREQ_TERM = re.compile(r"\[([0-9,]*)\](?:\*([0-9]{1,9}))?")
 
 
 def compare(a: Sequence[str], a_source: str, b: Sequence[str], b_source: str) -> list[Mismatch]:
@@ -371,7 +371,7 @@ def moe_layer_pattern(freq: str, layers: int) -> str | None:
     An integer N makes every N-th layer (0, N, 2N, ...) a MoE layer; "[0]*3+[1]*58" and "[0,0,0,1,...]" list
     the layers."""
     text = freq.replace(" ", "")
-    if text.isdigit():
+    if re.fullmatch(r"[0-9]{1,9}", text):  # ASCII digits only ("²".isdigit() is true), and a sane size
         every = int(text)
         return "".join("1" if every and i % every == 0 else "0" for i in range(min(layers, _MAX_PATTERN)))
     terms = [m for m in (_FREQ_TERM.fullmatch(term) for term in text.split("+")) if m]

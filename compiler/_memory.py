@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from ._argv import actor_gpus
 from ._flags import parse_flags, table_tokens
 from ._hf_config import moe_layer_pattern
 from ._spec import Spec
@@ -246,8 +247,8 @@ def actor_memory(spec: Spec, a: Architecture, extra: Flags) -> ActorMemory:
     """Weights (bf16), gradients (fp32 with accumulate_allreduce_grads_in_fp32, else bf16) and optimizer states
     (sharded over data parallel ranks by the distributed optimizer, which slime always uses) on the fullest stage."""
     p = spec.parallel
-    gpus = spec.cluster.num_nodes * spec.cluster.gpus_per_node
-    etp = _int(extra, "--expert-tensor-parallel-size") or p.tensor  # Megatron's default: the tensor size
+    gpus = actor_gpus(spec)
+    etp = expert_tensor_parallel(spec, extra)
     dp = max(1, gpus // (p.tensor * p.pipeline))  # the optimizer's data-parallel group includes context parallel
     edp = max(1, gpus // (etp * p.expert * p.pipeline))
     count = count_parameters(a, p.tensor)
@@ -268,12 +269,20 @@ def actor_memory(spec: Spec, a: Architecture, extra: Flags) -> ActorMemory:
     return best
 
 
+def expert_tensor_parallel(spec: Spec, extra: Flags) -> int:
+    """Megatron's --expert-tensor-parallel-size: as given in [extra], else the tensor size (its default)."""
+    return _int(extra, "--expert-tensor-parallel-size") or spec.parallel.tensor
+
+
 def _stages(count: ParameterCount, pipeline: int, tied: bool) -> list[tuple[int, int]]:
     """(dense, expert) parameters of each pipeline stage: the first holds the embedding, the last the final norm and
     the output layer (with tied embeddings and more than one stage, its own copy of the embedding)."""
     per = math.ceil(len(count.layers) / pipeline)
+    used = min(pipeline, max(1, math.ceil(len(count.layers) / max(1, per))))  # stages that hold layers
     stages = [[sum(d for d, _ in chunk), sum(e for _, e in chunk)]
-              for chunk in (count.layers[s * per:(s + 1) * per] for s in range(pipeline))]
+              for chunk in (count.layers[s * per:(s + 1) * per] for s in range(used))]
+    if pipeline > used:  # more stages than layers (an error of its own): the last holds only the output layer
+        stages.append([0, 0])
     stages[0][0] += count.embedding
     stages[-1][0] += count.final_norm + (count.output if not tied else count.embedding if pipeline > 1 else 0)
     return [(d, e) for d, e in stages]

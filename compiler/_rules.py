@@ -24,7 +24,7 @@ from ._flags import (
     normalize_flag,
     parse_flags,
 )
-from ._memory import engine_parallel, estimate_memory, extra_flags, memory_problems
+from ._memory import engine_parallel, estimate_memory, expert_tensor_parallel, extra_flags, memory_problems
 from ._model_args import ModelArgs, Resolution
 from ._source import SpecSource
 from ._spec import Spec
@@ -569,7 +569,7 @@ def _experts_ep(ctx: Context) -> Iterator[Finding]:
     elif experts and experts % ep:
         yield Finding(f"{experts} experts are not divisible by expert parallel size {ep}",
                       f"choose an expert parallel size dividing {experts}", keys=("parallel.expert",))
-    etp = _int((ctx.extra.get("--expert-tensor-parallel-size") or [""])[0]) or ctx.spec.parallel.tensor
+    etp = expert_tensor_parallel(ctx.spec, ctx.extra)
     size = ep * etp * ctx.spec.parallel.pipeline
     if experts and ctx.actor_gpus % size:
         yield Finding(f"expert parallel {ep} x expert tensor parallel {etp} x pipeline {ctx.spec.parallel.pipeline} "
@@ -577,10 +577,6 @@ def _experts_ep(ctx: Context) -> Iterator[Finding]:
                       "initialize_model_parallel fails in the actors",
                       "choose [parallel] expert so that the product divides the actor's GPUs (or pass "
                       "--expert-tensor-parallel-size 1 in [extra.flags])", keys=("parallel.expert",))
-
-
-def _int(text: str) -> int | None:
-    return int(text) if text.isdigit() else None
 
 
 @rule("ACRL-M004", "error", ["model.args"], "query groups need grouped-query attention")
@@ -628,7 +624,8 @@ def _kv_channels(ctx: Context) -> Iterator[Finding]:
         return
     r = ctx.resolution
     ref = r.reference if r is not None else None
-    if r is None or ref is None or any(m.flag == "--kv-channels" for m in r.mismatches):  # ACRL-M005 said it
+    reported = (*r.mismatches, *r.catalog_mismatches) if r is not None else ()
+    if r is None or ref is None or any(m.flag == "--kv-channels" for m in reported):  # M005 or M008 said it
         return
     head_dim = ref.fields.get("head_dim")
     same_model = (ref.fields.get("hidden_size"), ref.fields.get("num_attention_heads")) == (hidden, heads)

@@ -70,6 +70,11 @@ def read_spec(path: Path, *, display_name: str | None = None) -> SpecSource:
     except OSError as exc:
         raise SpecError([Diagnostic("error", f"cannot read the spec: {exc.strerror or exc}", file=name,
                                     hint="check the path and its permissions")]) from None
+    return decode_spec(raw, name)
+
+
+def decode_spec(raw: bytes, name: str) -> SpecSource:
+    """Parse a spec's bytes, already read (from a file named ``name`` in messages)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

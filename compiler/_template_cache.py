@@ -30,6 +30,8 @@ import jinja2.bccache
 
 from ._cache import cache_directory
 
+WRITABLE = True  # False: read compiled templates, never write them (`acrl-compile --check` writes nothing)
+
 
 def _code_of(function: Any) -> bytes:
     """What a function does, as bytes; its repr (with an address: never the same twice) if it has no code."""
@@ -82,6 +84,8 @@ class TemplateCache(jinja2.FileSystemBytecodeCache):
             bucket.reset()
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        if not WRITABLE:
+            return
         payload = bucket.bytecode_to_string()
         try:
             fd, temporary = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")

@@ -272,13 +272,52 @@ def test_a_library_or_compiler_file_that_changes_changes_every_key(tmp_path: Pat
     assert _cache.key("spec.toml", "0" * 64, strict=False) != before
 
 
-def test_the_compiler_and_templates_are_in_the_fingerprint() -> None:
-    _cache._code_fingerprint()
-    here = Path(_cache.__file__).resolve().parent
-    material = [str(p) for p in (*_cache._tree_signatures(str(here)),)]
-    assert any("_compile.py" in m for m in material)
-    templates = _cache._tree_signatures(os.path.join(os.path.dirname(here), "templates"))
-    assert any("train.sh.jinja" in str(t) for t in templates)
+@pytest.mark.parametrize("edited", ["compiler/_render.py", "templates/train.sh.jinja"])
+def test_an_edit_to_the_compiler_or_a_template_changes_every_key(edited: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    for part in ("compiler", "templates"):
+        shutil.copytree(REPO / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(_cache, "__file__", str(tmp_path / "compiler" / "_cache.py"))  # where the code is
+    monkeypatch.setattr(_cache, "_FINGERPRINT", None)
+    before = _cache.key("spec.toml", "0" * 64, strict=False)
+    with open(tmp_path / edited, "a") as f:
+        f.write("\n")
+    monkeypatch.setattr(_cache, "_FINGERPRINT", None)
+    assert _cache.key("spec.toml", "0" * 64, strict=False) != before
+
+
+def test_a_spec_read_from_a_pipe_compiles(tmp_path: Path, cache_home: Path) -> None:
+    """The spec is read once: a pipe has nothing left for a second read."""
+    for _ in range(2):  # a miss, then a hit
+        proc = subprocess.run(f"cat {EXAMPLE_SPECS[0]} | {sys.executable} -m acrl.compiler._cli compile /dev/stdin "
+                              f"-o {tmp_path / 'out'} --force", shell=True, capture_output=True, text=True,
+                              env={**os.environ, "XDG_CACHE_HOME": str(cache_home)})
+        assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out" / "train.sh").read_bytes() == \
+        (REPO / "tests" / "golden" / EXAMPLE_SPECS[0].stem / "train.sh").read_bytes()
+
+
+def test_an_input_that_cannot_be_stated_is_not_an_internal_error(write_spec: SpecWriter, tmp_path: Path,
+                                                                 cache_home: Path, compiles: list[str],
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)  # os.stat: too many levels of symbolic links
+    path = write_spec({"slime": {"dir": str(loop)}})
+    for flags in ((), ("--no-cache",), ()):
+        code, _, err = run(capsys, str(path), "-o", str(tmp_path / "a"), *flags)
+        assert code == 0 and "internal error" not in err
+    assert len(compiles) == 3 and entries(cache_home) == []  # never kept: it cannot be watched
+
+
+def test_a_cache_home_others_can_write_to_is_not_used(write_spec: SpecWriter, tmp_path: Path, cache_home: Path,
+                                                      compiles: list[str],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    (cache_home / "acrl").mkdir(parents=True)
+    (cache_home / "acrl").chmod(0o777)  # the leaf could be swapped for someone else's
+    path = write_spec()
+    for _ in range(2):
+        assert run(capsys, str(path), "-o", str(tmp_path / "a"))[0] == 0
+    assert len(compiles) == 2 and entries(cache_home) == []
 
 
 def _imports_after_compile(tmp_path: Path, spec: Path, out: str) -> tuple[list[str], str]:
@@ -412,3 +451,30 @@ def test_an_unknown_command_with_help_is_still_an_error(capsys: pytest.CaptureFi
             acrl_main(["nonsense", "--help"])
         assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
     assert list((cache_home / "acrl" / "help").glob("*")) == [] if (cache_home / "acrl" / "help").exists() else True
+
+
+def test_check_writes_nothing_even_into_an_empty_cache_home(tmp_path: Path, cache_home: Path) -> None:
+    """--check compiles with cold caches and still writes no file anywhere (subprocess: the template
+    cache's read-only switch is process-wide)."""
+    proc = subprocess.run([sys.executable, "-m", "acrl.compiler._cli", "compile", "--check", str(EXAMPLE_SPECS[0]),
+                           "-o", str(REPO / "tests" / "golden" / EXAMPLE_SPECS[0].stem)], capture_output=True,
+                          text=True, env={**os.environ, "XDG_CACHE_HOME": str(cache_home)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [p for p in cache_home.rglob("*") if p.is_file()] == []
+
+
+def test_help_words_that_argparse_takes_as_an_argument_run_the_command(tmp_path: Path, cache_home: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """`acrl explain NAME --help`: --help is explain's KEY (argparse.REMAINDER), not a request for help."""
+    from acrl.compiler._cli import acrl_main
+
+    bundle = tmp_path / "mybundle"
+    shutil.copytree(REPO / "tests" / "golden" / EXAMPLE_SPECS[0].stem, bundle)
+    os.chdir(tmp_path)
+    try:
+        code = acrl_main(["explain", "mybundle", "--help"])
+    finally:
+        os.chdir(REPO)
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")  # explain ran and said what it made of the key, never a silent exit 0
+    assert "'--help' is not a slime flag" in err

@@ -310,3 +310,18 @@ def test_docs_memory_md_shows_what_the_code_computes(path: Any) -> None:
               if line.startswith(f"| specs/{path.name} ")]
     for number in (e.training_phase, e.rollout_phase, e.rollout.kv_cache, e.actor.weights, e.actor.gradients):
         assert f"{number:.1f} GiB" in row or f"{number:.1f} +" in row, (number, row)
+
+
+def test_more_pipeline_stages_than_layers_is_estimated_at_once() -> None:
+    """The estimate never walks a stage per pipeline rank: a huge size (an error ACRL-M002 reports) is instant."""
+    import time
+
+    from acrl.compiler._memory import _stages, count_parameters
+
+    a = arch("qwen2.5-3B")
+    count = count_parameters(a, 1)
+    start = time.perf_counter()
+    stages = _stages(count, 10**9, a.tied)
+    assert time.perf_counter() - start < 0.5
+    assert len(stages) == len(count.layers) + 1 and stages[-1][1] == 0
+    assert sum(d for d, _ in stages) >= sum(d for d, _ in count.layers)

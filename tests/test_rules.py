@@ -3,11 +3,12 @@ and stays quiet on the example specs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from acrl.compiler import RULES, SpecError
+from acrl.compiler import RULES, Bundle, SpecError
 from conftest import EXAMPLE_SPECS
 
 # rule id -> spec overrides that must trigger it (and only rules of this severity or weaker)
@@ -151,3 +152,17 @@ def test_expert_parallel_times_expert_tensor_parallel_must_divide_the_actor(comp
     assert diag.rule == "ACRL-M003" and "expert parallel 8 x expert tensor parallel 2 x pipeline 1 = 16" in \
         diag.message and "actor's 8 GPUs" in diag.message
     compile_overrides({**moe, "extra": {"flags": {"--expert-tensor-parallel-size": 1}}})
+
+
+@pytest.mark.parametrize("overrides", [
+    {"model": {"args": {"num-experts": 8, "moe-layer-freq": "²"}}},  # "²".isdigit() is true; int("²") fails
+    {"model": {"args": {"num-experts": 8, "moe-layer-freq": "[1]*" + "9" * 5000}}},  # past int()'s digit limit
+    {"extra": {"flags": {"expert-tensor-parallel-size": "²"}}},
+    {"parallel": {"pipeline": 10**9}},  # the memory estimate must not walk a stage per rank
+])
+def test_odd_numbers_are_diagnosed_never_an_internal_error(compile_overrides: Callable[..., Bundle],
+                                                           overrides: dict[str, Any]) -> None:
+    try:
+        compile_overrides(overrides)
+    except SpecError as exc:
+        assert exc.diagnostics
