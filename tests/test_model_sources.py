@@ -268,3 +268,20 @@ def test_hidden_size_not_divisible_by_heads_needs_kv_channels(write_spec: SpecWr
     with pytest.raises(SpecError, match="hidden size 2560 is not divisible by 24 attention heads"):
         compile_spec(model_spec(write_spec, type="qwen3-4B",
                                 args={**QWEN3_4B_ARGS, "num-attention-heads": 24, "num-query-groups": 8}))
+
+
+def test_a_script_without_kv_channels_is_reported_once(write_spec: SpecWriter, tmp_path: Path) -> None:
+    """M008 (script vs catalog) names the missing --kv-channels; M006 does not say it a second time."""
+    models = tmp_path / "slime" / "scripts" / "models"
+    models.mkdir(parents=True)
+    (models / "qwen3-4B.sh").write_text(
+        "MODEL_ARGS=(--swiglu --num-layers 36 --hidden-size 2560 --ffn-hidden-size 9728 --num-attention-heads 32\n"
+        " --group-query-attention --num-query-groups 8 --use-rotary-position-embeddings --disable-bias-linear\n"
+        " --normalization RMSNorm --norm-epsilon 1e-6 --rotary-base 1000000 --vocab-size 151936 --qk-layernorm\n"
+        " --untie-embeddings-and-output-weights)\n")
+    spec = merge(MINIMAL, {"model": {"args": None}, "slime": {"dir": str(tmp_path / "slime")}})
+    spec["model"].update(type="qwen3-4B", args_source="script")
+    with pytest.raises(SpecError) as exc:
+        compile_spec(write_spec(text=tomli_w.dumps(spec)))
+    about_kv = [d for d in exc.value.diagnostics if "--kv-channels" in d.message]
+    assert [d.rule for d in about_kv] == ["ACRL-M008"]
