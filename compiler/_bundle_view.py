@@ -4,12 +4,17 @@ A bundle's truth is its files, whoever wrote them: the slime argv is read from t
 array assignments (``SLIME_ARGS=( ... )``, ``SLIME_ARGS+=( ... )``, tokenized with shlex, group
 titles from the ``# title`` lines acrl writes inside the array), MODEL_ARGS from model_args.sh,
 the custom config with yaml.safe_load, the resolved spec with tomllib, the Ray job's environment
-and the launch settings from train.sh's assignments, and the derived quantities from the
-manifest. A spec is compiled in memory and its files are read the same way, so both kinds of
+and the launch settings from train.sh's assignments, and the derived quantities computed from
+spec.toml (the manifest's copy is covered by no hash; it is used only when spec.toml is not a
+valid spec). Compile warnings come from the manifest: they are informational, and no hash covers
+them either. A spec is compiled in memory and its files are read the same way, so both kinds of
 input go through :func:`read_view`.
 
-Every line of a shell file that is neither a comment nor one of the parts read above is kept as
-a "script line", so a hand edit anywhere (an added command, say) still shows in a diff.
+Every line of a shell file that is not a comment is kept as a "script line", so a hand edit
+anywhere (an added command, say) still shows in a diff. A line whose meaning is read into one of
+the parts above is kept as a placeholder that names the part (``ray start --head <launch
+setting>``, ``SLIME_ARGS+=( ... )``), so that moving it (into another branch, out of its ``if``)
+shows too, while a changed value shows once, in its own part. The shebang is kept as it is.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from ._bundle import MANIFEST, sha256
+from ._bundle import MANIFEST, NOT_REGULAR, sha256
 from ._flags import _is_number
 
 TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML = "train.sh", "model_args.sh", "custom_config.yaml", "spec.toml"
@@ -49,12 +54,13 @@ class BundleView:
     spec: Mapping[str, Any]  # dotted keys of the resolved spec.toml
     runtime_env: Mapping[str, str]  # the Ray job's env_vars
     launch: Mapping[str, str]  # train.sh's settings: its variables, the Ray address, ...
-    derived: Mapping[str, Any]  # the manifest's derived section, and the model-args source
+    derived: Mapping[str, Any]  # computed from spec.toml as the manifest's derived section is; the model-args source
     warnings: tuple[str, ...]
     script_lines: Mapping[str, tuple[str, ...]]  # per shell file: lines none of the above explains
     file_status: Mapping[str, str]  # "present", "missing", "unreadable: ...", or an unknown file's sha256
     manifest: Mapping[str, Any] | None
     notes: tuple[str, ...]
+    integrity: tuple[str, ...] = ()  # why this bundle does not match its own manifest (set by the diff's load)
 
 
 class _Unreadable(ValueError):
@@ -100,19 +106,53 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
     spec = parse(SPEC_TOML, _read_toml) or {}
     manifest = parse(MANIFEST, _read_json)
     for name in sorted(files):
-        if name not in KNOWN_FILES:
+        if name.endswith(NOT_REGULAR):  # a link or special file, never followed (see read_bundle)
+            status[name.removesuffix(NOT_REGULAR)] = f"not a regular file ({files[name].decode()})"
+        elif name not in KNOWN_FILES:
             status[name] = "folder" if name.endswith("/") else f"sha256:{sha256(files[name])[:16]}"
     derived: dict[str, Any] = {}
     warnings: tuple[str, ...] = ()
-    if manifest is not None:
+    computed = derived_from_spec(files[SPEC_TOML]) if spec else None
+    if computed is not None:  # never the manifest's copy, which no hash covers
+        derived = dict(computed)
+        if "model.args_source" in spec:
+            derived["model_args_source"] = spec["model.args_source"]
+    elif manifest is not None:
         derived = dict(manifest.get("derived") or {}) if isinstance(manifest.get("derived"), dict) else {}
         provenance = manifest.get("model_args")
         if isinstance(provenance, dict) and "source" in provenance:
             derived["model_args_source"] = provenance["source"]
+        if derived:
+            notes.append(f"{label}: the derived quantities are manifest.json's (no hash covers them): spec.toml "
+                         "cannot be read as a spec, so they cannot be computed from it")
+    if manifest is not None:
         warnings = tuple(sorted(_warning_text(w) for w in manifest.get("warnings") or () if isinstance(w, dict)))
     script = {name: lines for name, lines in ((TRAIN_SH, train.script), (MODEL_ARGS_SH, model[1])) if lines}
     return BundleView(label, train.flags, model[0], custom, spec, train.runtime_env, train.launch, derived,
                       warnings, script, status, manifest, (*notes, *(f"{label}: {n}" for n in train.notes)))
+
+
+def derived_from_spec(data: bytes) -> dict[str, Any] | None:
+    """The manifest's derived section computed from a bundle's resolved spec.toml, the way
+    acrl.compiler._compile._manifest computes it (a test keeps the two the same); None when
+    ``data`` is not a valid spec (a spec made by another acrl, say)."""
+    from ._argv import actor_gpus, global_batch_size, rollout_gpus, samples_per_rollout
+    from ._errors import SpecError
+    from ._source import decode_spec
+    from ._structure import structure
+
+    try:
+        spec, _ = structure(decode_spec(data, SPEC_TOML))
+    except SpecError:
+        return None
+    if spec is None:
+        return None
+    try:
+        return {"actor_gpus": actor_gpus(spec), "rollout_gpus": rollout_gpus(spec),
+                "samples_per_rollout": samples_per_rollout(spec), "global_batch_size": global_batch_size(spec),
+                "optimizer_steps_per_rollout": spec.train.num_steps_per_rollout}
+    except ArithmeticError:  # num_steps_per_rollout = 0 in a hand-edited spec.toml
+        return None
 
 
 def _warning_text(warning: Mapping[str, Any]) -> str:
@@ -195,38 +235,57 @@ def _read_train_sh(source: str) -> _TrainSh:
         flags[flag] = Flag(flag, values, title)
     notes = [f"train.sh gives {flag} more than once; slime keeps the last value" for flag in repeated]
     launch: dict[str, str] = {}
-    consumed: set[int] = set()  # line numbers whose meaning is read into launch / runtime_env
-    lines = _without_spans(source, spans).split("\n")
+    # A line whose meaning is read into launch / runtime_env stays in the script lines as a
+    # placeholder naming what it holds (its value is compared in its own section), so that moving
+    # it (into another branch, out of an `if`) is still a difference.
+    placeholders: dict[int, str] = {}
+    lines = _without_spans(source, spans, "SLIME_ARGS").split("\n")
     for number, line in enumerate(lines):
         value = _launch_setting(line)
         if value is not None:
-            key, setting = value
-            consumed.add(number)
+            key, setting, label = value
+            placeholders[number] = _indent(line) + label
             if not key:
                 continue
             launch[key] = setting if key not in launch or launch[key] == setting else f"{launch[key]} | {setting}"
     runtime_env, env_lines = _runtime_env(source, launch)
-    consumed |= {n for n, line in enumerate(lines) if line in env_lines}
-    script = tuple(line.rstrip() for n, line in enumerate(lines)
-                   if n not in consumed and line.strip() and not line.lstrip().startswith("#"))
-    return _TrainSh(flags, runtime_env, launch, script, tuple(notes))
+    for number, line in enumerate(lines):
+        if line in env_lines:
+            names = " ".join(w.partition("=")[0] for w in _words(line.rstrip().removesuffix("\\")) or ())
+            placeholders[number] = f"{_indent(line)}<runtime env: {names}>"
+    return _TrainSh(flags, runtime_env, launch, _script_lines(lines, placeholders), tuple(notes))
 
 
-def _launch_setting(line: str) -> tuple[str, str] | None:
-    """(key, value) when ``line`` is exactly one of the settings train.sh writes, else None."""
+def _indent(line: str) -> str:
+    return line[:len(line) - len(line.lstrip())]
+
+
+def _script_lines(lines: list[str], placeholders: Mapping[int, str] | None = None) -> tuple[str, ...]:
+    """The non-blank lines, placeholders in place of the lines read elsewhere; comments are left
+    out, but not the shebang (``#!`` on the first line), which picks the interpreter."""
+    placeholders = placeholders or {}
+    return tuple(placeholders.get(n, line).rstrip() for n, line in enumerate(lines)
+                 if line.strip() and (not line.lstrip().startswith("#") or (n == 0 and line.startswith("#!"))))
+
+
+def _launch_setting(line: str) -> tuple[str, str, str] | None:
+    """(key, value, placeholder) when ``line`` is exactly one of the settings train.sh writes, else
+    None. The placeholder stands for the line among the script lines: it names the setting, not
+    its value (a changed value shows once, under launch settings)."""
     if _DECLARE.match(line):
         words = _words(line)
         if words is not None and len(words) == 2 and words[0] in ("readonly", "export"):
             name, _, value = words[1].partition("=")
-            return name, value
+            return name, value, f"{words[0]} {name}=<launch setting {name}>"
         return None
-    for pattern, key in ((_WANDB_IF, "W&B key variable"), (_WANDB_OFF, "W&B key variable"),
-                         (_DEADLINE, "Ray stop timeout (s)")):
+    for pattern, key, label in ((_WANDB_IF, "W&B key variable", "if <W&B key variable is set>; then"),
+                                (_WANDB_OFF, "W&B key variable", "log <W&B off>"),
+                                (_DEADLINE, "Ray stop timeout (s)", "deadline=<Ray stop timeout>")):
         match = pattern.match(line)
         if match:
-            return key, match.group(1)
+            return key, match.group(1), label
     if _DEADLINE_DIE.match(line):  # its message repeats the timeout read from the line before
-        return "", ""
+        return "", "", "((SECONDS < deadline)) || die <Ray stop timeout>"
     match = _RAY_ADDRESS.match(line)
     if match:
         words = _words(match.group(1))
@@ -234,12 +293,14 @@ def _launch_setting(line: str) -> tuple[str, str] | None:
             return None
         found = re.fullmatch(r"\$\{ACRL_RAY_ADDRESS:-(.*)\}", words[0], re.S)
         if found:
-            return "Ray address (unless ACRL_RAY_ADDRESS is set)", found.group(1) or "(none: a local Ray head)"
-        return "Ray address of the local head", words[0]
+            return ("Ray address (unless ACRL_RAY_ADDRESS is set)", found.group(1) or "(none: a local Ray head)",
+                    "CLUSTER_ADDRESS=${ACRL_RAY_ADDRESS:-<launch setting Ray address>}")
+        return "Ray address of the local head", words[0], "CLUSTER_ADDRESS=<launch setting Ray address>"
     match = _RAY_START.match(line)
     if match:
         words = _words(match.group(1))
-        return ("ray start --head", shlex.join(words)) if words is not None else None
+        return ("ray start --head", shlex.join(words), "ray start --head <launch setting>") if words is not None \
+            else None
     return None
 
 
@@ -284,8 +345,7 @@ def _words(text: str) -> list[str] | None:
 def _read_model_args_sh(source: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
     segments, spans = bash_arrays(source, "MODEL_ARGS")
     args = {flag: values for flag, values, _ in _flag_occurrences(segments)}
-    lines = _without_spans(source, spans).split("\n")
-    return args, tuple(line.rstrip() for line in lines if line.strip() and not line.lstrip().startswith("#"))
+    return args, _script_lines(_without_spans(source, spans, "MODEL_ARGS").split("\n"))
 
 
 NO_FLAG = "(before any flag)"
@@ -306,10 +366,15 @@ def _flag_occurrences(segments: list[tuple[str | None, list[str]]]) -> list[tupl
     return [(flag, tuple(values), title) for flag, values, title in out]
 
 
-def _without_spans(source: str, spans: list[tuple[int, int]]) -> str:
+def _without_spans(source: str, spans: list[tuple[int, int]], name: str) -> str:
+    """``source`` with each array assignment replaced by a one-line placeholder, ``name=( ... )``
+    or ``name+=( ... )`` (its words are compared as flags), so that moving one still shows."""
     parts, start = [], 0
     for begin, end in spans:
         parts.append(source[start:begin])
+        statement = source[begin:end]
+        op = "+=" if re.match(rf"\s*{name}\+=", statement) else "="
+        parts.append(f"{_indent(statement)}{name}{op}( ... )")
         start = end
     parts.append(source[start:])
     return "".join(parts)

@@ -122,10 +122,11 @@ class BundleDiff:
     b: str
     sections: tuple[Section, ...]
     notes: tuple[str, ...] = ()
+    unverified: tuple[str, ...] = ()  # a side that does not match its own manifest: never equivalent
 
     @property
     def equivalent(self) -> bool:
-        return not any(section.changes for section in self.sections)
+        return not self.unverified and not any(section.changes for section in self.sections)
 
     @property
     def count(self) -> int:
@@ -134,7 +135,7 @@ class BundleDiff:
     def as_json(self) -> dict[str, Any]:
         sections = {s.id: [_change_json(s.id, c) for c in s.changes] for s in self.sections}
         return {"a": self.a, "b": self.b, "equivalent": self.equivalent, "differences": self.count,
-                "sections": sections, "notes": list(self.notes)}
+                "sections": sections, "unverified": list(self.unverified), "notes": list(self.notes)}
 
 
 def _change_json(section: str, change: Change) -> dict[str, Any]:
@@ -168,7 +169,7 @@ def diff_views(a: BundleView, b: BundleView) -> BundleDiff:
     }
     notes = [*a.notes, *b.notes, *_version_notes(a, b)]
     return BundleDiff(a.label, b.label, tuple(Section(id, title, tuple(parts[id])) for id, title in SECTIONS),
-                      tuple(notes))
+                      tuple(notes), (*a.integrity, *b.integrity))
 
 
 def _flag_values(view: BundleView) -> dict[str, tuple[str, ...]]:
@@ -219,8 +220,7 @@ def load(path: str) -> BundleView:
         if not set(files) & set(KNOWN_FILES):
             raise BundleReadError(path=path, reason=f"is not an acrl bundle: none of {', '.join(KNOWN_FILES)} is in it",
                                   fix="give a bundle directory (e.g. bundles/<exp_id>) or a spec file (.toml)")
-        view = read_view(path, files)
-        return attrs.evolve(view, notes=(*view.notes, *_integrity_notes(path, files)))
+        return attrs.evolve(read_view(path, files), integrity=tuple(_integrity_notes(path, files)))
     if os.path.isfile(path) and path.endswith(".toml"):
         from pathlib import Path
 
@@ -238,15 +238,17 @@ def _integrity_notes(path: str, files: Mapping[str, bytes]) -> list[str]:
     from ._verify import verify_files
 
     try:
-        result = verify_files(files, where=path)
+        result = verify_files(files, where=path, check_derived=True)
     except BundleReadError as exc:
         return [f"{path} cannot be verified: {exc.message.splitlines()[0]}"]
     if result.intact:
         return []
     what = [f"{kind} {', '.join(names)}" for kind, names in (("modified", result.modified),
-            ("removed", result.removed), ("added", result.added)) if names]
+            ("removed", result.removed), ("added", result.added), ("not a regular file", result.not_regular)) if names]
     if result.recomputed_hash is not None:
         what.append("a bundle_hash that does not match its own file list")
+    if result.derived_mismatch:
+        what.append("a derived section that does not match spec.toml")
     return [f"{path} does not match its manifest ({'; '.join(what)}): it was changed after it was compiled "
             f"(see `acrl verify {path}`)"]
 
@@ -295,8 +297,7 @@ def check_bundle(spec: str, compiled: Mapping[str, bytes], out: str) -> CheckRes
             lines.append(f"{name}: not executable")
     if not lines:
         return CheckResult(spec, out, (), None)
-    view = read_view(out, existing)
-    view = attrs.evolve(view, notes=(*view.notes, *_integrity_notes(out, existing)))
+    view = attrs.evolve(read_view(out, existing), integrity=tuple(_integrity_notes(out, existing)))
     return CheckResult(spec, out, tuple(lines), diff_views(view, read_view(f"{spec} (compiled)", compiled)))
 
 
@@ -336,6 +337,7 @@ def format_text(diff: BundleDiff) -> str:
                 group = change.group
                 out.append(f"  [{group}]")
             out += [("    " if group else "  ") + line for line in _text_lines(section.id, change)]
+    out += [f"not equivalent: {line}" for line in diff.unverified]
     return "\n".join(out + [f"note: {n}" for n in diff.notes])
 
 
@@ -385,6 +387,9 @@ def format_markdown(diff: BundleDiff) -> str:
     out = [f"### `acrl diff` {_code(diff.a)} → {_code(diff.b)}", ""]
     if diff.equivalent:
         out.append("No semantic differences.")
+    elif not diff.count:
+        out.append("**0 semantic differences**, but a bundle that does not match its manifest is equivalent to "
+                   "nothing.")
     else:
         counts = ", ".join(f"{s.title} ({len(s.changes)})" for s in diff.sections if s.changes)
         out.append(f"**{diff.count} difference{'s' if diff.count != 1 else ''}**: {counts}.")
@@ -397,8 +402,9 @@ def format_markdown(diff: BundleDiff) -> str:
                     *_md_section(section), "", "</details>"]
         else:
             out += ["", f"#### {title}", "", *_md_section(section)]
-    if diff.notes:
+    if diff.unverified or diff.notes:
         out.append("")
+        out += [f"> **Not equivalent:** {line}  " for line in diff.unverified]
         out += [f"> **Note:** {note}  " for note in diff.notes]
     return "\n".join(out).rstrip() + "\n"
 

