@@ -33,19 +33,49 @@ def bundle_hash(file_hashes: Mapping[str, str]) -> str:
     return sha256(json.dumps(pairs, separators=(",", ":")).encode())
 
 
+NOT_REGULAR = "/!"  # the suffix of an entry that is not a regular file or a directory (no file name has a "/")
+
+
 def read_bundle(path: StrPath) -> dict[str, bytes] | None:
-    """The files of an existing bundle directory (top level only; a subdirectory is listed as
-    ``name/`` with no content), or None when there is none."""
+    """The files of an existing bundle directory (top level only), or None when there is none.
+
+    Only regular files are read. A subdirectory is listed as ``name/`` with no content; a symbolic
+    link (to anything) as ``name/!`` with the content ``symbolic link``, and any other entry (a
+    FIFO, a socket, a device) as ``name/!`` with the content ``special file``: a link is never
+    followed, so a bundle whose train.sh points elsewhere never reads as the same bundle."""
     if not os.path.isdir(path):
         return None
     files: dict[str, bytes] = {}
     for entry in sorted(os.scandir(path), key=lambda e: e.name):
-        if entry.is_file():
-            with open(entry.path, "rb") as f:
-                files[entry.name] = f.read()
-        else:
+        if entry.is_symlink():
+            files[entry.name + NOT_REGULAR] = b"symbolic link"
+        elif entry.is_dir(follow_symlinks=False):
             files[entry.name + "/"] = b""
+        elif entry.is_file(follow_symlinks=False):
+            data = _read_regular(entry.path)  # None: swapped for a link or special file since the listing
+            if data is None:
+                files[entry.name + NOT_REGULAR] = b"special file"
+            else:
+                files[entry.name] = data
+        else:
+            files[entry.name + NOT_REGULAR] = b"special file"
     return files
+
+
+def _read_regular(path: str) -> bytes | None:
+    """The bytes of the regular file ``path``, never through a symbolic link; None when it is not one."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        import errno
+
+        if exc.errno in (errno.ELOOP, errno.ENXIO):
+            return None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        return f.read() if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
 
 
 def write_bundle(path: StrPath, files: Mapping[str, bytes], *, force: bool) -> str:

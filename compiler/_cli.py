@@ -292,10 +292,17 @@ def _review_commands(commands: Any) -> None:
     diff.set_defaults(run=_run_diff)
     verify = commands.add_parser("verify", help="check a bundle's files against its manifest (exit 1 if modified)",
                                  description="Recompute the sha256 of every file of BUNDLE and its bundle hash, and "
-                                 "compare them with manifest.json. Exit 0 when intact, 1 when a file was added, "
-                                 "removed or modified, 2 when the bundle cannot be read.",
+                                 "compare them with manifest.json; check the manifest's derived section against "
+                                 "spec.toml. Exit 0 when intact, 1 when a file was added, removed, modified or is not "
+                                 "a regular file (links are not followed), or the hash is not --expect-hash, 2 when "
+                                 "the bundle cannot be read. Intact means the files match the manifest: whoever can "
+                                 "edit a file can rewrite the manifest too, which only --expect-hash (a hash recorded "
+                                 "elsewhere) or `acrl-compile --check` against the spec catches. The manifest's "
+                                 "compile warnings are informational and not checked.",
                                  formatter_class=_HelpFormatter)
     verify.add_argument("bundle", metavar="BUNDLE", help="a bundle directory")
+    verify.add_argument("--expect-hash", metavar="SHA256", help="the bundle hash the files must have (e.g. one "
+                        "recorded in a pull request or by CI; `sha256:` prefix allowed): exit 1 when it differs")
     verify.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     verify.set_defaults(run=_run_verify)
     check = commands.add_parser("check-bundles", help="check that committed bundles are what their specs compile to",
@@ -332,7 +339,7 @@ def _run_diff(args: argparse.Namespace) -> int:
 def _run_verify(args: argparse.Namespace) -> int:
     from ._verify import verify_bundle
 
-    result = verify_bundle(args.bundle)
+    result = verify_bundle(args.bundle, check_derived=True, expect_hash=args.expect_hash)
     if args.json:
         _print_json(result.as_json())
     else:

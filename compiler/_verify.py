@@ -2,8 +2,16 @@
 
 `acrl verify` prints the result; the executor calls :func:`verify_bundle` to refuse a modified
 bundle. A bundle is the top level of its directory: anything else found there (a file or a
-folder) is reported as added. Paths named by the manifest are never opened, only compared with
-the directory's listing, so a hostile manifest cannot make verify read outside the bundle.
+folder) is reported as added, and a symbolic link or special file as not a regular file (a link
+is never followed). Paths named by the manifest are never opened, only compared with the
+directory's listing, so a hostile manifest cannot make verify read outside the bundle.
+
+What an intact result proves: the files are the ones the manifest lists, and the manifest's
+bundle hash is that of its list. The manifest describes itself, so whoever can rewrite a file can
+rewrite the manifest to match: only a hash recorded elsewhere (``expect_hash``, from a pull
+request or CI) or recompiling the spec (``acrl-compile --check``) catches that. The manifest's
+other fields are covered by no hash: its derived section can be checked against spec.toml
+(``check_derived``); its compile warnings are informational and are not checked.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from ._bundle import EXECUTABLE, MANIFEST, bundle_hash, read_bundle, sha256
+from ._bundle import EXECUTABLE, MANIFEST, NOT_REGULAR, bundle_hash, read_bundle, sha256
 from ._errors import BundleReadError
 from ._version import __version__
 
@@ -36,27 +44,45 @@ class Verification:
     modified: tuple[str, ...] = ()  # in both, with another sha256
     recomputed_hash: str | None = None  # set when the manifest's bundle_hash does not match its file list
     notes: tuple[str, ...] = ()  # facts that do not make the bundle modified (another acrl version, modes)
+    not_regular: tuple[str, ...] = ()  # "name (symbolic link)": entries that are not regular files or folders
+    derived_mismatch: tuple[str, ...] = ()  # "key: manifest value, spec.toml gives value", when checked
+    expected_hash: str | None = None  # the bundle hash the caller expects (--expect-hash)
+    actual_hash: str | None = None  # the bundle hash of the files as they are, when expected_hash is given
 
     @property
     def intact(self) -> bool:
-        """True when every file matches the manifest and the manifest matches itself."""
-        return not (self.added or self.removed or self.modified or self.recomputed_hash)
+        """True when every file matches the manifest and the manifest matches itself (and, when
+        they were asked for, the derived section matches spec.toml and the hash is the expected one)."""
+        return not (self.added or self.removed or self.modified or self.recomputed_hash or self.not_regular
+                    or self.derived_mismatch or not self.expected_hash_ok)
+
+    @property
+    def expected_hash_ok(self) -> bool:
+        return self.expected_hash is None or self.actual_hash == self.expected_hash
 
     def problems(self) -> list[str]:
         """One line per difference from the manifest."""
         lines = [f"modified: {name}" for name in self.modified]
         lines += [f"removed:  {name}" for name in self.removed]
         lines += [f"added:    {name}" for name in self.added]
+        lines += [f"not a regular file: {name}" for name in self.not_regular]
         if self.recomputed_hash is not None:
             lines.append(f"manifest: its bundle_hash {self.bundle_hash[:12]}... does not match its own file list "
                          f"(which hashes to {self.recomputed_hash[:12]}...)")
+        if self.derived_mismatch:
+            lines.append("manifest.json: derived section does not match spec.toml "
+                         f"({'; '.join(self.derived_mismatch)})")
+        if not self.expected_hash_ok:
+            lines.append(f"bundle hash: the files hash to sha256:{self.actual_hash}, not the expected "
+                         f"sha256:{self.expected_hash}")
         return lines
 
     def format(self) -> str:
         """The report `acrl verify` prints."""
         notes = [f"note: {note}" for note in self.notes]
         if self.intact:
-            return "\n".join([f"{self.path}: intact, bundle sha256:{self.bundle_hash}", *notes])
+            expected = " (the expected hash)" if self.expected_hash is not None else ""
+            return "\n".join([f"{self.path}: intact, bundle sha256:{self.bundle_hash}{expected}", *notes])
         head = f"{self.path}: modified since it was compiled ({len(self.problems())} "
         head += "difference)" if len(self.problems()) == 1 else "differences)"
         fix = "  fix: compile the spec again (acrl-compile SPEC -o DIR --force), or review the edit with `acrl diff`"
@@ -67,11 +93,19 @@ class Verification:
                 "bundle_format": self.bundle_format, "bundle_hash": self.bundle_hash,
                 "added": list(self.added), "removed": list(self.removed), "modified": list(self.modified),
                 "manifest_hash_ok": self.recomputed_hash is None, "recomputed_hash": self.recomputed_hash,
+                "not_regular": list(self.not_regular), "derived_mismatch": list(self.derived_mismatch),
+                "expected_hash": self.expected_hash, "expected_hash_ok": self.expected_hash_ok,
                 "notes": list(self.notes)}
 
 
-def verify_bundle(path: str | os.PathLike[str]) -> Verification:
+def verify_bundle(path: str | os.PathLike[str], *, check_derived: bool = False,
+                  expect_hash: str | None = None) -> Verification:
     """Recompute every hash of the bundle directory ``path`` against its manifest.json.
+
+    ``check_derived``: also compute the manifest's derived section from spec.toml and compare
+    (this imports the spec parser; the executor does not need it). ``expect_hash``: the bundle
+    hash the files must have (hex sha256, ``sha256:`` prefix allowed), e.g. one recorded in a
+    pull request: the only check a forger who rewrote the manifest as well cannot pass.
 
     Raises BundleReadError when there is no such directory, no manifest, a manifest that is not
     valid JSON or not an acrl manifest, or a bundle format this acrl cannot read."""
@@ -83,32 +117,68 @@ def verify_bundle(path: str | os.PathLike[str]) -> Verification:
                               fix="give the bundle's directory, e.g. bundles/<exp_id>")
     modes = [f"{name} is not executable (run it with `bash {name}`, or chmod +x it)"
              for name in sorted(EXECUTABLE) if name in files and not os.access(os.path.join(where, name), os.X_OK)]
-    result = verify_files(files, where=where)
+    result = verify_files(files, where=where, check_derived=check_derived, expect_hash=expect_hash)
     return attrs.evolve(result, notes=(*result.notes, *modes)) if modes else result
 
 
-def verify_files(files: Mapping[str, bytes], *, where: str) -> Verification:
-    """:func:`verify_bundle` of files already read (name -> bytes; a folder is ``name/``)."""
+def verify_files(files: Mapping[str, bytes], *, where: str, check_derived: bool = False,
+                 expect_hash: str | None = None) -> Verification:
+    """:func:`verify_bundle` of files already read (name -> bytes; a folder is ``name/``, a link or
+    special file ``name/!``: see read_bundle)."""
     manifest = read_manifest(files, where=where)
     recorded: Mapping[str, str] = manifest["files"]
-    present = {name: sha256(data) for name, data in files.items() if name != MANIFEST}
+    irregular = {name[:-len(NOT_REGULAR)]: data.decode() for name, data in files.items()
+                 if name.endswith(NOT_REGULAR)}
+    present = {name: sha256(data) for name, data in files.items()
+               if name != MANIFEST and not name.endswith(NOT_REGULAR)}
     added = sorted(name for name in present if name not in recorded)
-    removed = sorted(name for name in recorded if name not in present)
+    removed = sorted(name for name in recorded if name not in present and name not in irregular)
     modified = sorted(name for name in recorded if name in present and present[name] != recorded[name])
     recomputed = bundle_hash(recorded)
     notes = []
     if manifest["acrl_version"] != __version__:
         notes.append(f"made by acrl {manifest['acrl_version']} (this is acrl {__version__}); its bundle format "
                      f"{manifest['bundle_format']} is one this acrl reads, so its hashes were checked")
+    mismatch: list[str] = []
+    if check_derived:
+        mismatch, note = _derived_mismatch(files, manifest)
+        notes += [note] if note else []
+    expected = None if expect_hash is None else expect_hash.strip().lower().removeprefix("sha256:")
     return Verification(where, manifest["acrl_version"], manifest["bundle_format"], manifest["bundle_hash"],
                         tuple(added), tuple(removed), tuple(modified),
-                        None if recomputed == manifest["bundle_hash"] else recomputed, tuple(notes))
+                        None if recomputed == manifest["bundle_hash"] else recomputed, tuple(notes),
+                        tuple(f"{name} ({kind})" for name, kind in sorted(irregular.items())), tuple(mismatch),
+                        expected, bundle_hash(present) if expected is not None else None)
+
+
+def _derived_mismatch(files: Mapping[str, bytes], manifest: Mapping[str, Any]) -> tuple[list[str], str | None]:
+    """The keys of the manifest's derived section that spec.toml does not give, and a note when
+    the section cannot be checked."""
+    from ._bundle_view import SPEC_TOML, derived_from_spec
+
+    if SPEC_TOML not in files:
+        return [], None  # reported as removed
+    computed = derived_from_spec(files[SPEC_TOML])
+    if computed is None:
+        return [], "the manifest's derived section was not checked: spec.toml is not a spec this acrl reads"
+    recorded = manifest.get("derived")
+    if not isinstance(recorded, dict):
+        return [f"no derived section; spec.toml gives {json.dumps(computed, sort_keys=True)}"], None
+    out = []
+    for key in sorted(set(recorded) | set(computed)):
+        old, new = recorded.get(key, "(absent)"), computed.get(key, "(absent)")
+        if json.dumps(old) != json.dumps(new):  # 1, 1.0 and true are three different values
+            out.append(f"{key}: {json.dumps(old)} in the manifest, spec.toml gives {json.dumps(new)}")
+    return out, None
 
 
 def read_manifest(files: Mapping[str, bytes], *, where: str) -> dict[str, Any]:
     """The bundle's manifest, checked for the fields verify needs; BundleReadError otherwise."""
     name = os.path.join(where, MANIFEST)
     recompile = "compile the spec again: acrl-compile SPEC -o DIR --force"
+    if MANIFEST + NOT_REGULAR in files:
+        raise BundleReadError(path=name, reason=f"is not a regular file ({files[MANIFEST + NOT_REGULAR].decode()}, "
+                              "not followed)", fix=recompile)
     if MANIFEST not in files:
         raise BundleReadError(path=name, reason="missing: without its manifest a bundle cannot be verified",
                               fix=recompile)

@@ -78,7 +78,7 @@ def test_a_hand_edited_bundle_fails_and_says_so(compiled: tuple[Path, Path],
     code, out, _ = run(capsys, "--check", str(spec), "-o", str(bundle))
     assert code == 1
     assert "  [optimizer]\n    ~ --lr: 1e-05 -> 1e-06\n" in out  # committed -> what the spec compiles to
-    assert f"note: {bundle} does not match its manifest (modified train.sh)" in out
+    assert f"not equivalent: {bundle} does not match its manifest (modified train.sh)" in out
     assert "  train.sh: differs" in out
 
 
@@ -181,3 +181,25 @@ def test_docs_show_commands_that_exist(capsys: pytest.CaptureFixture[str]) -> No
             main([w for w in words if not w.startswith("$")] + ["--help"])
         assert info.value.code == 0, command
     capsys.readouterr()
+
+
+def test_a_symlink_in_the_bundle_is_never_followed(compiled: tuple[Path, Path], tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """train.sh replaced by a link to an identical file: --check fails, and compiling again does
+    not call the bundle unchanged; with --force the link is replaced, its target left alone."""
+    spec, bundle = compiled
+    elsewhere = tmp_path / "elsewhere.sh"
+    elsewhere.write_bytes((bundle / "train.sh").read_bytes())
+    (bundle / "train.sh").unlink()
+    (bundle / "train.sh").symlink_to(elsewhere)
+    code, out, _ = run(capsys, "--check", str(spec), "-o", str(bundle))
+    assert code == 1
+    assert "  train.sh/!: in" in out and "  train.sh: missing from" in out
+    assert f"not equivalent: {bundle} does not match its manifest (not a regular file train.sh (symbolic link))" \
+        in out
+    assert "  ~ train.sh: present -> " not in out and "train.sh: not a regular file (symbolic link) -> present" in out
+    code, _, err = run(capsys, str(spec), "-o", str(bundle))
+    assert code != 0 and "exists and differs" in err
+    assert run(capsys, str(spec), "-o", str(bundle), "--force")[0] == 0
+    assert not (bundle / "train.sh").is_symlink() and elsewhere.read_bytes() == (bundle / "train.sh").read_bytes()
+    assert run(capsys, "--check", str(spec), "-o", str(bundle))[0] == 0

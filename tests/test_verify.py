@@ -73,7 +73,12 @@ def test_modified_truncated_removed_and_added_files_are_each_listed(bundle: Path
 
 def test_a_manifest_edited_to_match_an_edited_file_still_fails(bundle: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """Updating one file's sha256 in the manifest is not enough: the bundle hash covers the list."""
+    """Updating one file's sha256 in the manifest is not enough: the bundle hash covers the list.
+
+    What verify proves is only that the files match the manifest: a forger who rewrites the
+    bundle_hash as well passes it (the manifest describes itself). Against that, only a hash
+    recorded elsewhere (--expect-hash) or `acrl-compile --check` against the spec helps; see
+    test_a_full_rehash_passes_verify_but_not_expect_hash."""
     (bundle / "train.sh").write_bytes((bundle / "train.sh").read_bytes() + b"echo pwned\n")
     manifest = json.loads((bundle / "manifest.json").read_text())
     files = dict(manifest["files"], **{"train.sh": sha256((bundle / "train.sh").read_bytes())})
@@ -164,7 +169,8 @@ def test_json(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert data == {"path": str(bundle), "intact": False, "acrl_version": __version__, "bundle_format": BUNDLE_FORMAT,
                     "bundle_hash": json.loads((bundle / "manifest.json").read_text())["bundle_hash"],
                     "added": [], "removed": ["spec.toml"], "modified": [], "manifest_hash_ok": True,
-                    "recomputed_hash": None, "notes": []}
+                    "recomputed_hash": None, "not_regular": [], "derived_mismatch": [], "expected_hash": None,
+                    "expected_hash_ok": True, "notes": []}
 
 
 def test_the_compiler_writes_a_format_verify_reads() -> None:
@@ -181,3 +187,95 @@ def test_verify_stays_light_for_the_executor() -> None:
     loaded = _json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                         check=True).stdout)
     assert not [m for m in loaded if m.split(".")[0] in ("jinja2", "cattrs", "yaml", "tomli_w")]
+
+
+def rehash(bundle: Path) -> dict[str, str]:
+    """Rewrite the manifest's file list and bundle_hash to match the files, as a forger would."""
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    files = {name: sha256((bundle / name).read_bytes()) for name in manifest["files"]}
+    rewrite_manifest(bundle, files=files, bundle_hash=bundle_hash(files))
+    return files
+
+
+def test_a_full_rehash_passes_verify_but_not_expect_hash(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recorded = json.loads((bundle / "manifest.json").read_text())["bundle_hash"]
+    assert run(capsys, str(bundle), "--expect-hash", recorded)[0] == 0
+    assert run(capsys, str(bundle), "--expect-hash", f"sha256:{recorded.upper()}")[0] == 0
+    with open(bundle / "train.sh", "a") as f:
+        f.write("echo pwned\n")
+    files = rehash(bundle)
+    assert verify_bundle(bundle).intact  # the manifest describes itself: this cannot be caught from inside
+    code, out, err = run(capsys, str(bundle), "--expect-hash", recorded)
+    assert (code, err) == (1, "")
+    assert f"  bundle hash: the files hash to sha256:{bundle_hash(files)}, not the expected sha256:{recorded}" in out
+    data = json.loads(run(capsys, str(bundle), "--expect-hash", recorded, "--json")[1])
+    assert (data["intact"], data["expected_hash"], data["expected_hash_ok"]) == (False, recorded, False)
+
+
+def test_expect_hash_is_the_hash_of_the_files_not_the_manifests_claim(bundle: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    forged = "0" * 64
+    rewrite_manifest(bundle, bundle_hash=forged)
+    code, out, _ = run(capsys, str(bundle), "--expect-hash", forged)
+    assert code == 1 and "not the expected sha256:" + forged in out
+
+
+@pytest.mark.parametrize("target", ["same", "other"])
+def test_a_symlink_is_never_followed(target: str, bundle: Path, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    elsewhere = tmp_path / "elsewhere.sh"
+    data = (bundle / "train.sh").read_bytes()
+    elsewhere.write_bytes(data if target == "same" else data + b"echo pwned\n")
+    (bundle / "train.sh").unlink()
+    (bundle / "train.sh").symlink_to(elsewhere)
+    (bundle / "extra").symlink_to(tmp_path)
+    result = verify_bundle(bundle)
+    assert not result.intact
+    assert (result.modified, result.removed, result.added) == ((), (), ())
+    assert result.not_regular == ("extra (symbolic link)", "train.sh (symbolic link)")
+    code, out, _ = run(capsys, str(bundle))
+    assert code == 1 and "  not a regular file: train.sh (symbolic link)" in out
+
+
+def test_a_fifo_is_not_a_regular_file(bundle: Path) -> None:
+    (bundle / "spec.toml").unlink()
+    os.mkfifo(bundle / "spec.toml")
+    result = verify_bundle(bundle)  # does not block on the FIFO
+    assert result.not_regular == ("spec.toml (special file)",) and result.removed == () and not result.intact
+
+
+def test_a_symlinked_manifest_is_not_read(bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (bundle / "manifest.json").rename(tmp_path / "manifest.json")
+    (bundle / "manifest.json").symlink_to(tmp_path / "manifest.json")
+    code, out, err = run(capsys, str(bundle))
+    assert code == 2 and "is not a regular file (symbolic link, not followed)" in out + err
+
+
+def test_a_forged_derived_section_does_not_verify(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    rewrite_manifest(bundle, derived=dict(manifest["derived"], global_batch_size=999))
+    assert verify_bundle(bundle).intact  # the executor's check: hashes only
+    result = verify_bundle(bundle, check_derived=True)
+    assert result.derived_mismatch == ("global_batch_size: 999 in the manifest, spec.toml gives 256",)
+    code, out, _ = run(capsys, str(bundle))
+    assert code == 1
+    assert ("  manifest.json: derived section does not match spec.toml (global_batch_size: 999 in the manifest, "
+            "spec.toml gives 256)") in out.splitlines()
+
+
+def test_the_derived_section_is_computed_from_spec_toml_as_the_compiler_does(tmp_path: Path,
+                                                                              write_spec: SpecWriter) -> None:
+    from acrl.compiler._bundle_view import derived_from_spec
+
+    assert acrl_main(["compile", str(write_spec({"cluster": {"colocate": False, "rollout_num_gpus": 2}})),
+                      "-o", str(tmp_path / "b")]) == 0
+    for directory in [tmp_path / "b", *sorted((REPO / "tests" / "golden").iterdir())]:
+        manifest = json.loads((directory / "manifest.json").read_text())
+        assert derived_from_spec((directory / "spec.toml").read_bytes()) == manifest["derived"], directory
+        assert verify_bundle(directory, check_derived=True).derived_mismatch == ()
+
+
+def test_warnings_are_informational_and_not_covered(bundle: Path) -> None:
+    """Documented: no hash covers the manifest's compile warnings; verify does not check them."""
+    rewrite_manifest(bundle, warnings=[{"severity": "warning", "message": "forged"}])
+    assert verify_bundle(bundle, check_derived=True).intact
