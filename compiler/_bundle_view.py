@@ -186,15 +186,44 @@ def _read_json(source: str) -> dict[str, Any]:
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested tables as dotted keys; an empty table has no keys (so it is the same as no table)."""
+    """Nested tables as dotted keys; an empty table has no keys (so it is the same as no table).
+    Values are made JSON values (see :func:`json_value`)."""
     out: dict[str, Any] = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             out.update(flatten(value, name + "."))
         else:
-            out[name] = value
+            out[name] = json_value(value)
     return out
+
+
+TYPE_TAG = "$type"
+
+
+def json_value(value: Any) -> Any:
+    """``value`` as a JSON value. A TOML or YAML date, time or datetime, YAML binary (bytes) and
+    set, which JSON has no type for, become ``{"$type": "date", "value": "2001-01-01"}`` (ISO text,
+    binary as base64, a set as a sorted list), so the date 2001-01-01 and the string "2001-01-01"
+    stay different values; lists and tables inside them are converted too."""
+    import datetime
+
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return {TYPE_TAG: type(value).__name__, "value": value.isoformat()}
+    if isinstance(value, (bytes, bytearray)):
+        import base64
+
+        return {TYPE_TAG: "binary", "value": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, (set, frozenset)):
+        items = [json_value(v) for v in value]
+        return {TYPE_TAG: "set", "value": sorted(items, key=lambda v: json.dumps(v, sort_keys=True))}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    return {TYPE_TAG: type(value).__name__, "value": str(value)}
 
 
 # --- bash ------------------------------------------------------------------------------------

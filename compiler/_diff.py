@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from ._bundle import EXECUTABLE, MANIFEST, read_bundle
-from ._bundle_view import KNOWN_FILES, BundleView, flatten, read_view
+from ._bundle_view import KNOWN_FILES, TYPE_TAG, BundleView, flatten, read_view
 from ._errors import BundleReadError
 
 CLUSTER, BATCH, ALGORITHM, OPTIMIZER = "cluster and parallelism", "batch arithmetic", "algorithm", "optimizer"
@@ -317,7 +317,9 @@ def _plain(value: Any) -> str:
         return shlex.join(value) if value else "(set)"
     if isinstance(value, str):
         return value if value and value.strip() == value else json.dumps(value)
-    return json.dumps(value)
+    if isinstance(value, dict) and set(value) == {TYPE_TAG, "value"} and isinstance(value["value"], str):
+        return f"{value[TYPE_TAG]} {value['value']}"  # a date, not the string "2001-01-01" (see json_value)
+    return json.dumps(value, default=str)
 
 
 def format_text(diff: BundleDiff) -> str:

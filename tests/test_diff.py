@@ -403,3 +403,36 @@ def test_a_bundle_that_does_not_match_its_manifest_is_never_equivalent(tmp_path:
         assert f"{a} does not match its manifest (modified train.sh)" in out
     code, out, _ = run(capsys, "diff", str(a), str(a))
     assert out.splitlines()[:3] == [f"--- {a}", f"+++ {a}", "0 differences"]
+
+
+def test_dates_binary_and_sets_are_values_not_an_internal_error(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """TOML dates and times, YAML dates, !!binary and !!set have no JSON type: they are compared
+    and shown with a type tag, so the date 2001-01-01 is not the string "2001-01-01"."""
+    a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
+    for bundle, started, day in ((a, '"2001-01-01"', '"2001-01-01"'), (b, "2001-01-01T10:00:00Z", "2001-01-01")):
+        with open(bundle / "spec.toml", "a") as f:
+            f.write(f"\n[notes]\nstarted = {started}\nday = {day}\nat = 10:00:00\n")
+        with open(bundle / "custom_config.yaml", "a") as f:
+            f.write("released: 2001-01-01\nblob: !!binary aGk=\ntags: !!set {x, y}\nlist: [2001-01-01]\n" if bundle == b
+                    else "released: '2001-01-01'\nblob: hi\n")
+        rehash(bundle)
+    code, data = diff_json(capsys, a, b)
+    assert code == 1
+    assert changes(data, "spec") == {
+        "notes.started": ("changed", "2001-01-01", {"$type": "datetime", "value": "2001-01-01T10:00:00+00:00"}),
+        "notes.day": ("changed", "2001-01-01", {"$type": "date", "value": "2001-01-01"}),
+    }
+    assert changes(data, "custom_config") == {
+        "released": ("changed", "2001-01-01", {"$type": "date", "value": "2001-01-01"}),
+        "blob": ("changed", "hi", {"$type": "binary", "value": "aGk="}),
+        "tags": ("added", None, {"$type": "set", "value": ["x", "y"]}),
+        "list": ("added", None, [{"$type": "date", "value": "2001-01-01"}]),
+    }
+    code, out, err = run(capsys, "diff", str(a), str(b))
+    assert (code, err) == (1, "")
+    assert "  ~ released: 2001-01-01 -> date 2001-01-01" in out.splitlines()
+    assert "  ~ notes.started: 2001-01-01 -> datetime 2001-01-01T10:00:00+00:00" in out.splitlines()
+    code, out, err = run(capsys, "diff", str(a), str(b), "--format", "markdown")
+    assert (code, err) == (1, "") and "`date 2001-01-01`" in out
+    assert run(capsys, "diff", str(b), str(b))[0] == 0
