@@ -75,7 +75,9 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     exp_id = str(info.manifest.get("exp_id") or Path(options.bundle).resolve().name)
     run_id = _records.new_run_id()
     train_sh = str(Path(options.bundle) / "train.sh")
-    env_shown = [f"ACRL_RUN_ID={run_id}"] + ([f"ACRL_RAY_ADDRESS={options.address}"] if options.address else [])
+    # What is shown and recorded; a user:password in the address is left out (the run itself gets it).
+    shown_address = _records.public_address(options.address)
+    env_shown = [f"ACRL_RUN_ID={run_id}"] + ([f"ACRL_RAY_ADDRESS={shown_address}"] if shown_address else [])
     command = ["bash", train_sh]
     run_dir = Path(options.runs_dir) / exp_id / run_id
     if options.dry_run:

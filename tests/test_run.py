@@ -428,3 +428,17 @@ def test_without_bash_the_run_is_recorded_as_failed(tmp_path: Path) -> None:
     assert proc.returncode == 127 and "acrl: cannot start bash" in proc.stderr and "Traceback" not in proc.stderr
     record = only_record(project.runs)
     assert record["status"] == "failed" and record["exit_status"] == 127
+
+
+def test_credentials_in_the_address_reach_train_sh_but_not_the_record(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    (project.bundle / "train.sh").write_text('#!/usr/bin/env bash\necho "address=$ACRL_RAY_ADDRESS"\n')
+    proc = acrl("run", str(project.bundle), "--allow-modified", "--skip", "gpus", "--address",
+                "https://admin:hunter2@ray.example:8265", "--runs-dir", str(project.runs))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "address=https://admin:hunter2@ray.example:8265" in proc.stdout  # train.sh's own output
+    (path,) = project.runs.glob("*/*/run.json")
+    text = path.read_text()
+    assert "hunter2" not in text and "admin" not in text
+    assert json.loads(text)["ray_address"] == "https://ray.example:8265"
+    assert "ACRL_RAY_ADDRESS=https://ray.example:8265" in json.loads(text)["command"]
