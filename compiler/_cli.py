@@ -178,7 +178,7 @@ def _print_kept_help(prog: str, argv: Sequence[str] | None) -> bool:
     return True
 
 
-def _print_help_and_keep_it(parser: argparse.ArgumentParser, words: list[str]) -> None:
+def _print_help_and_keep_it(parser: argparse.ArgumentParser, words: list[str], key: str) -> None:
     """argparse's help for ``words`` on stdout, as parse_args prints it, kept for next time. Returns
     (having printed nothing) when argparse does not take the words as a request for help, e.g.
     ``acrl explain BUNDLE --help``, where --help is the KEY argument."""
@@ -198,14 +198,15 @@ def _print_help_and_keep_it(parser: argparse.ArgumentParser, words: list[str]) -
     text = buffer.getvalue()
     sys.stdout.write(text)
     if code == 0 and text:
-        keep_help(parser.prog, words, _terminal_columns(), text)
+        keep_help(key, words, _terminal_columns(), text)
     raise SystemExit(code)
 
 
-def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None, help_key: str | None = None) -> int:
+    """Parse and run; ``help_key`` names this command line's kept help (default: the program's name)."""
     words = _help_words(argv)
     if words is not None:
-        _print_help_and_keep_it(parser, words)
+        _print_help_and_keep_it(parser, words, help_key or parser.prog)
     args = parser.parse_args(argv)
     run = getattr(args, "run", None)
     if run is None:
@@ -232,7 +233,9 @@ def acrl_main(argv: Sequence[str] | None = None, *,
               more_commands: Callable[[argparse._SubParsersAction[Any]], None] | None = None) -> int:
     """Entry point of ``acrl``'s compiler commands. ``more_commands`` adds subcommands that live
     outside the compiler (the executor's, from acrl.runtime: the compiler never imports it)."""
-    if _print_kept_help("acrl", argv):
+    # The help depends on the commands added: `python -m acrl.compiler._cli --help` keeps its own.
+    help_key = "acrl" if more_commands is None else f"acrl+{more_commands.__module__}"
+    if _print_kept_help(help_key, argv):
         raise SystemExit(0)
     import argparse
 
@@ -274,7 +277,7 @@ def acrl_main(argv: Sequence[str] | None = None, *,
     _review_commands(commands)
     if more_commands is not None:
         more_commands(commands)
-    return _main(parser, argv)
+    return _main(parser, argv, help_key)
 
 
 def _review_commands(commands: Any) -> None:

@@ -478,3 +478,16 @@ def test_help_words_that_argparse_takes_as_an_argument_run_the_command(tmp_path:
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")  # explain ran and said what it made of the key, never a silent exit 0
     assert "'--help' is not a slime flag" in err
+
+
+def test_the_compilers_own_help_is_kept_apart_from_the_acrl_commands_help(
+        cache_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m acrl.compiler._cli --help` has no `run`; it must never be what `acrl --help` prints."""
+    from acrl.compiler._cli import acrl_main
+    from acrl.runtime._cli import main
+
+    for entry_point in (acrl_main, main, acrl_main, main):  # each twice: the second time from the cache
+        with pytest.raises(SystemExit):
+            entry_point(["--help"])
+        out = capsys.readouterr().out
+        assert ("    run " in out) == (entry_point is main), out
