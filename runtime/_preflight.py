@@ -253,6 +253,39 @@ def check_cuda_home(info: BundleInfo) -> str:
     return str(home)
 
 
+def _runtime_arn(info: BundleInfo) -> tuple[str, str]:
+    """The AgentCore runtime ARN of the bundle and the region it names."""
+    from . import _aws
+
+    arn = str(info.get("agentcore.runtime_arn", ""))
+    try:
+        return arn, _aws.region_from_arn(arn)
+    except ValueError:
+        raise CheckFailed(f"[agentcore] runtime_arn {arn!r} is not an AgentCore runtime ARN",
+                          "compile the spec again: acrl-compile checks the ARN's format") from None
+
+
+def check_aws_identity(info: BundleInfo) -> str:
+    """AWS credentials resolve (STS GetCallerIdentity), in the region of the runtime ARN."""
+    from . import _aws
+
+    return _aws.check_credentials(_runtime_arn(info)[1])
+
+
+def check_s3_bucket(info: BundleInfo) -> str:
+    """The rollout bucket exists and is writable."""
+    from . import _aws
+
+    return _aws.check_bucket(str(info.get("agentcore.s3_bucket", "")), _runtime_arn(info)[1])
+
+
+def check_agent_runtime(info: BundleInfo) -> str:
+    """The AgentCore runtime exists and is READY."""
+    from . import _aws
+
+    return _aws.check_agent_runtime(_runtime_arn(info)[0])
+
+
 # --- registry and runner ---------------------------------------------------------------------------
 
 @attrs.frozen
@@ -264,7 +297,8 @@ class Check:
     needs: tuple[str, ...] = ()
 
 
-# Local checks first; register more with one line each (AWS, slime's parser, ...).
+# Local checks first, then AWS (boto3 honours AWS_ENDPOINT_URL_<SERVICE> for other endpoints); register more with
+# one line each (slime's parser is next: runtime/_slime_parser.py, once BundleInfo carries train.sh's exact argv).
 CHECKS: list[Check] = [
     Check("bash", check_bash),
     Check("ray-cli", check_ray_cli),
@@ -274,6 +308,9 @@ CHECKS: list[Check] = [
     Check("datasets", check_datasets),
     Check("gpus", check_gpus),
     Check("cuda-home", check_cuda_home),
+    Check("aws-identity", check_aws_identity),
+    Check("s3-bucket", check_s3_bucket, ("aws-identity",)),
+    Check("agent-runtime", check_agent_runtime, ("aws-identity",)),
 ]
 
 

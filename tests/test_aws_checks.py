@@ -307,3 +307,43 @@ def test_importing_the_module_does_not_import_boto3() -> None:
     code = "import sys, acrl.runtime._aws; print('boto3' in sys.modules, 'botocore' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+# --- the same checks as `acrl run` runs them -------------------------------------------------------------
+
+
+def test_acrl_run_checks_aws_before_anything_runs(moto_url: str, acr_url: str, tmp_path: Any) -> None:
+    """`acrl run --dry-run` on a compiled bundle: the three AWS checks run in its preflight, in the ARN's region,
+    reaching moto and the stand-in through boto3's own AWS_ENDPOINT_URL_<SERVICE> settings; an absent bucket fails
+    the preflight (exit 1) and still shows no credential."""
+    import os
+    import subprocess
+    import sys
+
+    import tomli_w
+
+    from acrl.compiler import compile_spec, write
+    from conftest import MINIMAL, merge
+
+    _client("s3", moto_url).create_bucket(Bucket="acrl-rollouts", CreateBucketConfiguration={
+        "LocationConstraint": REGION})
+    local = ("bash", "ray-cli", "slime", "megatron", "model", "datasets", "gpus", "cuda-home")
+    env = {**os.environ, "AWS_ENDPOINT_URL_STS": moto_url, "AWS_ENDPOINT_URL_S3": moto_url,
+           "AWS_ENDPOINT_URL_BEDROCK_AGENTCORE_CONTROL": acr_url}
+    results = {}
+    for bucket in ("acrl-rollouts", "no-such-bucket"):
+        spec = tmp_path / f"{bucket}.toml"
+        spec.write_text(tomli_w.dumps(merge(MINIMAL, {"agentcore": {
+            "runtime_arn": arn("agent_ready-Ab12Cd34Ef"), "s3_bucket": bucket}})))
+        write(compile_spec(spec), tmp_path / bucket)
+        argv = [sys.executable, "-m", "acrl.runtime._cli", "run", str(tmp_path / bucket), "--dry-run"]
+        argv += [a for name in local for a in ("--skip", name)]
+        results[bucket] = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    ok, absent = results["acrl-rollouts"], results["no-such-bucket"]
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert re.search(r"aws-identity\s+passed.*arn:aws:(iam|sts)::123456789012", ok.stdout)
+    assert re.search(r"s3-bucket\s+passed", ok.stdout) and re.search(r"agent-runtime\s+passed.*READY", ok.stdout)
+    assert absent.returncode == 1 and re.search(r"s3-bucket\s+failed", absent.stdout + absent.stderr)
+    assert all(r["path"] == "/runtimes/agent_ready-Ab12Cd34Ef/" for r in _AgentCoreControl.requests)
+    for proc in results.values():
+        assert_no_secret(proc.stdout + proc.stderr)

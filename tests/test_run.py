@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -220,9 +221,14 @@ def make_project(root: Path, address: str | None = None, env_vars: Mapping[str, 
     return Project(root, bundle, received, root / "runs", spec)
 
 
+# This machine has no AWS account: the AWS checks are tested against moto and a stand-in in test_aws_checks.py.
+NO_AWS = ("--skip", "aws-identity", "--skip", "s3-bucket", "--skip", "agent-runtime")
+
+
 def acrl(*args: str, env: Mapping[str, str] | None = None, timeout: float = 180,
          cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "acrl.runtime._cli", *args], capture_output=True, text=True,
+    argv = [*args, *NO_AWS] if args[:1] == ("run",) else list(args)
+    return subprocess.run([sys.executable, "-m", "acrl.runtime._cli", *argv], capture_output=True, text=True,
                           env=dict(env or tool_env()), timeout=timeout, cwd=cwd)
 
 
@@ -278,8 +284,8 @@ def test_ctrl_c_stops_the_ray_job_and_records_a_cancelled_run(ray_head: RayHead,
                                                               code: int) -> None:
     project = make_project(tmp_path, address=None, env_vars={"STANDIN_SLEEP": "600"})
     # The spec names no cluster: --address is how it reaches the test's head (train.sh: ACRL_RAY_ADDRESS).
-    proc = subprocess.Popen([sys.executable, "-m", "acrl.runtime._cli", "run", str(project.bundle), "--skip", "gpus",
-                             "--address", ray_head.address, "--runs-dir", str(project.runs)],
+    proc = subprocess.Popen([sys.executable, "-m", "acrl.runtime._cli", "run", str(project.bundle), *NO_AWS,
+                             "--skip", "gpus", "--address", ray_head.address, "--runs-dir", str(project.runs)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=tool_env())
     try:
         deadline = time.monotonic() + 120
@@ -342,7 +348,7 @@ def test_a_failed_check_runs_nothing(tmp_path: Path) -> None:
     (tmp_path / "train.jsonl").write_text('{"prompt": "ok", "metadata": {}}\nnot json\n')
     proc = acrl("run", str(project.bundle), "--skip", "gpus", "--runs-dir", str(project.runs))
     assert proc.returncode == 1
-    assert "datasets   failed" in proc.stdout and "line 2: not JSON" in proc.stdout
+    assert re.search(r"^datasets +failed", proc.stdout, re.M) and "line 2: not JSON" in proc.stdout
     assert "preflight failed (datasets): nothing was run" in proc.stderr
     assert not project.runs.exists()
 
@@ -354,7 +360,7 @@ def test_dry_run_prints_what_it_would_run_and_records_nothing(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith(f"{project.bundle}: intact, bundle sha256:")
-    assert any(line.startswith("preflight: 6 passed, 0 failed, 2 skipped") for line in lines)
+    assert any(line.startswith("preflight: 6 passed, 0 failed, 5 skipped") for line in lines)
     (would,) = [line for line in lines if line.startswith("would run: ")]
     assert would.endswith(f"ACRL_RAY_ADDRESS=http://10.0.0.1:8265 bash {project.bundle / 'train.sh'}")
     assert "ACRL_RUN_ID=" in would and not project.runs.exists()
@@ -398,7 +404,7 @@ def test_signals_reach_train_sh_once_and_hangup_becomes_term(tmp_path: Path, sig
         "trap 'echo \"got TERM\"; exit 143' TERM\n"
         "echo ready\n"
         "while :; do sleep 0.1; done\n")
-    proc = subprocess.Popen([sys.executable, "-m", "acrl.runtime._cli", "run", str(project.bundle),
+    proc = subprocess.Popen([sys.executable, "-m", "acrl.runtime._cli", "run", str(project.bundle), *NO_AWS,
                              "--allow-modified", "--skip", "gpus", "--runs-dir", str(project.runs)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=tool_env())
     try:
