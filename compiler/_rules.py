@@ -523,6 +523,18 @@ def _env_names(ctx: Context) -> Iterator[Finding]:
     yield from _env_names_valid((n, f"model.script_env.{n}") for n in ctx.spec.model.script_env)
 
 
+@rule("ACRL-S003", "error", ["cluster.address"], "no credentials in the Ray address")
+def _address_credentials(ctx: Context) -> Iterator[Finding]:
+    """[cluster] address must not carry a user or password (``http://user:secret@head:8265``): it would be written
+    into train.sh and spec.toml."""
+    address = ctx.spec.cluster.address or ""
+    authority = address.split("://", 1)[-1].split("/", 1)[0]
+    if "@" in authority:
+        yield Finding("the Ray address carries credentials (user:password@), which would be written into the "
+                      "bundle", "give the address without them in the spec, and the authenticated one at run time: "
+                      "ACRL_RAY_ADDRESS=... bash train.sh, or acrl run --address ...")
+
+
 # --- model architecture --------------------------------------------------------------------------
 
 @rule("ACRL-M001", "error", ["parallel.tensor", "model.args"], "attention heads divisible by TP")

@@ -55,6 +55,7 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-S001": [{"env": {"vars": {"HF_TOKEN": "x"}}}, {"env": {"forward": ["AWS_SECRET_ACCESS_KEY"]}},
                   {"env": {"vars": {"bad name": "x"}}}],
     "ACRL-S002": [{"wandb": {"key_env": "sk-abc123"}}],
+    "ACRL-S003": [{"cluster": {"address": "http://admin:hunter2@head:8265"}}],
     "ACRL-M001": [{"parallel": {"tensor": 3}, "cluster": {"gpus_per_node": 6}},
                   {"rollout": {"gpus_per_engine": 4}, "model": {"args": {"num-query-groups": 3}}}],
     "ACRL-M002": [{"parallel": {"pipeline": 5}, "cluster": {"gpus_per_node": 10}}],
@@ -166,3 +167,13 @@ def test_odd_numbers_are_diagnosed_never_an_internal_error(compile_overrides: Ca
         compile_overrides(overrides)
     except SpecError as exc:
         assert exc.diagnostics
+
+
+@pytest.mark.parametrize("address", ["http://user:secret@head:8265", "https://token@ray.example.com"])
+def test_a_ray_address_with_credentials_never_reaches_the_bundle(compile_overrides: Callable[..., Bundle],
+                                                                 address: str) -> None:
+    with pytest.raises(SpecError) as exc:
+        compile_overrides({"cluster": {"address": address}})
+    (diag,) = [d for d in exc.value.diagnostics if d.rule == "ACRL-S003"]
+    assert diag.key == "cluster.address" and "secret" not in diag.message and "ACRL_RAY_ADDRESS" in diag.hint
+    assert compile_overrides({"cluster": {"address": "http://head:8265/path@x"}}).spec.cluster.address
