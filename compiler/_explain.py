@@ -250,12 +250,14 @@ def _bundle_notes(shown: str, files: Mapping[str, bytes], made_by: str | None) -
     from ._verify import verify_files
 
     try:
-        result = verify_files(files, where=shown)
+        result = verify_files(files, where=shown, check_derived=True)
     except BundleReadError as exc:
         return [f"{shown} cannot be verified: {exc.message.splitlines()[0]}"]
     notes = [] if made_by == __version__ else [f"the bundle was made by acrl {made_by}; this is acrl {__version__}, "
                                                "which explains its spec.toml as it compiles it now"]
-    changed = [*result.modified, *result.removed, *result.added]
+    changed = [*result.modified, *result.removed, *result.added, *result.not_regular]
+    if result.derived_mismatch:
+        changed.append("its derived section")
     if changed or result.recomputed_hash is not None:
         notes.append(f"{shown} does not match its manifest ({', '.join(changed) or 'bundle_hash'}): it was changed "
                      "after it was compiled")

@@ -369,3 +369,14 @@ def test_a_truncated_file_never_makes_an_internal_error(bundle_copy: Path, capsy
             f"{bundle_copy} cannot be verified" in out
     else:
         assert name == "spec.toml" and err.startswith(f"{bundle_copy}/spec.toml")
+
+
+def test_a_forged_derived_section_is_noted(bundle_copy: Path) -> None:
+    """The manifest's derived section is not covered by a file hash: explain checks it against spec.toml."""
+    manifest_path = bundle_copy / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest["derived"]["global_batch_size"] = 999
+    manifest_path.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    explained = explain_bundle(bundle_copy)
+    assert f"{bundle_copy} does not match its manifest (its derived section): it was changed after it was " \
+        "compiled" in explained.notes
