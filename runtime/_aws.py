@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ._outcome import CheckFailed
@@ -100,6 +101,18 @@ class _Aws:
         return None
 
 
+    def call(self, what: str, operation: Callable[..., Any], **kwargs: Any) -> Any:
+        """``operation(**kwargs)``; a failure before any answer arrived becomes CheckFailed (see
+        :meth:`transport_failure`), the service's own answer (ClientError) is left to the caller."""
+        try:
+            return operation(**kwargs)
+        except Exception as exc:
+            failure = self.transport_failure(exc, what)
+            if failure is not None:
+                raise failure from None
+            raise
+
+
 def _status(exc: Any) -> int:
     return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
 
@@ -109,15 +122,10 @@ def check_credentials(region: str, *, endpoint_url: str | None = None) -> str:
     aws = _Aws()
     sts = aws.client("sts", region, endpoint_url)
     try:
-        identity = sts.get_caller_identity()
-    except Exception as exc:
-        failure = aws.transport_failure(exc, "asking STS who the caller is")
-        if failure is not None:
-            raise failure from None
-        if isinstance(exc, aws.exceptions.ClientError):
-            raise CheckFailed(f"STS rejected the AWS credentials ({aws.describe(exc)})",
-                              "the credentials are invalid or expired: " + _CREDENTIALS_HINT) from None
-        raise
+        identity = aws.call("asking STS who the caller is", sts.get_caller_identity)
+    except aws.exceptions.ClientError as exc:
+        raise CheckFailed(f"STS rejected the AWS credentials ({aws.describe(exc)})",
+                          "the credentials are invalid or expired: " + _CREDENTIALS_HINT) from None
     return f"{identity['Arn']} (account {identity['Account']})"
 
 
@@ -128,13 +136,8 @@ def check_bucket(bucket: str, region: str, *, endpoint_url: str | None = None) -
     s3 = aws.client("s3", region, endpoint_url)
     ex = aws.exceptions
     try:
-        head = s3.head_bucket(Bucket=bucket)
-    except Exception as exc:
-        failure = aws.transport_failure(exc, f"looking up S3 bucket {bucket!r}")
-        if failure is not None:
-            raise failure from None
-        if not isinstance(exc, ex.ClientError):
-            raise
+        head = aws.call(f"looking up S3 bucket {bucket!r}", s3.head_bucket, Bucket=bucket)
+    except ex.ClientError as exc:
         status = _status(exc)
         if status == 404:
             raise CheckFailed(f"S3 bucket {bucket!r} does not exist (404)",
@@ -149,13 +152,9 @@ def check_bucket(bucket: str, region: str, *, endpoint_url: str | None = None) -
     bucket_region = head.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("x-amz-bucket-region") or region
     key = f"{PREFLIGHT_PREFIX}{uuid.uuid4().hex}"
     try:
-        s3.put_object(Bucket=bucket, Key=key, Body=b"acrl preflight write test; safe to delete\n")
-    except Exception as exc:
-        failure = aws.transport_failure(exc, f"writing to S3 bucket {bucket!r}")
-        if failure is not None:
-            raise failure from None
-        if not isinstance(exc, ex.ClientError):
-            raise
+        aws.call(f"writing to S3 bucket {bucket!r}", s3.put_object, Bucket=bucket, Key=key,
+                 Body=b"acrl preflight write test; safe to delete\n")
+    except ex.ClientError as exc:
         outcome = "denied (403, " if _status(exc) == 403 else "failed ("
         raise CheckFailed(
             f"S3 bucket {bucket!r} exists but is not writable: PutObject {outcome}{aws.describe(exc)})",
@@ -189,13 +188,9 @@ def check_agent_runtime(runtime_arn: str, *, endpoint_url: str | None = None) ->
     aws = _Aws()
     control = aws.client("bedrock-agentcore-control", region, endpoint_url)
     try:
-        runtime = control.get_agent_runtime(agentRuntimeId=runtime_id)
-    except Exception as exc:
-        failure = aws.transport_failure(exc, f"looking up AgentCore runtime {runtime_id!r} in {region}")
-        if failure is not None:
-            raise failure from None
-        if not isinstance(exc, aws.exceptions.ClientError):
-            raise
+        runtime = aws.call(f"looking up AgentCore runtime {runtime_id!r} in {region}", control.get_agent_runtime,
+                           agentRuntimeId=runtime_id)
+    except aws.exceptions.ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
         if code == "ResourceNotFoundException" or _status(exc) == 404:
             raise CheckFailed(
