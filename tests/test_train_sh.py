@@ -100,6 +100,12 @@ class Run:
         assert head.count(name) == 1, head
         return head[head.index(name) + 1]
 
+    def job_addresses(self) -> set[str | None]:
+        """The Ray address every `ray job` command got: from RAY_API_SERVER_ADDRESS, never --address."""
+        jobs = self.find("ray", "job")
+        assert jobs and not [c for c in jobs if "--address" in c["argv"]], self.argvs
+        return {c["env"]["RAY_API_SERVER_ADDRESS"] for c in jobs}
+
     @property
     def slime_argv(self) -> list[str]:
         """What `ray job submit` runs: everything after its `--`."""
@@ -220,13 +226,11 @@ def contains_pair(argv: list[str], flag: str, *values: str) -> bool:
 
 def assert_job_calls(run: Run, address: str, sid: str) -> None:
     """submit, follow the logs, read the status: all with the same address and submission id."""
-    assert run.submit_option("--address") == address
+    assert run.job_addresses() == {address}
     assert run.submit_option("--submission-id") == sid
     assert "--no-wait" in run.submit[:run.submit.index("--")]
-    assert [c["argv"] for c in run.find("ray", "job", "logs")] == [
-        ["ray", "job", "logs", "--address", address, "--follow", sid]]
-    assert [c["argv"] for c in run.find("ray", "job", "status")] == [
-        ["ray", "job", "status", "--address", address, sid]]
+    assert [c["argv"] for c in run.find("ray", "job", "logs")] == [["ray", "job", "logs", "--follow", sid]]
+    assert [c["argv"] for c in run.find("ray", "job", "status")] == [["ray", "job", "status", sid]]
 
 
 def assert_local_head(run: Run, bundle: Bundle) -> None:
@@ -312,7 +316,7 @@ def test_example_spec_values_reach_slime(tmp_path: Path, toolbox: Toolbox) -> No
     assert "--sglang-enable-metrics" in argv and "--colocate" not in argv
     assert contains_pair(argv, "--rollout-num-gpus", "8")
     assert run.runtime_env["env_vars"]["PYTHONPATH"] == "/fsx/Megatron-LM"
-    assert run.submit_option("--address") == "http://ray-head.cluster.internal:8265"
+    assert run.job_addresses() == {"http://ray-head.cluster.internal:8265"}
     assert async_bundle.spec.cluster.address == "http://ray-head.cluster.internal:8265"
 
 
@@ -397,6 +401,28 @@ def test_existing_cluster_address(example: tuple[Bundle, Path], toolbox: Toolbox
                                           ["ray", "job", "status"]]
 
 
+@pytest.mark.parametrize(("address", "shown"), [
+    ("http://admin:s3cr%40t@10.1.2.3:8265", "http://***@10.1.2.3:8265"),
+    ("https://t0k3n-Zq@ray.example.com/api", "https://***@ray.example.com/api"),
+    ("user:pw-9x@10.1.2.3:8265", "***@10.1.2.3:8265"),
+])
+def test_an_address_with_a_password_stays_out_of_argv_and_log(address: str, shown: str, tmp_path: Path,
+                                                              toolbox: Toolbox) -> None:
+    """ACRL_RAY_ADDRESS may carry user:password: the ray job commands get it in their environment only,
+    and what train.sh prints (its log, its hints) shows it redacted."""
+    bundle = compile_into(SMOKE, tmp_path / "b")
+    run = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w",
+                       {"ACRL_RAY_ADDRESS": address, "ACRL_SHIM_STATUS": "EXPLODED"})
+    assert run.returncode == 1
+    assert run.job_addresses() == {address}
+    secret = address.split("@")[0].rsplit("/", 1)[-1]
+    assert not [argv for argv in run.argvs if any(secret in word for word in argv)]
+    assert secret not in run.stdout + run.stderr
+    assert f"using the existing Ray cluster at {shown}\n" in run.stderr
+    assert f"submitting {submission_id(bundle)} to {shown}\n" in run.stderr
+    assert f"ray job stop --address {shown} {submission_id(bundle)}" in run.stderr
+
+
 @pytest.mark.parametrize(("stop", "start"), [(False, True), (True, False)])
 def test_cluster_switches(stop: bool, start: bool, write_spec: SpecWriter, tmp_path: Path,
                           toolbox: Toolbox) -> None:
@@ -408,7 +434,7 @@ def test_cluster_switches(stop: bool, start: bool, write_spec: SpecWriter, tmp_p
     assert bool(run.find("pkill", "-9", "sglang")) is stop
     assert bool(run.find("ray", "stop", "--force")) is stop
     assert bool(run.find("ray", "start", "--head")) is start
-    assert run.submit_option("--address") == "http://127.0.0.1:9265"
+    assert run.job_addresses() == {"http://127.0.0.1:9265"}
 
 
 def test_ray_stop_timeout(write_spec: SpecWriter, tmp_path: Path, toolbox: Toolbox) -> None:
@@ -459,9 +485,9 @@ def test_ray_address_variables_do_not_redirect_the_job(tmp_path: Path, toolbox: 
                        {"RAY_ADDRESS": "http://elsewhere:8265", "RAY_API_SERVER_ADDRESS": "http://elsewhere:1"})
     assert run.returncode == 0, run.stderr
     assert "ignoring RAY_ADDRESS" in run.stderr
-    (submit,) = run.find("ray", "job", "submit")
-    assert submit["argv"][submit["argv"].index("--address") + 1] == "http://127.0.0.1:8265"
-    assert submit["env"]["RAY_ADDRESS"] is None and submit["env"]["RAY_API_SERVER_ADDRESS"] is None
+    assert run.job_addresses() == {"http://127.0.0.1:8265"}
+    assert {c["env"]["RAY_ADDRESS"] for c in run.find("ray", "job")} == {None}
+    assert run.find("ray", "start")[0]["env"]["RAY_API_SERVER_ADDRESS"] is None
     assert run.find("ray", "start")  # a local head, as the spec says
 
 
@@ -526,8 +552,9 @@ def test_signal_stops_the_job(signum: int, expected: int, spec_path: Path, tmp_p
     assert elapsed < 5
     address = bundle.spec.cluster.address or f"http://127.0.0.1:{bundle.spec.cluster.dashboard_port}"
     calls = read_calls(log)
-    assert [c["argv"] for c in calls if c["argv"][:3] == ["ray", "job", "stop"]] == [
-        ["ray", "job", "stop", "--address", address, submission_id(bundle)]]
+    stops = [c for c in calls if c["argv"][:3] == ["ray", "job", "stop"]]
+    assert [c["argv"] for c in stops] == [["ray", "job", "stop", submission_id(bundle)]]
+    assert stops[0]["env"]["RAY_API_SERVER_ADDRESS"] == address
     assert not [c for c in calls if c["argv"][:3] == ["ray", "job", "status"]]
     logs_pid = next(c["pid"] for c in calls if c["argv"][:3] == ["ray", "job", "logs"])
     assert wait_for(lambda: not pid_alive(logs_pid), 5), "the `ray job logs` follower was left running"

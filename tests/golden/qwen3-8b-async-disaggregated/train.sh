@@ -9,6 +9,10 @@
 # Environment it reads (never written into a file, an argument list or Ray job metadata):
 #   WANDB_API_KEY      turns W&B logging on when set
 #   ACRL_RAY_ADDRESS   use this existing Ray cluster: no processes are stopped, no head is started
+#                      (it may hold user:password: the ray job commands get it from their environment,
+#                      never from their argument list, and the log shows it without the password)
+#   ACRL_PRINT_ARGV    when set, print the exact argv of the job's entrypoint, each word ending in a
+#                      NUL byte, and exit before anything is stopped, started or submitted
 #   ACRL_RUN_ID        suffix of the Ray submission id (default: the UTC start time)
 set -euo pipefail
 shopt -s extglob
@@ -23,7 +27,7 @@ readonly ENTRYPOINT="$SLIME_DIR/train_async.py"
 log() { printf 'acrl: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# The ray CLI lets these override --address; here the address comes from the spec or ACRL_RAY_ADDRESS.
+# The ray CLI reads these before --address; here the address comes from the spec or ACRL_RAY_ADDRESS.
 if [[ -n ${RAY_ADDRESS:-}${RAY_API_SERVER_ADDRESS:-} ]]; then
   log "ignoring RAY_ADDRESS/RAY_API_SERVER_ADDRESS (set ACRL_RAY_ADDRESS to use an existing cluster)"
 fi
@@ -103,6 +107,15 @@ SLIME_ARGS+=(--custom-config-path custom_config.yaml)  # inside the job's workin
 # --- environment ---
 export PYTHONUNBUFFERED=1
 export no_proxy="127.0.0.1${no_proxy:+,$no_proxy}"
+if [[ -n ${WANDB_API_KEY:-} ]]; then
+  SLIME_ARGS+=(--use-wandb)
+else
+  log "W&B off: WANDB_API_KEY is not set"
+fi
+if [[ -n ${ACRL_PRINT_ARGV:-} ]]; then  # for `acrl run`'s preflight, which parses it with slime's own parser
+  printf '%s\0' python3 "$ENTRYPOINT" "${MODEL_ARGS[@]}" "${SLIME_ARGS[@]}"
+  exit 0
+fi
 # torch_memory_saver built for CUDA 13 ships *_cu13.abi3.so; slime loads the plain or _cu12 name.
 python3 - <<'PY' || log "warning: torch_memory_saver fix-up failed; continuing"
 import importlib.util, os
@@ -117,14 +130,15 @@ if spec is not None and spec.origin:
                 os.symlink(cu13, os.path.join(folder, name))
                 print("acrl: linked", name, "->", cu13)
 PY
-if [[ -n ${WANDB_API_KEY:-} ]]; then
-  SLIME_ARGS+=(--use-wandb)
-else
-  log "W&B off: WANDB_API_KEY is not set"
-fi
 
 # --- Ray cluster ---
 CLUSTER_ADDRESS=${ACRL_RAY_ADDRESS:-http://ray-head.cluster.internal:8265}
+# What the log and messages show: the address without any user:password in it.
+if [[ $CLUSTER_ADDRESS =~ ^([^/]*//)?[^/]*@(.*)$ ]]; then
+  SHOWN_ADDRESS="${BASH_REMATCH[1]}***@${BASH_REMATCH[2]}"
+else
+  SHOWN_ADDRESS=$CLUSTER_ADDRESS
+fi
 if [[ -z $CLUSTER_ADDRESS ]]; then
   log "stopping stale sglang and Ray processes"
   pkill -9 sglang 2>/dev/null || true
@@ -136,10 +150,11 @@ if [[ -z $CLUSTER_ADDRESS ]]; then
   done
   ray start --head --num-gpus 8 --dashboard-port 8265 --disable-usage-stats
   CLUSTER_ADDRESS="http://127.0.0.1:8265"
+  SHOWN_ADDRESS=$CLUSTER_ADDRESS
 else
-  log "using the existing Ray cluster at $CLUSTER_ADDRESS"
+  log "using the existing Ray cluster at $SHOWN_ADDRESS"
 fi
-readonly CLUSTER_ADDRESS
+readonly CLUSTER_ADDRESS SHOWN_ADDRESS
 
 # The job's environment. Values come from the spec and the launching shell's non-secret variables;
 # secrets reach the job only through the cluster's own environment.
@@ -163,8 +178,8 @@ on_signal() {
   if [[ -n $LOGS_PID ]]; then kill "$LOGS_PID" 2>/dev/null || true; fi
   if [[ -n $SUBMITTED ]]; then
     log "interrupted: stopping Ray job $SUBMISSION_ID"
-    ray job stop --address "$CLUSTER_ADDRESS" "$SUBMISSION_ID" >&2 \
-      || log "warning: 'ray job stop' failed; check 'ray job list --address $CLUSTER_ADDRESS'"
+    RAY_API_SERVER_ADDRESS=$CLUSTER_ADDRESS ray job stop "$SUBMISSION_ID" >&2 \
+      || log "warning: 'ray job stop' failed; check 'ray job list --address $SHOWN_ADDRESS'"
   else
     log "interrupted before the job was submitted"
   fi
@@ -173,12 +188,13 @@ on_signal() {
 trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
 
-log "submitting $SUBMISSION_ID to $CLUSTER_ADDRESS"
+log "submitting $SUBMISSION_ID to $SHOWN_ADDRESS"
 SUBMITTED=1
-ray job submit --address "$CLUSTER_ADDRESS" --submission-id "$SUBMISSION_ID" --no-wait \
+# The address goes to each ray job command in its environment, never in its argument list.
+RAY_API_SERVER_ADDRESS=$CLUSTER_ADDRESS ray job submit --submission-id "$SUBMISSION_ID" --no-wait \
   --runtime-env-json "$RUNTIME_ENV_JSON" \
   -- python3 "$ENTRYPOINT" "${MODEL_ARGS[@]}" "${SLIME_ARGS[@]}"
-ray job logs --address "$CLUSTER_ADDRESS" --follow "$SUBMISSION_ID" &
+RAY_API_SERVER_ADDRESS=$CLUSTER_ADDRESS ray job logs --follow "$SUBMISSION_ID" &
 LOGS_PID=$!
 wait "$LOGS_PID" || true
 LOGS_PID=""
@@ -188,7 +204,7 @@ LOGS_PID=""
 done_re="Job '$SUBMISSION_ID' (succeeded|failed|was stopped)"
 running_re="Status for job '$SUBMISSION_ID': (PENDING|RUNNING)"
 while :; do
-  STATUS=$(ray job status --address "$CLUSTER_ADDRESS" "$SUBMISSION_ID" 2>&1) \
+  STATUS=$(RAY_API_SERVER_ADDRESS=$CLUSTER_ADDRESS ray job status "$SUBMISSION_ID" 2>&1) \
     || die "cannot read the status of $SUBMISSION_ID: $STATUS"
   STATUS=${STATUS//$'\e'\[*([0-9;])m/}
   if [[ $STATUS =~ $done_re ]]; then
@@ -203,7 +219,7 @@ while :; do
       *) log "job $SUBMISSION_ID was stopped"; exit 1 ;;
     esac
   elif ! [[ $STATUS =~ $running_re ]]; then
-    die "cannot read the state of $SUBMISSION_ID from 'ray job status': $STATUS (the job may still be running: ray job stop --address $CLUSTER_ADDRESS $SUBMISSION_ID)"
+    die "cannot read the state of $SUBMISSION_ID from 'ray job status': $STATUS (the job may still be running: ray job stop --address $SHOWN_ADDRESS $SUBMISSION_ID)"
   fi
   sleep 1 &
   wait $!
