@@ -275,9 +275,55 @@ def acrl_main(argv: Sequence[str] | None = None, *,
     explain.add_argument("--json", action="store_true", help="print JSON on stdout")
     explain.set_defaults(run=_run_explain)
     _review_commands(commands)
+    _import_commands(commands)
     if more_commands is not None:
         more_commands(commands)
     return _main(parser, argv, help_key)
+
+
+def _import_commands(commands: Any) -> None:
+    """`acrl import slime-runner|train-sh FILE -o SPEC` (docs/migration.md)."""
+    imports = commands.add_parser("import", help="convert a SlimeRunner YAML or a hand-written train.sh into a spec",
+                                  description="Write a spec from what you launch slime with today, report what "
+                                  "did not carry over as it was, and compile the spec in memory to show whether it "
+                                  "is valid (docs/migration.md).", formatter_class=_HelpFormatter)
+    kinds = imports.add_subparsers(title="sources", metavar="SOURCE")
+    runner = kinds.add_parser("slime-runner", help="a YAML file of SlimeRunner keyword arguments",
+                              description="Convert the YAML file SlimeRunner.from_yaml reads into a spec whose "
+                              "train.sh passes slime the same flags and values.", formatter_class=_HelpFormatter)
+    runner.add_argument("file", metavar="CONFIG.yaml", help="the SlimeRunner YAML")
+    runner.add_argument("--num-rollout", type=int, metavar="N",
+                        help="the num_rollout SlimeRunner.run() was called with (default: the YAML's, if any)")
+    script = kinds.add_parser("train-sh", help="a hand-written launch script of slime's example shape",
+                              description="Map every flag of a train.sh (ray job submit ... -- python3 train.py "
+                              "FLAGS) onto spec keys, put the rest in [extra], and report what cannot be resolved "
+                              "(unset variables, command substitutions) instead of guessing.",
+                              formatter_class=_HelpFormatter)
+    script.add_argument("file", metavar="FILE", help="the launch script")
+    for p in (runner, script):
+        p.add_argument("-o", "--output", metavar="SPEC", required=True, help="the spec file to write")
+        p.add_argument("--force", action="store_true", help="replace an existing file")
+        p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    runner.set_defaults(run=_run_import, kind="slime-runner")
+    script.set_defaults(run=_run_import, kind="train-sh", num_rollout=None)
+
+
+def _run_import(args: argparse.Namespace) -> int:
+    from ._import import run_import
+
+    options = {"num_rollout": args.num_rollout} if args.kind == "slime-runner" else {}
+    report = run_import(args.kind, args.file, args.output, force=args.force, **options)
+    if args.json:
+        _print_json(report.as_json())
+    else:
+        for note in report.notes:
+            print(f"note: {note.format()}", file=sys.stderr)
+        if report.compiled:
+            print(f"wrote {args.output}: it compiles (acrl-compile {args.output})")
+        else:
+            print(report.problems, file=sys.stderr)
+            print(f"wrote {args.output}, but it does not compile yet: fix what is listed above", file=sys.stderr)
+    return EXIT_OK if report.compiled else EXIT_FAILED
 
 
 def _review_commands(commands: Any) -> None:

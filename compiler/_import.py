@@ -1,0 +1,152 @@
+"""`acrl import KIND FILE -o spec.toml`: turn what people launch slime with today (SlimeRunner's
+YAML, a hand-written train.sh) into a spec, and say plainly what did not carry over.
+
+Each importer is a function ``(path, **options) -> Imported`` in its own module, registered by
+name in :data:`IMPORTERS`. This module writes the spec (never over an existing file without
+``--force``, atomically), then compiles it in memory, so the user learns at once whether the
+result is a valid spec, and where it is not.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from ._errors import AcrlError, SpecError, UsageError
+
+NoteKind = Literal["difference", "unresolved", "escape-hatch", "default"]
+
+
+@attrs.frozen
+class Note:
+    """One thing the user should know about an import: a deliberate difference from what the old
+    launcher did, a value that could not be resolved (left for the user), a flag put in the escape
+    hatch, or a default acrl filled in. ``where`` is the input's location (``file:line``) or key."""
+
+    kind: NoteKind
+    message: str
+    where: str = ""
+
+    def format(self) -> str:
+        return f"{self.where + ': ' if self.where else ''}{self.kind}: {self.message}"
+
+    def as_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "message": self.message, "where": self.where}
+
+
+@attrs.frozen
+class Imported:
+    """What an importer made: the spec as TOML data (tables of plain values), and the notes."""
+
+    spec: Mapping[str, Any]
+    notes: tuple[Note, ...] = ()
+    source: str = ""  # what it was imported from, for the spec's header comment
+
+
+class ImportError_(AcrlError):  # noqa: N801 (the builtin ImportError means something else)
+    """The input cannot be imported: unreadable, not the expected shape, an unknown key."""
+
+    def __init__(self, *, path: str, reason: str, fix: str) -> None:
+        super().__init__(f"{path}: {reason}\n  fix: {fix}")
+
+
+Importer = Callable[..., Imported]
+
+# name -> (module, function), imported only when used
+IMPORTERS: dict[str, tuple[str, str]] = {
+    "slime-runner": ("acrl.compiler._import_slime_runner", "import_slime_runner"),
+    "train-sh": ("acrl.compiler._import_train_sh", "import_train_sh"),
+}
+
+
+def importer(kind: str) -> Importer:
+    import importlib
+
+    if kind not in IMPORTERS:
+        raise UsageError(f"acrl import {kind}: no such importer\n  fix: use one of {', '.join(sorted(IMPORTERS))}")
+    module, function = IMPORTERS[kind]
+    found: Importer = getattr(importlib.import_module(module), function)
+    return found
+
+
+def render_spec(imported: Imported) -> str:
+    """The spec file: a header naming the source and every note, then the TOML."""
+    import tomli_w
+
+    header = [f"# Imported by `acrl import` from {imported.source}." if imported.source else "# Imported by `acrl import`.",
+              "# Review it, then compile: acrl-compile THIS_FILE"]
+    if imported.notes:
+        header.append("#")
+        header.append("# What did not carry over as it was (see also `acrl import`'s output):")
+        for note in imported.notes:
+            for i, line in enumerate(note.format().splitlines()):
+                header.append(("# - " if i == 0 else "#   ") + line)
+    body = tomli_w.dumps(_plain(imported.spec))
+    return "\n".join(header) + "\n\n" + body
+
+
+def _plain(value: Any) -> Any:
+    """tomli-w writes dicts, lists and scalars; importers may hand over any Mapping or Sequence."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return [_plain(v) for v in value]
+    return value
+
+
+def write_new_file(path: Path, text: str, *, force: bool) -> None:
+    """Write ``text`` to ``path`` atomically; an existing file is replaced only with ``force``."""
+    if path.exists() and not force:
+        if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
+            return
+        raise AcrlError(f"{path}: exists; not overwritten.\n  fix: pass --force to replace it, or choose "
+                        "another file with -o.")
+    if path.is_dir():
+        raise AcrlError(f"{path}: is a directory\n  fix: give the spec file to write with -o, e.g. -o spec.toml")
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise AcrlError(f"{path}: cannot write the spec: {exc.strerror or exc}; nothing was changed.") from None
+
+
+@attrs.frozen
+class Report:
+    """The outcome of `acrl import`: the file written, the notes, and what compiling it found."""
+
+    output: str
+    notes: tuple[Note, ...]
+    compiled: bool
+    problems: str = ""  # the compiler's messages when the spec does not compile yet
+
+    def as_json(self) -> dict[str, object]:
+        return {"ok": self.compiled, "spec": self.output, "notes": [n.as_json() for n in self.notes],
+                "problems": self.problems or None}
+
+
+def run_import(kind: str, source: str, output: str, *, force: bool = False, **options: Any) -> Report:
+    """Import ``source`` with the importer ``kind``, write the spec to ``output``, compile it in memory."""
+    imported = importer(kind)(Path(source), **options)
+    text = render_spec(imported)
+    target = Path(output)
+    write_new_file(target, text, force=force)
+    from ._compile import compile_spec
+
+    try:
+        compile_spec(target, data=text.encode("utf-8"))
+    except SpecError as exc:
+        return Report(output, imported.notes, False, "\n".join(d.format() for d in exc.diagnostics))
+    return Report(output, imported.notes, True)
