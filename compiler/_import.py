@@ -48,7 +48,7 @@ class Imported:
     source: str = ""  # what it was imported from, for the spec's header comment
 
 
-class ImportError_(AcrlError):  # noqa: N801 (the builtin ImportError means something else)
+class ImportInputError(AcrlError):
     """The input cannot be imported: unreadable, not the expected shape, an unknown key."""
 
     def __init__(self, *, path: str, reason: str, fix: str) -> None:
@@ -78,8 +78,8 @@ def render_spec(imported: Imported) -> str:
     """The spec file: a header naming the source and every note, then the TOML."""
     import tomli_w
 
-    header = [f"# Imported by `acrl import` from {imported.source}." if imported.source else "# Imported by `acrl import`.",
-              "# Review it, then compile: acrl-compile THIS_FILE"]
+    origin = f" from {imported.source}" if imported.source else ""
+    header = [f"# Imported by `acrl import`{origin}.", "# Review it, then compile: acrl-compile THIS_FILE"]
     if imported.notes:
         header.append("#")
         header.append("# What did not carry over as it was (see also `acrl import`'s output):")
