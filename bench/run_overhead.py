@@ -1,8 +1,9 @@
-"""The executor's own overhead: `acrl run BUNDLE --skip gpus` against `bash BUNDLE/train.sh`, both
-with the test shims (tests/shims: ray, pkill, pgrep, nvidia-smi) first on PATH, so that no cluster
-is involved and the difference is acrl's: start-up, manifest verification, preflight (every local
-check but gpus, on a real model config.json and a dataset of --lines lines), the run record and the
-output copy. Also `acrl run --dry-run` alone. Medians over --runs, interleaved.
+"""The executor's own overhead: `acrl run BUNDLE` (GPU and AWS checks skipped) against `bash
+BUNDLE/train.sh`, both with the test shims (tests/shims: ray, pkill, pgrep, nvidia-smi) first on
+PATH, so that no cluster is involved and the difference is acrl's: start-up, manifest verification,
+preflight (every local check: slime's parser and the rollout functions run on stand-ins, the model
+check on a real config.json, the dataset check on --lines lines), the run record and the output
+copy. Also `acrl run --dry-run` alone. Medians over --runs, interleaved.
 
     python bench/run_overhead.py [--runs 15] [--lines 10000]
 """
@@ -25,13 +26,16 @@ import tomli_w
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
+from standins import write_standin_slime  # noqa: E402
+
 from acrl.compiler import compile_spec, write  # noqa: E402
 from conftest import MINIMAL, merge  # noqa: E402
 
+SKIPPED = ("gpus", "aws-identity", "s3-bucket", "agent-runtime")  # the issue's measure: no GPU, no AWS
+
 
 def project(root: Path, lines: int) -> Path:
-    (root / "slime").mkdir()
-    (root / "slime" / "train.py").write_text("")
+    write_standin_slime(root / "slime")
     (root / "megatron").mkdir()
     (root / "model").mkdir()
     shutil.copyfile(REPO / "tests" / "fixtures" / "hf" / "Qwen2.5-3B-Instruct" / "config.json",
@@ -68,8 +72,8 @@ def main() -> None:
             (shims / name).chmod(0o755)
         env = {**os.environ, "PATH": os.pathsep.join([str(shims), os.environ.get("PATH", "")]),
                "ACRL_SHIM_LOG": str(root / "shim.jsonl"), "ACRL_RUN_ID": "bench"}
-        acrl = [sys.executable, "-m", "acrl.runtime._cli", "run", str(bundle), "--skip", "gpus",
-                "--runs-dir", str(root / "runs")]
+        acrl = [sys.executable, "-m", "acrl.runtime._cli", "run", str(bundle), "--runs-dir", str(root / "runs"),
+                *(f"--skip={name}" for name in SKIPPED)]
         commands = {"bash train.sh": ["bash", str(bundle / "train.sh")], "acrl run": acrl,
                     "acrl run --dry-run": [*acrl, "--dry-run"]}
         times: dict[str, list[float]] = {name: [] for name in commands}

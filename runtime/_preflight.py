@@ -27,6 +27,7 @@ from acrl.compiler._bundle_view import bash_arrays
 from acrl.compiler._errors import AcrlError, UsageError
 
 from ._outcome import CheckFailed, CheckSkipped
+from ._python_checks import check_rollout_modules, check_slime_parser_of_bundle
 
 Status = Literal["passed", "failed", "skipped"]
 BAD_LINES_SHOWN = 5
@@ -41,6 +42,7 @@ class BundleInfo:
     manifest: Mapping[str, Any]
     model_args: tuple[str, ...]
     address: str | None = None  # --address, which wins over the spec's [cluster] address
+    modified: tuple[str, ...] = ()  # files that differ from the manifest (run with --allow-modified)
 
     def get(self, dotted: str, default: Any = None) -> Any:
         """A value of the resolved spec by dotted key (``slime.dir``), or ``default``."""
@@ -57,7 +59,8 @@ class BundleInfo:
         return self.address or self.get("cluster.address")
 
 
-def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None) -> BundleInfo:
+def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None,
+                     modified: Collection[str] = ()) -> BundleInfo:
     """Read spec.toml, manifest.json and model_args.sh of the bundle directory ``path``."""
     where = Path(path)
     try:
@@ -68,7 +71,7 @@ def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None
         raise AcrlError(f"{where}: cannot read the bundle: {exc}\n"
                         "  fix: compile the spec again (acrl-compile SPEC -o DIR --force)") from None
     tokens = tuple(token for _, words in segments for token in words)
-    return BundleInfo(where, spec, manifest, tokens, address)
+    return BundleInfo(where, spec, manifest, tokens, address, tuple(sorted(modified)))
 
 
 # --- the checks ------------------------------------------------------------------------------------
@@ -297,13 +300,14 @@ class Check:
     needs: tuple[str, ...] = ()
 
 
-# Local checks first, then AWS (boto3 honours AWS_ENDPOINT_URL_<SERVICE> for other endpoints); register more with
-# one line each (slime's parser is next: runtime/_slime_parser.py, once BundleInfo carries train.sh's exact argv).
+# Local checks first, then AWS (boto3 honours AWS_ENDPOINT_URL_<SERVICE> for other endpoints); one line each.
 CHECKS: list[Check] = [
     Check("bash", check_bash),
     Check("ray-cli", check_ray_cli),
     Check("slime", check_slime),
     Check("megatron", check_megatron),
+    Check("slime-parser", check_slime_parser_of_bundle, ("bash", "slime", "megatron")),
+    Check("rollout-module", check_rollout_modules, ("slime",)),
     Check("model", check_model),
     Check("datasets", check_datasets),
     Check("gpus", check_gpus),

@@ -65,7 +65,8 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
         raise ModifiedBundleError(verification)
     print(verification.format() if verification.intact else
           verification.format().rsplit("\n  fix:", 1)[0] + "\n  --allow-modified: running it as it is", file=out)
-    info = _preflight.read_bundle_info(options.bundle, address=options.address)
+    changed = {*verification.modified, *verification.added, *verification.removed}
+    info = _preflight.read_bundle_info(options.bundle, address=options.address, modified=changed)
     results = _preflight.run_preflight(info, options.skip)
     print(_preflight.format_table(results), file=out)
     failed = [r.name for r in results if r.status == "failed"]
@@ -90,7 +91,7 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
         "bundle_hash": bundle_hash, "submission_id": f"acrl-{exp_id}-{bundle_hash[:12]}-{run_id}",
         "ray_address": _records.public_address(_ray_address(info)), "host": socket.gethostname(),
         "command": [*env_shown, *command], "allow_modified": options.allow_modified,
-        "modified_files": sorted({*verification.modified, *verification.added, *verification.removed}),
+        "modified_files": sorted(changed),
         "preflight": [r.as_json() for r in results], "status": "running", "exit_status": None,
         "started_at": None, "ended_at": None, "duration_s": None, "log": _records.LOG,
     }

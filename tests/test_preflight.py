@@ -235,8 +235,8 @@ def test_register_adds_a_check_in_one_line(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(_preflight, "CHECKS", list(_preflight.CHECKS))
     _preflight.register("aws-identity", lambda _: "arn:aws:iam::1:user/x", needs=["bash"])
     assert _preflight.CHECKS[-1] == Check("aws-identity", _preflight.CHECKS[-1].function, ("bash",))
-    assert [c.name for c in _preflight.CHECKS][:8] == ["bash", "ray-cli", "slime", "megatron", "model", "datasets",
-                                                      "gpus", "cuda-home"]
+    assert [c.name for c in _preflight.CHECKS][:10] == ["bash", "ray-cli", "slime", "megatron", "slime-parser",
+                                                       "rollout-module", "model", "datasets", "gpus", "cuda-home"]
 
 
 def test_the_local_checks_on_an_example_bundle_name_every_missing_path(tmp_path: Path) -> None:

@@ -22,39 +22,13 @@ from typing import Any
 import attrs
 import pytest
 import tomli_w
+from standins import write_standin_slime
 
 from acrl.compiler import compile_spec, write
 from conftest import MINIMAL, REPO, merge
 
 VENV_BIN = str(Path(sys.executable).parent)
 HF_QWEN25_3B = REPO / "tests" / "fixtures" / "hf" / "Qwen2.5-3B-Instruct" / "config.json"
-
-STANDIN_TRAIN_PY = '''\
-"""Stand-in for slime's train.py: parse the flags it gets, read the custom config, write it all down."""
-import argparse, json, os, sys, time
-
-import yaml
-
-parser = argparse.ArgumentParser()
-parser.add_argument("--custom-config-path")
-parser.add_argument("--num-layers", type=int)
-parser.add_argument("--rollout-batch-size", type=int)
-parser.add_argument("--prompt-data")
-args, unknown = parser.parse_known_args()
-with open(args.custom_config_path, encoding="utf-8") as f:
-    config = yaml.safe_load(f)
-out = os.environ["STANDIN_OUT"]
-received = {"argv": sys.argv[1:], "known": vars(args), "unknown": unknown, "custom_config": config,
-            "cwd": os.getcwd(), "pid": os.getpid(),
-            "env": {k: os.environ.get(k) for k in ("PYTHONPATH", "CUDA_DEVICE_MAX_CONNECTIONS", "STANDIN_SLEEP")}}
-with open(out + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(received, f)
-os.replace(out + ".tmp", out)
-print("stand-in train.py: received", len(sys.argv) - 1, "arguments", flush=True)
-time.sleep(float(os.environ.get("STANDIN_SLEEP", "0")))
-sys.exit(int(os.environ.get("STANDIN_EXIT", "0")))
-'''
-
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -199,7 +173,7 @@ def make_project(root: Path, address: str | None = None, env_vars: Mapping[str, 
     """A stand-in slime checkout, a Megatron dir, a model dir, a dataset and a bundle compiled from them."""
     slime = root / "slime"
     slime.mkdir(parents=True)
-    (slime / "train.py").write_text(STANDIN_TRAIN_PY, encoding="utf-8")
+    write_standin_slime(slime)
     (root / "megatron").mkdir()
     (root / "model").mkdir()
     shutil.copyfile(HF_QWEN25_3B, root / "model" / "config.json")
@@ -250,7 +224,9 @@ def job_status(head: RayHead, submission_id: str) -> str:
 @pytest.mark.slow
 def test_a_run_end_to_end(ray_head: RayHead, tmp_path: Path) -> None:
     project = make_project(tmp_path, address=ray_head.address)
-    proc = acrl("run", str(project.bundle), "--skip", "gpus", "--runs-dir", str(project.runs))
+    parsed = tmp_path / "parsed.json"  # what slime's parser (the stand-in's) got in preflight
+    proc = acrl("run", str(project.bundle), "--skip", "gpus", "--runs-dir", str(project.runs),
+                env=tool_env(STANDIN_PARSED=str(parsed)))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     record = only_record(project.runs)
     manifest = json.loads((project.bundle / "manifest.json").read_text())
@@ -261,12 +237,14 @@ def test_a_run_end_to_end(ray_head: RayHead, tmp_path: Path) -> None:
     assert record["host"] == socket.gethostname() and record["started_at"] <= record["ended_at"]
     statuses = {r["name"]: r["status"] for r in record["preflight"]}
     assert statuses["gpus"] == "skipped" and statuses["datasets"] == statuses["model"] == "passed"
+    assert statuses["slime-parser"] == statuses["rollout-module"] == "passed"
     assert job_status(ray_head, record["submission_id"]) == "SUCCEEDED"
     log = (project.runs / "test-exp" / record["run_id"] / "train.log").read_text()
     assert "stand-in train.py: received" in log and f"job {record['submission_id']} succeeded" in log
     assert "stand-in train.py: received" in proc.stdout  # streamed to the terminal too
     received = json.loads(project.received.read_text())
     argv = received["argv"]
+    assert json.loads(parsed.read_text()) == argv  # preflight parsed exactly what the job received
     assert argv[argv.index("--custom-config-path") + 1] == "custom_config.yaml"
     assert received["known"]["num_layers"] == 36 and received["known"]["prompt_data"] == project.spec["data"]["path"]
     assert received["custom_config"]["exp_id"] == "test-exp"
@@ -360,10 +338,48 @@ def test_dry_run_prints_what_it_would_run_and_records_nothing(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith(f"{project.bundle}: intact, bundle sha256:")
-    assert any(line.startswith("preflight: 6 passed, 0 failed, 5 skipped") for line in lines)
+    assert any(line.startswith("preflight: 8 passed, 0 failed, 5 skipped") for line in lines)
     (would,) = [line for line in lines if line.startswith("would run: ")]
     assert would.endswith(f"ACRL_RAY_ADDRESS=http://10.0.0.1:8265 bash {project.bundle / 'train.sh'}")
     assert "ACRL_RUN_ID=" in would and not project.runs.exists()
+
+
+def test_slimes_parser_rejecting_the_argv_stops_the_run(tmp_path: Path) -> None:
+    """A flag slime's parsers do not know, and a validation error of slime's, fail preflight with
+    slime's own words; nothing is run. The argv is train.sh's own, W&B flags included."""
+    project = make_project(tmp_path)
+    parsed = tmp_path / "parsed.json"
+    env = tool_env(STANDIN_UNKNOWN="--rollout-batch-size", STANDIN_PARSED=str(parsed), WANDB_API_KEY="k-123")
+    proc = acrl("run", str(project.bundle), "--skip", "gpus", "--runs-dir", str(project.runs), env=env)
+    assert proc.returncode == 1
+    assert re.search(r"^slime-parser +failed .*no parser of this slime knows --rollout-batch-size", proc.stdout, re.M)
+    assert "preflight failed (slime-parser): nothing was run" in proc.stderr and not project.runs.exists()
+    argv = json.loads(parsed.read_text())
+    assert argv[-3:] == ["--custom-config-path", "custom_config.yaml", "--use-wandb"] and "k-123" not in argv
+    proc = acrl("run", str(project.bundle), "--skip", "gpus", "--dry-run",
+                env=tool_env(STANDIN_REJECT="rollout_batch_size must be positive"))
+    assert proc.returncode == 1
+    assert re.search(r"^slime-parser +failed .*slime/utils/arguments.py.*rejected the arguments: "
+                     r"AssertionError: rollout_batch_size must be positive", proc.stdout, re.M), proc.stdout
+
+
+def test_a_rollout_function_that_does_not_import_stops_the_run(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    spec = merge(project.spec, {"rollout": {"custom_rm_path": "my_rewards.score"}})
+    (tmp_path / "spec.toml").write_text(tomli_w.dumps(spec), encoding="utf-8")
+    write(compile_spec(tmp_path / "spec.toml"), project.bundle, force=True)
+    proc = acrl("run", str(project.bundle), "--skip", "gpus", "--dry-run")
+    assert proc.returncode == 1
+    assert re.search(r"^rollout-module +failed +\d+ms +rollout.custom_rm_path \(--custom-rm-path\) = "
+                     r"my_rewards.score: cannot import my_rewards: ModuleNotFoundError", proc.stdout, re.M), proc.stdout
+    (project.bundle / "my_rewards.py").write_text("score = 3\n")  # in the bundle: the job's working_dir
+    proc = acrl("run", str(project.bundle), "--skip", "gpus", "--dry-run", "--allow-modified")
+    assert proc.returncode == 1 and "my_rewards has no function 'score'" in proc.stdout
+    assert re.search(r"^slime-parser +skipped", proc.stdout, re.M) is None  # only train.sh edits skip it
+    (project.bundle / "my_rewards.py").write_text("def score(*args):\n    return 1.0\n")
+    proc = acrl("run", str(project.bundle), "--skip", "gpus", "--dry-run", "--allow-modified")
+    assert proc.returncode == 0, proc.stdout
+    assert re.search(r"^rollout-module +passed +\d+ms +3 functions import in ", proc.stdout, re.M), proc.stdout
 
 
 def test_unknown_skip_and_missing_bundle_are_errors_without_traceback(tmp_path: Path) -> None:
@@ -429,8 +445,8 @@ def test_signals_reach_train_sh_once_and_hangup_becomes_term(tmp_path: Path, sig
 def test_without_bash_the_run_is_recorded_as_failed(tmp_path: Path) -> None:
     project = make_project(tmp_path)
     env = tool_env(PATH=str(tmp_path / "empty"))
-    proc = acrl("run", str(project.bundle), "--skip", "gpus", "--skip", "bash", "--skip", "ray-cli",
-                "--runs-dir", str(project.runs), env=env)
+    skips = [f"--skip={name}" for name in ("gpus", "bash", "ray-cli", "rollout-module")]  # python3 is gone too
+    proc = acrl("run", str(project.bundle), *skips, "--runs-dir", str(project.runs), env=env)
     assert proc.returncode == 127 and "acrl: cannot start bash" in proc.stderr and "Traceback" not in proc.stderr
     record = only_record(project.runs)
     assert record["status"] == "failed" and record["exit_status"] == 127

@@ -437,6 +437,21 @@ def test_cluster_switches(stop: bool, start: bool, write_spec: SpecWriter, tmp_p
     assert run.job_addresses() == {"http://127.0.0.1:9265"}
 
 
+@pytest.mark.parametrize("wandb", [False, True], ids=["no-wandb", "wandb"])
+def test_print_argv_prints_what_would_be_submitted_and_touches_nothing(wandb: bool, tmp_path: Path,
+                                                                       toolbox: Toolbox) -> None:
+    """ACRL_PRINT_ARGV=1 (acrl run's slime-parser check): the entrypoint argv, NUL-terminated words,
+    exactly what `ray job submit` would run; no process stopped, no head started, nothing submitted."""
+    compile_into(BY_NAME["qwen3-4b-multiturn"], tmp_path / "b")  # pins CUDA: --train-env-vars
+    env = {"WANDB_API_KEY": "k-123" if wandb else None}
+    submitted = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w1", env)
+    printed = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w2", {**env, "ACRL_PRINT_ARGV": "1"})
+    assert printed.returncode == 0, printed.stderr
+    assert printed.calls == []
+    assert printed.stdout.endswith("\0") and printed.stdout.split("\0")[:-1] == submitted.slime_argv
+    assert ("--use-wandb" in submitted.slime_argv) is wandb and "--train-env-vars" in submitted.slime_argv
+
+
 def test_ray_stop_timeout(write_spec: SpecWriter, tmp_path: Path, toolbox: Toolbox) -> None:
     compile_into(write_spec({"cluster": {"ray_stop_timeout": 1}}), tmp_path / "b")
     started = time.monotonic()

@@ -1,0 +1,73 @@
+"""Stand-ins for a slime checkout, shared by the executor's tests and bench/run_overhead.py: a
+train.py that records what it received, slime's argument parsing, and the default rollout
+integration's functions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+STANDIN_TRAIN_PY = '''\
+"""Stand-in for slime's train.py: parse the flags it gets, read the custom config, write it all down."""
+import argparse, json, os, sys, time
+
+import yaml
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--custom-config-path")
+parser.add_argument("--num-layers", type=int)
+parser.add_argument("--rollout-batch-size", type=int)
+parser.add_argument("--prompt-data")
+args, unknown = parser.parse_known_args()
+with open(args.custom_config_path, encoding="utf-8") as f:
+    config = yaml.safe_load(f)
+out = os.environ["STANDIN_OUT"]
+received = {"argv": sys.argv[1:], "known": vars(args), "unknown": unknown, "custom_config": config,
+            "cwd": os.getcwd(), "pid": os.getpid(),
+            "env": {k: os.environ.get(k) for k in ("PYTHONPATH", "CUDA_DEVICE_MAX_CONNECTIONS", "STANDIN_SLEEP")}}
+with open(out + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(received, f)
+os.replace(out + ".tmp", out)
+print("stand-in train.py: received", len(sys.argv) - 1, "arguments", flush=True)
+time.sleep(float(os.environ.get("STANDIN_SLEEP", "0")))
+sys.exit(int(os.environ.get("STANDIN_EXIT", "0")))
+'''
+
+# Stand-in for slime/utils/arguments.py, shaped like slime's: parse_known_args over the whole command
+# line, then a validation that raises. It knows every flag it is given but those in STANDIN_UNKNOWN,
+# writes the argv it parsed to STANDIN_PARSED, and raises STANDIN_REJECT's message when set.
+STANDIN_ARGUMENTS_PY = '''\
+import argparse, json, os, sys
+
+
+def parse_args(add_custom_arguments=None):
+    unknown = set(filter(None, os.environ.get("STANDIN_UNKNOWN", "").split(",")))
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    for token in sorted({t for t in sys.argv[1:] if t.startswith("--")} - unknown):
+        parser.add_argument(token, nargs="*")
+    args, _ = parser.parse_known_args()
+    if os.environ.get("STANDIN_PARSED"):
+        with open(os.environ["STANDIN_PARSED"], "w", encoding="utf-8") as f:
+            json.dump(sys.argv[1:], f)
+    if os.environ.get("STANDIN_REJECT"):
+        raise AssertionError(os.environ["STANDIN_REJECT"])
+    return args
+'''
+
+# The default rollout integration's modules, as the stand-in slime checkout provides them.
+STANDIN_INTEGRATION = {
+    "agentcore_rl_toolkit/backends/slime/integration/rollout.py": "def generate_rollout(*args, **kwargs):\n    pass\n",
+    "agentcore_rl_toolkit/backends/slime/integration/rewards.py":
+        "def normalize_episode_rewards(*args, **kwargs):\n    pass\n",
+}
+
+
+def write_standin_slime(slime: Path) -> None:
+    """A stand-in slime checkout in ``slime``: train.py, slime/utils/arguments.py and the default
+    rollout integration (slime's dir is on the job's import path, as train.py's folder)."""
+    for name, text in {"train.py": STANDIN_TRAIN_PY, "slime/utils/arguments.py": STANDIN_ARGUMENTS_PY,
+                       **STANDIN_INTEGRATION}.items():
+        module = slime / name
+        module.parent.mkdir(parents=True, exist_ok=True)
+        for package in [module.parent, *module.parent.parents][:-len(slime.parents) - 1]:
+            (package / "__init__.py").touch()
+        module.write_text(text, encoding="utf-8")
