@@ -19,6 +19,7 @@ REGENERATE = "python -m acrl.compiler._docs"
 _SECTIONS = {
     "P": "Cluster and parallelism", "B": "Batch arithmetic", "A": "Algorithm", "E": "Evaluation and checkpoints",
     "T": "The toolkit (AgentCore Runtime, gateway, naming)", "F": "Flags", "S": "Security", "M": "Model architecture",
+    "K": "KubeRay (--target kuberay)",
 }
 
 

@@ -56,7 +56,10 @@ def entrypoint(spec: Spec, argv: list[str]) -> str:
 
 
 def _secret_env(spec: Spec) -> list[dict[str, Any]]:
-    names = [spec.wandb.key_env, *spec.env.forward, *AWS_SECRET_NAMES]
+    # With a service account (IRSA on EKS) AWS credentials come from its role: keys from the Secret would
+    # take precedence over it in boto3's credential chain, so none are referenced.
+    aws = () if spec.kuberay.service_account else AWS_SECRET_NAMES
+    names = [spec.wandb.key_env, *spec.env.forward, *aws]
     unique = list(dict.fromkeys(names))
     return [{"name": name, "valueFrom": {"secretKeyRef": {"name": spec.kuberay.secret, "key": name,
                                                           "optional": True}}}
@@ -73,7 +76,9 @@ def _pod(spec: Spec, config_map: str, role: str, gpus: int) -> dict[str, Any]:
     }
     if gpus:
         container["resources"] = {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}}
+    account = {"serviceAccountName": spec.kuberay.service_account} if spec.kuberay.service_account else {}
     return {"spec": {
+        **account,
         "containers": [container],
         "volumes": [{"name": "acrl-config", "configMap": {"name": config_map}},
                     # sglang and NCCL need far more shared memory than a container's default 64 MiB
@@ -86,14 +91,15 @@ def rayjob_documents(spec: Spec, argv: list[str], custom_config: bytes) -> list[
     name = k8s_name(spec.experiment.id)
     config_map = f"{name}-config"
     labels = {"app.kubernetes.io/managed-by": "acrl"}
+    namespace = {"namespace": spec.kuberay.namespace} if spec.kuberay.namespace else {}
     env_vars = {"PYTHONPATH": spec.slime.megatron_dir, "CUDA_DEVICE_MAX_CONNECTIONS": "1", **spec.env.vars}
     gpus = spec.cluster.gpus_per_node
     replicas = worker_replicas(spec)
     return [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": config_map, "labels": labels},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": config_map, **namespace, "labels": labels},
          "data": {"custom_config.yaml": custom_config.decode("utf-8")}},
         {"apiVersion": "ray.io/v1", "kind": "RayJob",
-         "metadata": {"name": name, "labels": labels},
+         "metadata": {"name": name, **namespace, "labels": labels},
          "spec": {
              "entrypoint": entrypoint(spec, argv),
              "runtimeEnvYAML": json.dumps({"env_vars": env_vars}, sort_keys=True),  # JSON is YAML

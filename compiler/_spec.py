@@ -324,6 +324,11 @@ class KubeRay:
                                           "installed. Required for --target kuberay.")
     secret: str = setting("acrl-secrets", doc="Kubernetes Secret the job's secrets are read from, one key per "
                                               "variable (wandb.key_env, env.forward, AWS_*); never inlined.")
+    namespace: str | None = setting(None, doc="Namespace of the ConfigMap and the RayJob (default: the one "
+                                              "`kubectl apply` uses).")
+    service_account: str | None = setting(None, doc="Service account of the Ray pods. On EKS, one annotated with an "
+                                                    "IAM role (IRSA) gives the job its AWS credentials: the pods then "
+                                                    "read no AWS_* keys from the Secret.")
 
 
 @attrs.frozen(kw_only=True)

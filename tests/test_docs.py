@@ -47,6 +47,8 @@ def test_every_rule_is_documented() -> None:
     from acrl.compiler import RULES
 
     assert all(r.check.__doc__ for r in RULES)
+    listed = rules_markdown()
+    assert [r.id for r in RULES if f"| {r.id} | {r.severity} |" not in listed] == []  # every id has a section
 
 
 def test_reference_lists_every_key_with_its_flag_and_default() -> None:

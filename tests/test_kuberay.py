@@ -18,7 +18,7 @@ from acrl.compiler._compile import compile_source
 from acrl.compiler._errors import SpecError
 from acrl.compiler._kuberay import k8s_name
 from acrl.compiler._source import read_spec
-from conftest import SpecWriter
+from conftest import SpecWriter, merge
 
 # json tags of KubeRay's v1 Go types (the subset a RayJob may carry that acrl could write)
 RAYJOB_SPEC_FIELDS = {"entrypoint", "runtimeEnvYAML", "jobId", "submissionMode", "shutdownAfterJobFinishes",
@@ -116,6 +116,33 @@ def test_secrets_are_references_to_the_secret_never_values(write_spec: SpecWrite
                              "AWS_SECRET_ACCESS_KEY"}
         assert {ref["name"] for ref in refs.values()} == {"team-secrets"}
         assert all(ref["key"] == name for name, ref in refs.items())
+
+
+def test_namespace_and_irsa_service_account(write_spec: SpecWriter) -> None:
+    """A namespace goes on both documents; a service account (IRSA) on every pod, and then no AWS keys are
+    referenced from the Secret: they would win over the role in boto3's credential chain."""
+    _, config_map, rayjob = documents(write_spec, merge(KUBERAY, {"kuberay": {
+        "namespace": "rl-team", "service_account": "slime-irsa"}}))
+    assert config_map["metadata"]["namespace"] == rayjob["metadata"]["namespace"] == "rl-team"
+    cluster = rayjob["spec"]["rayClusterSpec"]
+    for group in [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]:
+        pod = group["template"]["spec"]
+        assert pod["serviceAccountName"] == "slime-irsa"
+        names = {entry["name"] for entry in pod["containers"][0]["env"]}
+        assert "MY_WANDB_KEY" in names and not {n for n in names if n.startswith("AWS_")}
+    _, config_map, rayjob = documents(write_spec, KUBERAY)
+    assert "namespace" not in config_map["metadata"] and "namespace" not in rayjob["metadata"]
+    assert "serviceAccountName" not in rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize(("key", "value"), [("namespace", "RL_Team"), ("namespace", "a" * 64),
+                                            ("service_account", "-irsa"), ("secret", "my secrets")])
+def test_kubernetes_names_are_checked_at_compile_time(write_spec: SpecWriter, key: str, value: str) -> None:
+    with pytest.raises(SpecError) as failed:
+        compile_spec(write_spec(merge(KUBERAY, {"kuberay": {key: value}})), target="kuberay")
+    (diagnostic,) = failed.value.diagnostics
+    assert diagnostic.rule == "ACRL-K001" and diagnostic.key == f"kuberay.{key}" and diagnostic.line is not None
+    assert "is not a Kubernetes name" in diagnostic.message
 
 
 def test_kuberay_target_needs_an_image(write_spec: SpecWriter) -> None:

@@ -56,6 +56,7 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"env": {"vars": {"bad name": "x"}}}],
     "ACRL-S002": [{"wandb": {"key_env": "sk-abc123"}}],
     "ACRL-S003": [{"cluster": {"address": "http://admin:hunter2@head:8265"}}],
+    "ACRL-K001": [{"kuberay": {"namespace": "RL_Team"}}, {"kuberay": {"secret": "team secrets"}}],
     "ACRL-M001": [{"parallel": {"tensor": 3}, "cluster": {"gpus_per_node": 6}},
                   {"rollout": {"gpus_per_engine": 4}, "model": {"args": {"num-query-groups": 3}}}],
     "ACRL-M002": [{"parallel": {"pipeline": 5}, "cluster": {"gpus_per_node": 10}}],
