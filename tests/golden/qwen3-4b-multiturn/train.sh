@@ -33,12 +33,6 @@ if [[ -n ${RAY_ADDRESS:-}${RAY_API_SERVER_ADDRESS:-} ]]; then
 fi
 unset RAY_ADDRESS RAY_API_SERVER_ADDRESS
 
-BUNDLE_HASH=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["bundle_hash"])' \
-  "$BUNDLE_DIR/manifest.json") || die "cannot read the bundle hash from $BUNDLE_DIR/manifest.json"
-RUN_ID=${ACRL_RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)}
-[[ $RUN_ID =~ ^[A-Za-z0-9._-]+$ ]] || die "ACRL_RUN_ID may only hold letters, digits, '.', '_' and '-'"
-readonly SUBMISSION_ID="acrl-$EXP_ID-${BUNDLE_HASH:0:12}-$RUN_ID"
-
 # shellcheck source=model_args.sh
 source "$BUNDLE_DIR/model_args.sh"
 
@@ -146,6 +140,13 @@ if [[ -n ${ACRL_PRINT_ARGV:-} ]]; then  # for `acrl run`'s preflight, which pars
   printf '%s\0' python3 "$ENTRYPOINT" "${MODEL_ARGS[@]}" "${SLIME_ARGS[@]}"
   exit 0
 fi
+
+BUNDLE_HASH=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["bundle_hash"])' \
+  "$BUNDLE_DIR/manifest.json") || die "cannot read the bundle hash from $BUNDLE_DIR/manifest.json"
+RUN_ID=${ACRL_RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)}
+[[ $RUN_ID =~ ^[A-Za-z0-9._-]+$ ]] || die "ACRL_RUN_ID may only hold letters, digits, '.', '_' and '-'"
+readonly SUBMISSION_ID="acrl-$EXP_ID-${BUNDLE_HASH:0:12}-$RUN_ID"
+
 # torch_memory_saver built for CUDA 13 ships *_cu13.abi3.so; slime loads the plain or _cu12 name.
 python3 - <<'PY' || log "warning: torch_memory_saver fix-up failed; continuing"
 import importlib.util, os
