@@ -141,8 +141,9 @@ def import_slime_runner(path: Path, *, num_rollout: int | None = None) -> Import
         notes.append(Note("default", f"num_rollout: neither --num-rollout nor the YAML gives it; "
                           f"[experiment] num_rollout = {DEFAULT_NUM_ROLLOUT}, the default of SlimeRunner.train(). "
                           "Pass --num-rollout N with the N your script gave train()", "experiment.num_rollout"))
-    notes += _model_args(spec, data)
-    notes += _extra_flags(spec, data.get("extra_flags") or [], where.get("extra_flags", "extra_flags"))
+    script_notes, model_flags = _model_args(spec, data)
+    notes += script_notes
+    notes += _extra_flags(spec, data.get("extra_flags") or [], model_flags, where.get("extra_flags", "extra_flags"))
     notes += _differences(spec)
     return Imported(spec=spec, notes=tuple(notes), source=str(path))
 
@@ -224,18 +225,27 @@ def _bad(problems: _Problems, key: str, value: Any, wanted: str) -> None:
 _SECRET_FREE_KEYS = frozenset(FIELDS) - {"extra_flags"}
 
 
-def _model_args(spec: dict[str, dict[str, Any]], data: Mapping[str, Any]) -> list[Note]:
+def _model_args(spec: dict[str, dict[str, Any]], data: Mapping[str, Any]) -> tuple[list[Note], set[str]]:
     """SlimeRunner sourced slime's scripts/models/<model_type>.sh on the cluster at every run; acrl sources it at
-    compile time, where it is on this machine."""
+    compile time, where it is on this machine. Also the flags the script sets, when it is here."""
+    import subprocess
+
     slime_dir = spec.get("slime", {}).get("dir", "/root/slime")
     script = Path(slime_dir) / "scripts" / "models" / f"{data['model_type']}.sh"
     spec["model"]["args_source"] = "script"
-    if script.is_file():
-        return []
-    return [Note("unresolved", f"MODEL_ARGS: {script} is not on this machine. SlimeRunner sourced it on the cluster "
-                 "at every run; acrl sources it at compile time and freezes the result into model_args.sh. "
-                 "Compile where slime is checked out at that path, or set [model] args_source = \"catalog\" "
-                 "(acrl's catalog, `acrl models`) or give the architecture in [model.args]", "model.args_source")]
+    if not script.is_file():
+        return [Note("unresolved", f"MODEL_ARGS: {script} is not on this machine. SlimeRunner sourced it on the "
+                     "cluster at every run; acrl sources it at compile time and freezes the result into "
+                     "model_args.sh. Compile where slime is checked out at that path, or set [model] args_source = "
+                     "\"catalog\" (acrl's catalog, `acrl models`) or give the architecture in [model.args]",
+                     "model.args_source")], set()
+    try:
+        out = subprocess.run(["bash", "--noprofile", "--norc", "-c", 'source "$1" >/dev/null 2>&1; '
+                              'printf "%s\\0" "${MODEL_ARGS[@]}"', "acrl", str(script)],
+                             capture_output=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return [], set()  # the compile that follows says why
+    return [], {t for t in out.decode("utf-8", "replace").split("\0") if t.startswith("--")}
 
 
 def _flag_keys() -> dict[str, tuple[str, str, Any]]:
@@ -273,10 +283,10 @@ def _typed(kind: Any, values: list[str]) -> Any:
     return values[0]
 
 
-def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], where: str) -> list[Note]:
+def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags: set[str], where: str) -> list[Note]:
     """extra_flags came last in SlimeRunner's argv, so each won over the flag it repeated (argparse keeps the last):
-    a flag a spec key owns sets that key; credentials are never copied; flags the targeted slime lacks are left out
-    (slime ignored them); the rest go verbatim into [extra] args."""
+    a flag a spec key owns sets that key, one of MODEL_ARGS goes to [model.overrides]; credentials are never copied;
+    flags the targeted slime lacks are left out (slime ignored them); the rest go verbatim into [extra] args."""
     notes: list[Note] = []
     absent = known_absent_flags(TOOLKIT_SLIME_COMMIT) or {}
     owned = _flag_keys()
@@ -303,6 +313,8 @@ def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], where: str) 
                 kept += segment
             else:
                 spec.setdefault("train", {})["num_steps_per_rollout"] = samples // int(values[0])
+        elif flag in model_flags:
+            spec["model"].setdefault("overrides", {})[flag[2:]] = values[0] if len(values) == 1 else values or True
         elif flag in owned and (value := _typed(owned[flag][2], values)) is not None:
             table, key, _ = owned[flag]
             if (table, key) == ("model", "dir"):  # SlimeRunner's --ref-load stays the YAML's model_dir

@@ -347,14 +347,17 @@ def test_every_field_end_to_end(tmp_path: Path, toolbox: Toolbox, slime_dir: Pat
     assert "sk-secret-123" not in spec_path.read_text(encoding="utf-8")
 
 
-def test_extra_flags_setting_the_step_count_and_a_removed_flag(tmp_path: Path, toolbox: Toolbox,
+def test_extra_flags_setting_the_step_count_a_model_arg_and_a_removed_flag(tmp_path: Path, toolbox: Toolbox,
                                                                slime_dir: Path) -> None:
-    fields = {**minimal(slime_dir), "extra_flags": ["--global-batch-size", "64", "--use-dynamic-global-batch-size"]}
+    fields = {**minimal(slime_dir), "extra_flags": ["--global-batch-size", "64", "--use-dynamic-global-batch-size",
+                                                    "--num-layers", "3"]}
     config = write_yaml(tmp_path / "run.yaml", yaml.safe_dump(fields))
     argv, _, notes, spec_path = import_and_run(tmp_path, toolbox, config, {}, "--num-rollout", "2")
     runner = effective(slime_runner_argv(config, 2, "/tmp/x.yaml", {}, purelib(toolbox)))
     assert effective(argv) == acrl_differences(runner, num_steps=4)
-    assert tomllib.loads(spec_path.read_text(encoding="utf-8"))["train"]["num_steps_per_rollout"] == 4
+    spec = tomllib.loads(spec_path.read_text(encoding="utf-8"))
+    assert spec["train"]["num_steps_per_rollout"] == 4 and spec["model"]["overrides"] == {"num-layers": "3"}
+    assert runner["--num-layers"] == (3.0,) and argv.count("--num-layers") == 1
     assert differing(effective(argv), runner) <= noted_flags(notes)
 
 
