@@ -213,16 +213,14 @@ def _checked(problems: _Problems, key: str, value: Any, kind: str) -> Any:
 
 
 def _bad(problems: _Problems, key: str, value: Any, wanted: str) -> None:
-    shown = type(value).__name__ if isinstance(value, dict | list) else repr(value)
-    fix = "quote it" if wanted in ("a string", "a list of strings") else f"write {wanted}"
-    if key in _SECRET_FREE_KEYS:
-        problems.add(key, f"must be {wanted}, got {type(value).__name__} {shown}", fix)
-    else:
-        problems.add(key, f"must be {wanted}, got {type(value).__name__}", fix)
+    kind = type(value).__name__
+    # extra_flags may hold a credential: its values are never echoed
+    got = f"a {kind}" if isinstance(value, dict | list) or key not in _ECHOED else f"{kind} {value!r}"
+    problems.add(key, f"must be {wanted}, got {got}", "quote it" if wanted.startswith(("a string", "a list"))
+                 else f"write {wanted}")
 
 
-# Values safe to echo in a message (none of SlimeRunner's fields is a secret, but extra_flags may hold one).
-_SECRET_FREE_KEYS = frozenset(FIELDS) - {"extra_flags"}
+_ECHOED = frozenset(FIELDS) - {"extra_flags"} | {NUM_ROLLOUT_KEY}
 
 
 def _model_args(spec: dict[str, dict[str, Any]], data: Mapping[str, Any]) -> tuple[list[Note], set[str]]:

@@ -406,6 +406,7 @@ def test_wrong_type_names_file_line_key_and_fix(tmp_path: Path, slime_dir: Path,
     message = str(caught.value)
     assert message.startswith(f"{config}:{len(text.splitlines())}: {wanted}"), message
     assert "\n  fix: " in message
+    assert "--num-epoch" not in message  # extra_flags may hold a credential: never echoed
 
 
 @pytest.mark.parametrize(("text", "wanted"), [
