@@ -394,7 +394,7 @@ def test_unknown_key_is_an_error_with_did_you_mean(tmp_path: Path, slime_dir: Pa
     ("lr: fast", "lr: must be a number, got str 'fast'"),
     ("exp_id: 2024", "exp_id: must be a string, got int 2024"),
     ("cumulative_token_mode: 'yes'", "cumulative_token_mode: must be true or false"),
-    ("extra_flags: ['--num-epoch', 3]", "extra_flags: must be a list of strings"),
+    ("extra_flags: ['--save-interval', 3]", "extra_flags: must be a list of strings"),
     ("model_dir:", "model_dir: has no value"),
 ])
 def test_wrong_type_names_file_line_key_and_fix(tmp_path: Path, slime_dir: Path, line: str, wanted: str) -> None:
@@ -406,7 +406,7 @@ def test_wrong_type_names_file_line_key_and_fix(tmp_path: Path, slime_dir: Path,
     message = str(caught.value)
     assert message.startswith(f"{config}:{len(text.splitlines())}: {wanted}"), message
     assert "\n  fix: " in message
-    assert "--num-epoch" not in message  # extra_flags may hold a credential: never echoed
+    assert "--save-interval" not in message  # extra_flags may hold a credential: never echoed
 
 
 @pytest.mark.parametrize(("text", "wanted"), [
