@@ -11,8 +11,10 @@ A hit can never give other bytes than compiling would:
   in messages and resolve the spec's relative paths), ``--strict``, the Python version and a
   fingerprint of the code that compiles: each file of acrl's compiler and templates and of the
   libraries it renders with (size, mtime, inode), so an edit, upgrade or reinstall is a new key.
+- The ``--set`` overrides, in order, are part of the key too.
 - Each entry lists the files outside the spec that the compile read or looked for (the
-  checkpoint's config.json, the slime checkout), each with its stat signature, or with "absent";
+  checkpoint's config.json, the slime checkout, the base specs named by ``extends``), each with its
+  stat signature, or with "absent";
   any change is a miss. Compiles whose inputs cannot all be named that way (a slime model script
   was sourced by bash; a slime checkout was read to verify flags) are not kept.
 - Each entry starts with the sha256 of the rest: a truncated or corrupt entry is a miss and is
@@ -110,16 +112,17 @@ def signature(path: str) -> Signature:
     return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
 
 
-def key(spec_path: str, spec_sha256: str, *, strict: bool) -> str:
-    """The entry name for compiling the spec with this sha256, read from ``spec_path``, in this process."""
+def key(spec_path: str, spec_sha256: str, *, strict: bool, overrides: Sequence[str] = ()) -> str:
+    """The entry name for compiling the spec with this sha256, read from ``spec_path``, with the
+    ``--set`` ``overrides`` (in order), in this process."""
     import hashlib
 
     material = repr((FORMAT, __version__, sys.version, sys.flags.optimize, os.getcwd(), spec_path, strict,
-                     spec_sha256, _code_fingerprint()))
+                     spec_sha256, list(overrides), _code_fingerprint()))
     return hashlib.sha256(material.encode()).hexdigest()
 
 
-def lookup(spec_path: str, spec_bytes: bytes, *, strict: bool) -> Entry | None:
+def lookup(spec_path: str, spec_bytes: bytes, *, strict: bool, overrides: Sequence[str] = ()) -> Entry | None:
     """The kept compile of ``spec_bytes``, read from ``spec_path``, or None (no cache, no entry, or
     out of date)."""
     import hashlib
@@ -128,7 +131,7 @@ def lookup(spec_path: str, spec_bytes: bytes, *, strict: bool) -> Entry | None:
     if where is None:
         return None
     digest = hashlib.sha256(spec_bytes).hexdigest()
-    entry_path = os.path.join(where, key(spec_path, digest, strict=strict) + _SUFFIX)
+    entry_path = os.path.join(where, key(spec_path, digest, strict=strict, overrides=overrides) + _SUFFIX)
     try:
         with open(entry_path, "rb") as f:
             raw = f.read()
@@ -144,7 +147,8 @@ def lookup(spec_path: str, spec_bytes: bytes, *, strict: bool) -> Entry | None:
     return entry
 
 
-def store(spec_path: str, spec_sha256: str, entry: Entry, *, strict: bool, started_ns: int) -> bool:
+def store(spec_path: str, spec_sha256: str, entry: Entry, *, strict: bool, started_ns: int,
+          overrides: Sequence[str] = ()) -> bool:
     """Keep ``entry``, the compile of the spec with sha256 ``spec_sha256``, which started at
     ``started_ns`` (time.time_ns()). Returns whether it was kept; any error only means it was not.
 
@@ -161,7 +165,7 @@ def store(spec_path: str, spec_sha256: str, entry: Entry, *, strict: bool, start
         if sig is not None and max(sig[0], sig[1]) >= started_ns - _TIMESTAMP_SLACK_NS:
             return False
     payload = marshal.dumps(entry._data())
-    target = os.path.join(where, key(spec_path, spec_sha256, strict=strict) + _SUFFIX)
+    target = os.path.join(where, key(spec_path, spec_sha256, strict=strict, overrides=overrides) + _SUFFIX)
     temporary = f"{target}.{os.getpid()}.tmp"
     try:
         with open(temporary, "wb") as f:

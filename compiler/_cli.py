@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from . import _cache
+    from ._source import SpecSource
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
 
@@ -63,6 +64,12 @@ def _compile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", choices=("ray", "kuberay"), default="ray",
                         help="ray (default): train.sh submits to a Ray cluster; kuberay: also write rayjob.yaml, "
                         "a KubeRay RayJob ([kuberay] image and secret)")
+    parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
+                        help="set a spec key, VALUE written as in TOML (64, '\"text\"', [1, 2], {a = 1}); "
+                        "repeatable, applied in order on top of the spec and its bases")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="sweep: write the bundles of the valid points even when some are invalid "
+                        "(the exit status is still 1)")
     parser.set_defaults(run=_run_compile)
 
 
@@ -74,9 +81,15 @@ def _run_compile(args: argparse.Namespace) -> int:
         return _run_check(args)
     cached = not args.no_cache and args.target == "ray"  # the cache holds default-target bundles only
     raw = _read_bytes(args.spec)  # once: the spec may be a pipe (/dev/stdin, <(...))
-    entry = _cache.lookup(args.spec, raw, strict=args.strict) if cached and raw is not None else None
+    overrides = tuple(args.overrides)
+    entry = _cache.lookup(args.spec, raw, strict=args.strict, overrides=overrides) \
+        if cached and raw is not None else None
     if entry is None:
-        entry = _compile_and_keep(args.spec, raw, strict=args.strict, keep=cached, target=args.target)
+        compiled = _compile_and_keep(args.spec, raw, strict=args.strict, keep=cached, target=args.target,
+                                     overrides=overrides, sweep=args)
+        if not isinstance(compiled, _cache.Entry):
+            return _run_sweep(args, compiled)
+        entry = compiled
     out = args.output.rstrip(os.sep) or os.sep if args.output is not None else os.path.join("bundles", entry.exp_id)
     status = write_bundle(out, entry.files, force=args.force)
     if args.json:
@@ -100,10 +113,11 @@ def _read_bytes(path: str) -> bytes | None:
         return None
 
 
-def _compile_and_keep(spec: str, raw: bytes | None, *, strict: bool, keep: bool,
-                      target: str = "ray") -> _cache.Entry:
-    """Compile ``spec`` (its bytes ``raw`` if they were read) and, with ``keep``, put the result in
-    the compile cache."""
+def _compile_and_keep(spec: str, raw: bytes | None, *, strict: bool, keep: bool, target: str = "ray",
+                      overrides: tuple[str, ...] = (), sweep: object = None) -> _cache.Entry | SpecSource:
+    """Compile ``spec`` (its bytes ``raw`` if they were read) with the ``--set`` ``overrides`` and,
+    with ``keep``, put the result in the compile cache. A spec with a [sweep] table: its parsed
+    source when ``sweep`` is given (the caller compiles the sweep), else the SweepSpecError."""
     import time
     from pathlib import Path
 
@@ -111,14 +125,61 @@ def _compile_and_keep(spec: str, raw: bytes | None, *, strict: bool, keep: bool,
 
     started = time.time_ns()
     kind: _compile.Target = "kuberay" if target == "kuberay" else "ray"
-    bundle = _compile.compile_spec(Path(spec), strict=strict, target=kind, data=raw)
+    try:
+        bundle = _compile.compile_spec(Path(spec), strict=strict, target=kind, data=raw, overrides=overrides)
+    except _compile.SweepSpecError as exc:
+        if sweep is None:
+            raise
+        return exc.source
     inputs = _compile.external_inputs(bundle, Path(spec).parent) if keep else None
     signatures = [(os.path.abspath(p), _cache.signature(os.fspath(p))) for p in inputs or ()]
     entry = _cache.Entry(bundle.exp_id, bundle.bundle_hash, bundle.files,
                          [(w.format(), w.as_json()) for w in bundle.warnings], bundle.notes, signatures)
     if inputs is not None and _cache.UNKNOWN not in (sig for _, sig in signatures):
-        _cache.store(spec, bundle.spec_sha256, entry, strict=strict, started_ns=started)
+        _cache.store(spec, bundle.spec_sha256, entry, strict=strict, started_ns=started, overrides=overrides)
     return entry
+
+
+def _run_sweep(args: argparse.Namespace, source: SpecSource) -> int:
+    """A spec with a [sweep] table: validate every point, then write a bundle per point and sweep.json
+    (none when a point is invalid, unless --keep-going)."""
+    from pathlib import Path
+
+    from . import _sweep
+    from ._errors import SpecError
+
+    base, points = _sweep.sweep_points(source)
+    results = _sweep.compile_points(base, points, strict=args.strict, target=args.target)
+    invalid = [r for r in results if r.bundle is None]
+    if invalid and not args.keep_going:
+        error = SpecError([d for r in invalid for d in r.diagnostics])
+        error.message += f"\n{len(invalid)} of {len(results)} sweep points are invalid (--keep-going writes the others)"
+        raise error
+    experiment = base.data.get("experiment")
+    name = experiment.get("id") if isinstance(experiment, dict) else None
+    out = args.output.rstrip(os.sep) or os.sep if args.output is not None else \
+        os.path.join("bundles", name if isinstance(name, str) else Path(args.spec).stem)
+    statuses = _sweep.write_sweep(out, source.name, results, force=args.force)
+    warnings = list(dict.fromkeys(w.format() for r in results if r.bundle for w in r.bundle.warnings))
+    if args.json:
+        _print_json({"ok": not invalid, "sweep": out, "index": os.path.join(out, _sweep.INDEX),
+                     "points": [{"name": r.point.name, "bundle": os.path.join(out, r.point.directory),
+                                 "bundle_hash": r.bundle.bundle_hash if r.bundle else None, "status": status}
+                                for r, status in statuses],
+                     "invalid": [{"name": r.point.name, "errors": [d.as_json() for d in r.diagnostics]}
+                                 for r in invalid]})
+        return EXIT_FAILED if invalid else EXIT_OK
+    for text in warnings:
+        print(text, file=sys.stderr)
+    for r, status in statuses:
+        assert r.bundle is not None
+        print(f"{status} {os.path.join(out, r.point.directory)}{os.sep}  bundle sha256:{r.bundle.bundle_hash}")
+    if invalid:
+        print("\n".join(d.format() for r in invalid for d in r.diagnostics), file=sys.stderr)
+        print(f"{len(invalid)} of {len(results)} sweep points are invalid; the other {len(statuses)} were written",
+              file=sys.stderr)
+    print(f"sweep: {len(statuses)} bundles, index {os.path.join(out, _sweep.INDEX)}")
+    return EXIT_FAILED if invalid else EXIT_OK
 
 
 def _print_json(data: Any) -> None:
@@ -273,6 +334,8 @@ def acrl_main(argv: Sequence[str] | None = None, *,
                          help="only this: a spec key (rollout.batch_size), a table (rollout) or a slime flag "
                          "(--global-batch-size)")
     explain.add_argument("--json", action="store_true", help="print JSON on stdout")
+    explain.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
+                         help="explain the spec with this key set, as acrl-compile --set does")
     explain.set_defaults(run=_run_explain)
     _review_commands(commands)
     _import_commands(commands)
@@ -396,18 +459,22 @@ def _run_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if result.intact else EXIT_FAILED
 
 
-def _check(spec: str, output: str | None, *, strict: bool, bundles_dir: str = "bundles", target: str = "ray") -> Any:
+def _check(spec: str, output: str | None, *, strict: bool, bundles_dir: str = "bundles", target: str = "ray",
+           overrides: tuple[str, ...] = ()) -> Any:
     """--check: compile ``spec`` afresh (the compile cache is neither read nor written) and compare
     it with its bundle directory (default: ``bundles_dir/<exp_id>``). Writes nothing, not even a
     compiled template into the template cache."""
     from . import _template_cache
     from ._diff import check_bundle
+    from ._source import SpecSource
 
     _template_cache.WRITABLE = False
     try:
-        entry = _compile_and_keep(spec, _read_bytes(spec), strict=strict, keep=False, target=target)
+        entry = _compile_and_keep(spec, _read_bytes(spec), strict=strict, keep=False, target=target,
+                                  overrides=overrides)
     finally:
         _template_cache.WRITABLE = True
+    assert not isinstance(entry, SpecSource)  # without sweep=, a sweep raises
     out = output.rstrip(os.sep) or os.sep if output is not None else os.path.join(bundles_dir, entry.exp_id)
     return check_bundle(spec, entry.files, out)
 
@@ -418,7 +485,7 @@ def _run_check(args: argparse.Namespace) -> int:
 
     if args.force:
         raise UsageError("--check writes nothing, so --force has nothing to replace\n  fix: drop --force")
-    result = _check(args.spec, args.output, strict=args.strict, target=args.target)
+    result = _check(args.spec, args.output, strict=args.strict, target=args.target, overrides=tuple(args.overrides))
     if args.json:
         _print_json({"ok": result.up_to_date, **result.as_json()})
     else:
@@ -529,10 +596,33 @@ def _run_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _set_options(words: list[str]) -> tuple[list[str], list[str]]:
+    """``--set KEY=VALUE`` and ``--set=KEY=VALUE`` taken out of explain's words (argparse hands them
+    over with KEY, which may itself start with dashes)."""
+    from ._errors import UsageError
+
+    rest, overrides = [], []
+    i = 0
+    while i < len(words):
+        if words[i] == "--set":
+            if i + 1 == len(words):
+                raise UsageError("acrl explain: --set needs KEY=VALUE\n  fix: --set rollout.batch_size=64")
+            overrides.append(words[i + 1])
+            i += 2
+            continue
+        if words[i].startswith("--set="):
+            overrides.append(words[i][len("--set="):])
+        else:
+            rest.append(words[i])
+        i += 1
+    return rest, overrides
+
+
 def _run_explain(args: argparse.Namespace) -> int:
     # KEY may be a flag (--lr), so argparse hands over everything after SPEC|BUNDLE; --json may be among it.
     words = [w for w in args.key if w != "--json"]
     args.json = args.json or len(words) < len(args.key)
+    words, overrides = _set_options(words)
     words = words[1:] if words[:1] == ["--"] else words
     from pathlib import Path
 
@@ -542,7 +632,7 @@ def _run_explain(args: argparse.Namespace) -> int:
     if len(words) > 1:
         raise UsageError(f"acrl explain: one KEY at a time, got {len(words)}: {' '.join(words)}\n"
                          "  fix: run acrl explain once per key, or without KEY for everything")
-    explanation = explain_path(Path(args.target))
+    explanation = explain_path(Path(args.target), [*args.overrides, *overrides])
     if words:
         explanation = explanation.select(words[0])
     if args.json:

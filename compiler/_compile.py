@@ -6,7 +6,7 @@ Only :func:`write` touches the output directory.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,18 +25,31 @@ from ._argv import (
 )
 from ._bundle import MANIFEST, bundle_hash, sha256, write_bundle
 from ._errors import Diagnostic, SpecError
+from ._layers import EXTENDS, load_spec, resolve_extends
 from ._model_args import ModelArgs, ModelArgsError, resolve_model_args
 from ._model_args import _config_path as config_path
 from ._rules import Context, validate
-from ._source import SpecSource, decode_spec, read_spec
+from ._source import SpecSource
 from ._spec import Spec
 from ._structure import structure, unstructure
 from ._verify_flags import verify_flags
 from ._version import __version__
 
 BUNDLE_FORMAT = 1
+SWEEP = "sweep"
 Target = Literal["ray", "kuberay"]
 TARGETS: tuple[Target, ...] = ("ray", "kuberay")
+
+
+class SweepSpecError(SpecError):
+    """The spec has a [sweep] table: it compiles to a bundle per point (acrl.compiler._sweep), not to
+    one bundle. ``source`` is the spec, parsed and resolved, for the caller that compiles sweeps."""
+
+    def __init__(self, source: SpecSource) -> None:
+        super().__init__([source.diagnostic((SWEEP,), "a spec with a [sweep] table compiles to one bundle per point",
+                                            hint="compile it with acrl-compile SPEC -o DIR (a bundle per point "
+                                                 "under DIR, and DIR/sweep.json); explain or diff a point's bundle")])
+        self.source = source
 
 
 @attrs.frozen
@@ -51,6 +64,7 @@ class Bundle:
     model_args: ModelArgs
     groups: tuple[ArgGroup, ...]
     spec_sha256: str = ""  # of the spec's bytes as read
+    base_paths: tuple[str, ...] = ()  # the base specs read for ``extends``, as opened
 
     @property
     def exp_id(self) -> str:
@@ -62,17 +76,22 @@ class Bundle:
 
 
 def compile_spec(path: Path, *, strict: bool = False, display_name: str | None = None,
-                 target: Target = "ray", data: bytes | None = None) -> Bundle:
+                 target: Target = "ray", data: bytes | None = None, overrides: Sequence[str] = ()) -> Bundle:
     """Compile the spec at ``path`` into an in-memory bundle. Raises SpecError listing every
     problem; with ``strict``, warnings are errors too. ``target="kuberay"`` adds rayjob.yaml.
-    ``data``: the file's bytes, if already read (a pipe cannot be read twice)."""
-    source = read_spec(path, display_name=display_name) if data is None else \
-        decode_spec(data, display_name or str(path))
+    ``data``: the file's bytes, if already read (a pipe cannot be read twice). ``overrides``:
+    ``KEY=VALUE`` strings (``--set``), applied on top of the spec and its bases."""
+    source = load_spec(path, data=data, display_name=display_name, overrides=overrides)
     return compile_source(source, strict=strict, target=target)
 
 
 def compile_source(source: SpecSource, *, strict: bool = False, target: Target = "ray") -> Bundle:
-    """Compile an already parsed spec (see :func:`compile_spec`)."""
+    """Compile an already parsed spec (see :func:`compile_spec`); its ``extends`` is resolved here
+    if it was not yet. A spec with a [sweep] table is compiled by :func:`acrl.compiler._sweep.compile_sweep`."""
+    if EXTENDS in source.data:
+        source = resolve_extends(source)
+    if SWEEP in source.data:
+        raise SweepSpecError(source)
     spec, diagnostics = structure(source)
     if spec is None:
         raise SpecError(diagnostics)
@@ -118,7 +137,8 @@ def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tup
     digest = bundle_hash(hashes)
     manifest = _manifest(source, spec, model_args, warnings, hashes, digest)
     files[MANIFEST] = _render.manifest_json(manifest)
-    return Bundle(spec, files, digest, warnings, notes, model_args, groups, manifest["spec"]["sha256"])
+    return Bundle(spec, files, digest, warnings, notes, model_args, groups, manifest["spec"]["sha256"],
+                  source.base_paths)
 
 
 def external_inputs(bundle: Bundle, spec_dir: Path) -> tuple[Path, ...] | None:
@@ -128,7 +148,8 @@ def external_inputs(bundle: Bundle, spec_dir: Path) -> tuple[Path, ...] | None:
     spec = bundle.spec
     if bundle.model_args.source == "script" or Path(spec.slime.dir).is_dir():
         return None
-    return (config_path(spec, spec_dir), Path(spec.slime.dir))  # Megatron's is read only with slime's
+    return (config_path(spec, spec_dir), Path(spec.slime.dir),  # Megatron's is read only with slime's
+            *(Path(base) for base in bundle.base_paths))
 
 
 def resolved_spec(spec: Spec, model_args: ModelArgs) -> Spec:
@@ -157,8 +178,16 @@ def _manifest(source: SpecSource, spec: Spec, model_args: ModelArgs, warnings: t
             "global_batch_size": global_batch_size(spec),
             "optimizer_steps_per_rollout": spec.train.num_steps_per_rollout,
         },
-        "warnings": [attrs.evolve(d, file=Path(d.file).name).as_json() for d in warnings],
+        "warnings": [attrs.evolve(d, file=_file_name(d.file)).as_json() for d in warnings],
+        **({"extends": [{"path": path, "sha256": digest} for path, digest in source.bases]} if source.bases else {}),
+        **({"overrides": [{"key": key, "value": value, "from": origin} for key, value, origin in source.overrides]}
+           if source.overrides else {}),
     }
+
+
+def _file_name(file: str) -> str:
+    """A diagnostic's file as the manifest records it: no directory of the compiling machine."""
+    return file if file.startswith("--") else Path(file).name
 
 
 def write(bundle: Bundle, out: Path, *, force: bool = False) -> str:

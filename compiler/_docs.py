@@ -50,8 +50,8 @@ def _doc(doc: str | None) -> str:
 def reference_markdown(schema: Mapping[str, Any] | None = None) -> str:
     """docs/reference.md: every spec key with its type, default, slime flag and description, from the schema."""
     schema = spec_schema() if schema is None else schema
-    tables = schema["properties"]
-    required = set(schema.get("required", ()))
+    tables = {name: prop for name, prop in schema["properties"].items() if prop.get("type") == "object"}
+    required = set(schema.get("required", ())) | set(schema.get("then", {}).get("required", ()))
     out = [
         "# Spec reference",
         "",
@@ -63,6 +63,10 @@ def reference_markdown(schema: Mapping[str, Any] | None = None) -> str:
         "sets (`--global-batch-size`, the MODEL_ARGS of `[model.args]`, what train.sh adds at run time)",
         "are explained, with where every value came from, by `acrl explain SPEC|BUNDLE [KEY]`.",
         "Cross-field rules are in [rules.md](rules.md); editor set-up is in [editor.md](editor.md).",
+        "",
+        *(f"Top-level `{name} = ...` ({_type(prop)}): {_cell(prop.get('description', ''))} The required tables "
+          "are required only of a spec without `extends` ([spec.md](spec.md#extends-set-and-sweeps))."
+          for name, prop in schema["properties"].items() if prop.get("type") != "object"),
         "",
         " ".join(f"[`[{name}]`](#{name})" for name in tables),
     ]

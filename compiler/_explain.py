@@ -1,6 +1,7 @@
 """`acrl explain`: where every value of the resolved spec and every slime flag of train.sh came from.
 
-A value comes from the spec (file and line), from a default, or was derived by the compiler (an
+A value comes from the spec (file and line: the spec's own, or the base spec it extends that set
+it), from a ``--set KEY=VALUE`` (its origin is that --set), from a default, or was derived by the compiler (an
 "auto" resolved, a key that defaults to another). A flag comes from a spec key (and so from that
 key's origin), from the MODEL_ARGS source, from [extra], from a derivation (--global-batch-size),
 or is added by train.sh at run time. Positions come from ``_source``; flag origins from ``_argv``.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,11 +27,11 @@ from ._argv import ArgGroup, build_argv, global_batch_size
 from ._errors import BundleReadError, Diagnostic, SpecError, UsageError
 from ._flags import normalize_flag, parse_flags
 from ._schema import custom_config_keys, toml_literal
-from ._source import KeyPath, SpecSource, parse_spec_text
+from ._source import NO_LINE, KeyPath, SpecSource, parse_spec_text
 from ._spec import Spec
 from ._version import __version__
 
-OriginKind = Literal["spec", "bundle", "default", "derived", "model_args", "runtime", "unknown"]
+OriginKind = Literal["spec", "bundle", "set", "default", "derived", "model_args", "runtime", "unknown"]
 _MISSING = object()
 _DERIVED_PREFIX = "derived: "
 _KEY_IN_TEXT = re.compile(r"\b[a-z_]+\.[a-z0-9_]+\b")
@@ -176,13 +177,16 @@ def explain_spec(source: SpecSource) -> Explanation:
     return Explanation(source.name, "spec", tuple(keys), tuple(flags), tuple(notes))
 
 
-def explain_path(path: Path) -> Explanation:
-    """Explain a spec file, or a bundle directory."""
+def explain_path(path: Path, overrides: Sequence[str] = ()) -> Explanation:
+    """Explain a spec file (with its bases and the ``--set`` ``overrides``), or a bundle directory."""
     if path.is_dir():
+        if overrides:
+            raise UsageError(f"acrl explain: --set applies to a spec, and {path} is a bundle\n"
+                             "  fix: explain the spec with --set, or the bundle without it")
         return explain_bundle(path)
-    from ._source import read_spec
+    from ._layers import load_spec
 
-    return explain_spec(read_spec(path))
+    return explain_spec(load_spec(path, overrides=overrides))
 
 
 def explain_bundle(directory: Path) -> Explanation:
@@ -321,14 +325,17 @@ def _lookup(obj: Any, path: KeyPath) -> Any:
 
 def _key_origin(source: SpecSource, path: KeyPath, name: str, written: Any, value: Any, in_bundle: bool) -> Origin:
     pos = source.positions.get(path)
-    line = pos[0] if pos else None
-    where = f"{'bundle ' if in_bundle else ''}{source.name} line {line}"
+    file = source.files.get(path, source.name)
+    line = pos[0] if pos and pos != NO_LINE else None
+    where = f"{'bundle ' if in_bundle else ''}{file} line {line}" if line is not None else file
     if written != value:
         wrote = f" ({where} wrote {toml_literal(written)})" if pos and written not in (None, _MISSING) else ""
         why = _RESOLVED_WHY.get(name, "resolved by the compiler")
-        return Origin("derived", f"derived by the compiler: {why}{wrote}", source.name if pos else None, line)
+        return Origin("derived", f"derived by the compiler: {why}{wrote}", file if pos else None, line)
+    if pos == NO_LINE:
+        return Origin("set", where, file)
     if pos:
-        return Origin("bundle" if in_bundle else "spec", where, source.name, line)
+        return Origin("bundle" if in_bundle else "spec", where, file, line)
     return Origin("default", "default" if value is not None else "default: unset")
 
 

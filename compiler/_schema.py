@@ -38,14 +38,40 @@ _BOUNDS = (("ge", "minimum"), ("gt", "exclusiveMinimum"), ("le", "maximum"), ("l
 
 def spec_schema() -> dict[str, Any]:
     """The JSON Schema of an acrl spec: a plain JSON-ready dict, in the spec's own key order."""
-    root = {
+    root: dict[str, Any] = {
         "$schema": DRAFT,
         "title": "acrl experiment spec",
         "description": "A TOML experiment spec compiled by acrl-compile into a slime run bundle. Generated from "
                        "acrl's spec classes by `acrl schema`; cross-field rules are checked by acrl-compile.",
     }
     root.update(_table(Spec, "", custom_config_keys()))
+    # A spec that extends a base need not repeat the base's tables: the top-level tables are required
+    # only of a spec without extends (a required key inside a table still is; docs/spec.md).
+    root["if"] = {"not": {"required": ["extends"]}}
+    root["then"] = {"required": root.pop("required")}
+    root["properties"] = {"extends": _EXTENDS, **root["properties"], "sweep": _SWEEP}
     return root
+
+
+_EXTENDS: dict[str, Any] = {
+    "type": "string", "minLength": 1,
+    "description": "A base spec this one extends: a path relative to this file. Tables merge key by key with the "
+                   "base's; any other value (arrays and arrays of tables included) replaces the base's.",
+}
+_SWEEP: dict[str, Any] = {
+    "type": "object", "title": "[sweep]",
+    "description": "Compile one bundle per point, under -o DIR, with an index DIR/sweep.json. The points are the "
+                   "grid's cartesian product, then each table of points.",
+    "properties": {
+        "grid": {"type": "object", "additionalProperties": {"type": "array", "minItems": 1},
+                 "description": 'Dotted spec key = array of its values, e.g. "rollout.batch_size" = [32, 64]: '
+                                "every combination of the keys' values is a point."},
+        "points": {"type": "array", "items": {"type": "object", "minProperties": 1},
+                   "description": 'Points written out, each a table of dotted spec key = value, e.g. '
+                                  '{ "rollout.temperature" = 0.7 }.'},
+    },
+    "additionalProperties": False,
+}
 
 
 def custom_config_keys() -> dict[str, str]:

@@ -24,41 +24,66 @@ _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _TOML_ERROR_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
+NO_LINE: Position = (0, 0)  # the position of a key set on the command line (--set): no file, no line
+
+
 @attrs.frozen
 class SpecSource:
-    """A parsed spec file: its display name, text, data and key positions."""
+    """A parsed spec: its display name, text, data and key positions.
+
+    A spec that extends another, or has ``--set`` overrides applied, is one merged source: ``files``
+    names where each key was written when that is not ``name`` (a base spec, or ``--set KEY=VALUE``,
+    whose keys have the position NO_LINE), ``texts`` holds the text of each base spec for messages,
+    and ``inputs`` lists the base specs as (path as written in ``extends``, sha256 of their bytes)
+    and the overrides as (key, value, where from) in the order they were applied."""
 
     name: str
     text: str
     data: Mapping[str, Any]
     positions: Mapping[KeyPath, Position]
+    files: Mapping[KeyPath, str] = attrs.field(factory=dict)
+    texts: Mapping[str, str] = attrs.field(factory=dict)
+    bases: tuple[tuple[str, str], ...] = ()
+    overrides: tuple[tuple[str, Any, str], ...] = ()
+    base_paths: tuple[str, ...] = ()  # every base spec read, as opened (for the compile cache)
 
-    def position(self, path: KeyPath) -> Position | None:
-        """Where ``path`` was written, or its nearest written ancestor."""
+    def locate(self, path: KeyPath) -> tuple[str, Position | None]:
+        """The file (or ``--set ...``) that wrote ``path``, else the first key written under it (a table
+        filled by a --set), else its nearest written ancestor; and where."""
+        if path not in self.positions and self.files:
+            inner = next((p for p in self.positions if p[:len(path)] == path), None)
+            if inner is not None:
+                at = self.positions[inner]
+                return self.files.get(inner, self.name), (None if at == NO_LINE else at)
         for end in range(len(path), 0, -1):
             found = self.positions.get(path[:end])
             if found is not None:
-                return found
-        return None
+                return self.files.get(path[:end], self.name), (None if found == NO_LINE else found)
+        return self.name, None
 
-    def line(self, number: int) -> str:
-        lines = self.text.splitlines()
+    def position(self, path: KeyPath) -> Position | None:
+        """Where ``path`` was written, or its nearest written ancestor."""
+        return self.locate(path)[1]
+
+    def line(self, number: int, file: str | None = None) -> str:
+        text = self.text if file is None or file == self.name else self.texts.get(file, "")
+        lines = text.splitlines()
         return lines[number - 1] if 0 < number <= len(lines) else ""
 
     def diagnostic(self, path: KeyPath, message: str, *, hint: str = "", severity: str = "error",
                    rule: str = "") -> Diagnostic:
-        """A diagnostic pointing at ``path`` in this file."""
-        pos = self.position(path)
+        """A diagnostic pointing at ``path`` in the file (or --set) that wrote it."""
+        file, pos = self.locate(path)
         return Diagnostic(
             severity=severity,
             message=message,
-            file=self.name,
+            file=file,
             key=".".join(str(p) for p in path),
             line=pos[0] if pos else None,
             column=pos[1] if pos else None,
             hint=hint,
             rule=rule,
-            source_line=self.line(pos[0]) if pos else "",
+            source_line=self.line(pos[0], file) if pos else "",
         )
 
 

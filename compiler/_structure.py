@@ -160,6 +160,8 @@ def _in_file_order(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
 def _diagnostics(source: SpecSource, exc: BaseException, path: KeyPath, cl: Any) -> Iterator[Diagnostic]:
     if isinstance(exc, ForbiddenExtraKeysError):
         known = [f.name for f in attrs.fields(exc.cl)]
+        if not path:  # resolved before structuring, so never seen here, but a misspelling of them may be
+            known += ["extends", "sweep"]
         for extra in sorted(exc.extra_fields):
             close = difflib.get_close_matches(extra, known, n=1, cutoff=0.6)
             table = ".".join(str(p) for p in path)
