@@ -1,0 +1,206 @@
+"""extends = "base.toml": layered specs, where every value still says which file and line set it."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+
+import acrl.compiler._compile as compile_module
+from acrl.compiler import _cache, compile_spec
+from acrl.compiler._cli import acrl_main, compile_main
+from acrl.compiler._errors import SpecError
+from acrl.compiler._explain import explain_path
+from acrl.compiler._layers import load_spec, merge_data, overlay
+from acrl.compiler._source import parse_spec_text
+from conftest import MINIMAL
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def base_text(**tables: dict[str, Any]) -> str:
+    data = {**MINIMAL, **tables}
+    return tomli_w.dumps(data)
+
+
+def line_of(path: Path, needle: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
+
+
+def errors_of(path: Path) -> list[Any]:
+    with pytest.raises(SpecError) as caught:
+        compile_spec(path)
+    return [d for d in caught.value.diagnostics if d.severity == "error"]
+
+
+def test_tables_merge_key_by_key_and_arrays_replace(tmp_path: Path) -> None:
+    write(tmp_path / "base.toml", base_text(rollout={"batch_size": 16, "temperature": 0.5},
+                                            env={"forward": ["A", "B"], "vars": {"X": "1", "Y": "2"}}))
+    child = write(tmp_path / "child.toml", 'extends = "base.toml"\n[rollout]\ntemperature = 0.9\n'
+                                           '[env]\nforward = ["C"]\nvars = { Y = "3" }\n')
+    spec = compile_spec(child).spec
+    assert (spec.rollout.batch_size, spec.rollout.temperature) == (16, 0.9)  # merged, the child's wins
+    assert spec.env.forward == ["C"]  # an array replaces
+    assert spec.env.vars == {"X": "1", "Y": "3"}  # a table (inline too) merges
+
+
+def test_an_array_of_tables_replaces_and_takes_its_positions_along() -> None:
+    lower = parse_spec_text('[[runs]]\nname = "a"\n[[runs]]\nname = "b"\n[t]\nx = 1\n', "base.toml")
+    upper = parse_spec_text('[[runs]]\nname = "c"\n[t]\ny = 2\n', "top.toml")
+    merged = overlay(lower, upper, named=upper)
+    assert merged.data == {"runs": [{"name": "c"}], "t": {"x": 1, "y": 2}}
+    assert ("runs", 1) not in merged.positions and ("runs", 1, "name") not in merged.positions
+    assert merged.locate(("runs", 0, "name")) == ("top.toml", (2, 1))
+    assert merged.locate(("t", "x")) == ("base.toml", (6, 1))
+    assert merge_data({"a": {"b": 1, "c": [1]}}, {"a": {"c": [2]}}) == {"a": {"b": 1, "c": [2]}}
+
+
+def test_a_chain_of_three_and_explain_names_each_values_file_and_line(tmp_path: Path) -> None:
+    grand = write(tmp_path / "shared" / "grand.toml", base_text(rollout={"batch_size": 16, "temperature": 0.5}))
+    parent = write(tmp_path / "shared" / "parent.toml", 'extends = "grand.toml"\n[rollout]\ntemperature = 0.7\n')
+    child = write(tmp_path / "exp" / "child.toml",
+                  'extends = "../shared/parent.toml"\n[experiment]\nid = "child-exp"\n')
+    bundle = compile_spec(child)
+    assert (bundle.spec.experiment.id, bundle.spec.rollout.temperature, bundle.spec.rollout.batch_size) == \
+        ("child-exp", 0.7, 16)
+    origins = {i.name: i.origin for i in explain_path(child).keys}
+    assert origins["experiment.id"].text == f"{child} line 3"
+    assert (origins["rollout.temperature"].file, origins["rollout.temperature"].line) == \
+        (os.path.normpath(parent), 3)
+    assert (origins["rollout.batch_size"].file, origins["rollout.batch_size"].line) == \
+        (os.path.normpath(grand), line_of(grand, "batch_size"))
+    assert origins["rollout.top_p"].kind == "default"
+    manifest = json.loads(bundle.files["manifest.json"])
+    assert [b["path"] for b in manifest["extends"]] == ["../shared/parent.toml", "grand.toml"]
+    resolved = tomllib.loads(bundle.files["spec.toml"].decode())
+    assert "extends" not in resolved and resolved["rollout"]["temperature"] == 0.7
+
+
+def test_a_structure_error_points_at_the_base_file_that_set_the_value(tmp_path: Path) -> None:
+    base = write(tmp_path / "base.toml", base_text(rollout={"batch_size": "16", "batch_sise": 3}))
+    child = write(tmp_path / "child.toml", 'extends = "base.toml"\n[rollout]\ntemperature = "hot"\n')
+    found = {(d.key, d.file, d.line) for d in errors_of(child)}
+    assert found == {("rollout.batch_size", str(base), line_of(base, "batch_size =")),
+                     ("rollout.batch_sise", str(base), line_of(base, "batch_sise")),
+                     ("rollout.temperature", str(child), 3)}
+    shown = str(SpecError(errors_of(child)))
+    assert f"{base}:{line_of(base, 'batch_size =')}:1: error: [rollout] batch_size" in shown
+    assert 'batch_size = "16"' in shown  # the base's own line is quoted
+
+
+def test_a_rule_error_points_at_the_base_file(tmp_path: Path) -> None:
+    base = write(tmp_path / "base.toml", base_text(eval={"datasets": {"gsm8k": "/data/test.jsonl"}}))
+    child = write(tmp_path / "child.toml", 'extends = "base.toml"\n')
+    (error,) = errors_of(child)
+    assert error.rule == "ACRL-E001" and error.file == str(base) and error.line == line_of(base, "[eval")
+
+
+def test_a_cycle_is_reported_with_the_chain(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.toml", 'extends = "b.toml"\n')
+    b = write(tmp_path / "b.toml", '# b\nextends = "a.toml"\n')
+    (error,) = errors_of(a)
+    assert error.message == f"extends cycle: {a} -> {b} -> {a}"
+    assert (error.file, error.line, error.key) == (str(b), 2, "extends")
+    self_loop = write(tmp_path / "self.toml", 'extends = "self.toml"\n')
+    assert errors_of(self_loop)[0].message == f"extends cycle: {self_loop} -> {self_loop}"
+
+
+def test_a_missing_base_names_the_file_the_key_and_the_fix(tmp_path: Path) -> None:
+    child = write(tmp_path / "child.toml", '# an experiment\n\n\nextends = "nowhere/base.toml"\n')
+    (error,) = errors_of(child)
+    assert error.message == f"cannot read the base spec {tmp_path / 'nowhere' / 'base.toml'}: No such file or directory"
+    assert (error.file, error.key, error.line) == (str(child), "extends", 4)
+    assert "relative to the extending file's directory" in error.hint
+
+
+def test_a_base_that_is_not_toml_is_a_syntax_error_in_the_base(tmp_path: Path) -> None:
+    base = write(tmp_path / "base.toml", "[rollout]\nbatch_size = = 3\n")
+    child = write(tmp_path / "child.toml", 'extends = "base.toml"\n')
+    (error,) = errors_of(child)
+    assert error.file == str(base) and error.line == 2 and error.message.startswith("TOML syntax error")
+
+
+@pytest.mark.parametrize(("value", "shown"), [("3", "int 3"), ('""', "an empty string"), ('["a.toml"]', "list")])
+def test_extends_must_be_a_path(tmp_path: Path, value: str, shown: str) -> None:
+    child = write(tmp_path / "child.toml", f"extends = {value}\n")
+    (error,) = errors_of(child)
+    assert shown in error.message and error.key == "extends" and error.line == 1
+    assert 'extends = "base.toml"' in error.hint
+
+
+def test_the_cli_prints_no_traceback_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    child = write(tmp_path / "child.toml", 'extends = "missing.toml"\n')
+    assert compile_main([str(child), "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert f"{child}:1:1: error: extends: cannot read the base spec" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_bundles_of_an_extending_spec_verify_diff_and_explain(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path / "base.toml", base_text(rollout={"batch_size": 16}))
+    child = write(tmp_path / "child.toml", 'extends = "base.toml"\n[rollout]\nbatch_size = 64\n')
+    out = tmp_path / "bundle"
+    assert compile_main([str(child), "-o", str(out)]) == 0
+    assert acrl_main(["verify", str(out)]) == 0
+    assert acrl_main(["diff", str(out), str(child)]) == 0  # the bundle is what the spec compiles to
+    capsys.readouterr()
+    assert acrl_main(["diff", str(out), str(tmp_path / "base.toml")]) == 1
+    assert "rollout.batch_size: 64 -> 16" in capsys.readouterr().out
+    assert acrl_main(["explain", str(out), "rollout.batch_size"]) == 0
+    assert "origin: bundle" in capsys.readouterr().out
+
+
+def test_load_spec_keeps_the_base_paths_for_the_cache(tmp_path: Path) -> None:
+    base = write(tmp_path / "base.toml", base_text())
+    child = write(tmp_path / "child.toml", 'extends = "base.toml"\n')
+    assert load_spec(child).base_paths == (str(base),)
+
+
+def test_editing_a_base_file_is_a_cache_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(_cache, "_TIMESTAMP_SLACK_NS", 0)  # the base's ctime (now) cannot be dated back
+    compiled: list[str] = []
+    real = compile_module.compile_spec
+
+    def spy(path: Path, **kwargs: Any) -> compile_module.Bundle:
+        compiled.append(str(path))
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(compile_module, "compile_spec", spy)
+    base = write(tmp_path / "base.toml", base_text(rollout={"batch_size": 16}))
+    past = time.time() - 60  # older than the compile: the cache may trust its stat (the racy-input rule)
+    os.utime(base, (past, past))
+    time.sleep(0.01)
+    child = write(tmp_path / "child.toml", 'extends = "base.toml"\n')
+    assert compile_main([str(child), "-o", str(tmp_path / "a")]) == 0
+    assert len(list((tmp_path / "cache" / "acrl" / "compile").glob("*.acrl-compile"))) == 1  # it was kept
+    assert compile_main([str(child), "-o", str(tmp_path / "a2")]) == 0  # a hit, as long as the base is unchanged
+    assert len(compiled) == 1
+    write(base, base_text(rollout={"batch_size": 32}))
+    assert compile_main([str(child), "-o", str(tmp_path / "b")]) == 0
+    assert tomllib.loads((tmp_path / "b" / "spec.toml").read_text())["rollout"]["batch_size"] == 32
+    assert len(compiled) == 2
+    capsys.readouterr()
+    signatures = [sig for path, sig in _entries_inputs(tmp_path / "cache") if path == str(base.resolve())]
+    assert signatures and all(sig is not None for sig in signatures)
+
+
+def _entries_inputs(home: Path) -> list[tuple[str, Any]]:
+    found = []
+    for entry in (home / "acrl" / "compile").glob("*.acrl-compile"):
+        decoded = _cache._decode(entry.read_bytes())
+        assert decoded is not None
+        found += list(decoded.inputs)
+    return found
