@@ -1,0 +1,268 @@
+"""`acrl import train-sh`: hand-written launch scripts of slime's example shape become specs; what
+cannot be resolved without running the script is reported, never guessed; a train.sh acrl
+generated imports back into a spec whose train.sh passes slime exactly the same argv."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_train_sh import Toolbox, compile_into, make_toolbox, run_train_sh
+
+from acrl.compiler import compile_spec
+from acrl.compiler._errors import AcrlError
+from acrl.compiler._import import Imported, ImportInputError, Note, render_spec
+from acrl.compiler._import_train_sh import import_train_sh
+from conftest import EXAMPLE_SPECS, REPO
+
+FIXTURES = REPO / "tests" / "fixtures" / "train_sh"
+UPSTREAM = FIXTURES / "upstream_math_agent" / "train.sh"
+UPSTREAM_020 = FIXTURES / "upstream_math_agent_0.2.0" / "train.sh"
+GOLDEN = sorted((REPO / "tests" / "golden").glob("*/train.sh"))
+
+
+@pytest.fixture(scope="module")
+def toolbox(tmp_path_factory: pytest.TempPathFactory) -> Toolbox:
+    return make_toolbox(tmp_path_factory.mktemp("toolbox"))
+
+
+def script(tmp_path: Path, body: str, name: str = "train.sh") -> Path:
+    path = tmp_path / name
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def notes(imported: Imported, kind: str | None = None) -> list[Note]:
+    return [n for n in imported.notes if kind is None or n.kind == kind]
+
+
+def spec_text(imported: Imported) -> str:
+    return render_spec(imported)
+
+
+SUBMIT = 'ray job submit --address="http://127.0.0.1:8265" -- python3 /root/slime/train.py \\\n'
+
+
+# --- the upstream example ----------------------------------------------------------------------
+
+def test_upstream_example_maps_its_flags_and_custom_config() -> None:
+    imported = import_train_sh(UPSTREAM)
+    spec = imported.spec
+    assert spec["model"] == {"type": "qwen2.5-3B", "megatron_to_hf_mode": "bridge"}
+    assert spec["experiment"] == {"num_rollout": 1, "id": "gsm8k-grpo-train"}  # NUM_ROLLOUT's default, config exp_id
+    assert spec["agentcore"]["runtime_arn"].endswith(":runtime/strands_math_agent-a1B2c3D4e5")
+    assert spec["agentcore"]["max_pool_connections"] == 256
+    assert spec["parallel"] == {"tensor": 2, "sequence_parallel": True}
+    assert spec["cluster"] == {"gpus_per_node": 8, "colocate": True}
+    assert spec["rollout"]["batch_size"] == 32 and spec["rollout"]["n_samples_per_prompt"] == 8
+    assert spec["sglang"]["tool_call_parser"] == "qwen25"
+    assert spec["train"]["lr"] == 1e-6 and spec["train"]["max_tokens_per_gpu"] == 9216
+    assert spec["wandb"] == {"project": "slime-art", "group": "gsm8k-grpo"}
+    assert spec["cuda"] == {"fix_torch_memory_saver": False}
+    assert "extra" not in spec  # every flag it passes has a key (or is acrl's to pass)
+
+
+def test_upstream_example_reports_what_it_cannot_know() -> None:
+    imported = import_train_sh(UPSTREAM)
+    unresolved = {n.where: n.message for n in notes(imported, "unresolved")}
+    where = str(UPSTREAM)
+    assert "SLIME_DIR must come from the environment" in unresolved[f"{where}:76"]
+    assert unresolved[f"{where}:78"].startswith("--hf-checkpoint: line 29: MODEL_DIR must come from the environment")
+    assert unresolved[f"{where}:80"].startswith("--prompt-data: line 30: DATA_PATH")
+    assert "MEGATRON_DIR must come from the environment" in unresolved[f"{where}:28"]
+    assert ".wandb.env" in unresolved[f"{where}:43"]
+    assert "dir" not in imported.spec["model"] and "path" not in imported.spec["data"]  # nothing guessed
+    defaults = " ".join(n.message for n in notes(imported, "default"))
+    assert "MODEL_TYPE is not set in the script: its default 'qwen2.5-3B'" in defaults
+    assert "NUM_GPUS is not set in the script: its default '8'" in defaults
+    differences = " ".join(n.message for n in notes(imported, "difference"))
+    assert "--use-dynamic-global-batch-size is left out" in differences
+    assert "neither --num-steps-per-rollout nor --global-batch-size" in differences
+
+
+def test_released_example_0_2_0() -> None:
+    imported = import_train_sh(UPSTREAM_020)
+    spec = imported.spec
+    assert "model" not in spec  # MODEL_TYPE and MODEL_DIR are ${X:?...} there: nothing is guessed
+    assert spec["rollout"]["custom_generate_function_path"].endswith("integration.rollout.generate")
+    assert spec["checkpoint"] == {"save": "checkpoints/exp_agentcore_grpo", "save_interval": 100,
+                                  "save_hf": "checkpoints/exp_agentcore_grpo/hf/{rollout_id}"}
+    assert spec["cuda"]["home"] == "/usr/local/cuda-13.0"
+    assert spec["eval"] == {"interval": 10, "temperature": 0.0}
+    messages = " ".join(n.message for n in imported.notes)
+    assert "--use-wandb is not copied" in messages  # passed unconditionally there
+    assert "--train-env-vars is not copied" in messages
+
+
+# --- round trip: a generated train.sh -> spec -> train.sh with the same slime argv --------------
+
+def _argv(bundle_dir: Path, toolbox: Toolbox, work: Path) -> list[str]:
+    run = run_train_sh(bundle_dir / "train.sh", toolbox, work)
+    assert run.returncode == 0, run.stderr
+    return run.slime_argv
+
+
+def _round_trip(bundle_dir: Path, tmp_path: Path, toolbox: Toolbox) -> tuple[list[str], list[str], Imported]:
+    imported = import_train_sh(bundle_dir / "train.sh")
+    spec_path = tmp_path / "imported.toml"
+    spec_path.write_text(render_spec(imported), encoding="utf-8")
+    compile_into(spec_path, tmp_path / "reimported")
+    return (_argv(bundle_dir, toolbox, tmp_path / "run-a"), _argv(tmp_path / "reimported", toolbox,
+                                                                   tmp_path / "run-b"), imported)
+
+
+@pytest.mark.parametrize("golden", GOLDEN, ids=[p.parent.name for p in GOLDEN])
+def test_round_trip_golden(golden: Path, tmp_path: Path, toolbox: Toolbox) -> None:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(golden.parent, bundle)
+    original, again, imported = _round_trip(bundle, tmp_path, toolbox)
+    assert again == original
+    assert not notes(imported, "unresolved"), imported.notes
+
+
+@pytest.mark.parametrize("spec", EXAMPLE_SPECS, ids=[p.stem for p in EXAMPLE_SPECS])
+def test_round_trip_example_specs(spec: Path, tmp_path: Path, toolbox: Toolbox) -> None:
+    compile_into(spec, tmp_path / "bundle")
+    original, again, _ = _round_trip(tmp_path / "bundle", tmp_path, toolbox)
+    assert again == original
+    assert "--custom-config-path" in original and len(original) > 60
+
+
+def test_round_trip_keeps_extra_flags_and_wandb(tmp_path: Path, toolbox: Toolbox, write_spec: Any) -> None:
+    spec = write_spec({"extra": {"flags": {"--sglang-enable-metrics": True, "--foo-bar": ["1", "x y"]},
+                                 "args": ["--raw", "a b"]},
+                       "wandb": {"project": "p", "group": "g", "key_env": "MY_WANDB_KEY"}})
+    compile_into(spec, tmp_path / "bundle")
+    imported = import_train_sh(tmp_path / "bundle" / "train.sh")
+    assert imported.spec["wandb"] == {"project": "p", "group": "g", "key_env": "MY_WANDB_KEY"}
+    assert imported.spec["extra"]["flags"] == {"--sglang-enable-metrics": True, "--foo-bar": [1, "x y"],
+                                               "--raw": "a b"}
+    original, again, _ = _round_trip(tmp_path / "bundle", tmp_path, toolbox)
+    assert again == original
+
+
+# --- unresolved things are reported, with lines, and nothing is guessed --------------------------
+
+def test_unset_variable_and_command_substitution(tmp_path: Path) -> None:
+    path = script(tmp_path, "#!/bin/bash\nSTAMP=$(date +%s)\nGPUS=$((4 * 2))\n" + SUBMIT +
+                  "  --hf-checkpoint $MODEL \\\n  --save /ckpt/$STAMP \\\n  --actor-num-gpus-per-node $GPUS \\\n"
+                  "  --lr `cat lr.txt`\n")
+    imported = import_train_sh(path)
+    unresolved = {n.where: n.message for n in notes(imported, "unresolved")}
+    assert unresolved[f"{path}:5"].startswith("--hf-checkpoint: line 5: $MODEL is never set in the script")
+    assert unresolved[f"{path}:6"].startswith("--save: line 2: $(date +%s) is a command substitution")
+    assert "`cat lr.txt` is a command substitution" in unresolved[f"{path}:8"]
+    assert "dir" not in imported.spec.get("model", {}) and "save" not in imported.spec.get("checkpoint", {})
+    assert "lr" not in imported.spec.get("train", {})
+    assert imported.spec["cluster"]["gpus_per_node"] == 8  # integer arithmetic of literals is evaluated
+
+
+def test_arithmetic_it_cannot_evaluate(tmp_path: Path) -> None:
+    path = script(tmp_path, SUBMIT + "  --num-rollout $((N * 2)) \\\n  --seed $((1 << 4))\n")
+    imported = import_train_sh(path)
+    assert not imported.spec.get("experiment")  # neither --num-rollout nor --seed
+    messages = [n.message for n in notes(imported, "unresolved")]
+    assert any("$((N * 2)) cannot be evaluated" in m for m in messages)
+    assert any("$((1 << 4)) cannot be evaluated" in m for m in messages)
+
+
+def test_unknown_flags_go_to_extra_and_repeated_flags_take_the_last(tmp_path: Path) -> None:
+    path = script(tmp_path, "ARGS=(\n  --lr 1e-5  # first\n  --my-new-flag 3\n  --switchy\n)\n" + SUBMIT +
+                  '  "${ARGS[@]}" --lr 2e-6 --pair a b\n')
+    imported = import_train_sh(path)
+    assert imported.spec["extra"]["flags"] == {"--my-new-flag": 3, "--switchy": True, "--pair": ["a", "b"]}
+    assert imported.spec["train"]["lr"] == 2e-6
+    (twice,) = [n for n in imported.notes if "given 2 times" in n.message]
+    assert twice.kind == "difference" and "lines 2, 7" in twice.message
+    assert {n.message.split(":")[0] for n in notes(imported, "escape-hatch")} == {"--my-new-flag", "--switchy",
+                                                                                    "--pair"}
+
+
+def test_secrets_are_never_copied(tmp_path: Path) -> None:
+    path = script(tmp_path, "export WANDB_API_KEY=sk-live-987\nTOKEN=tok-555\n" + SUBMIT +
+                  "  --wandb-key $WANDB_API_KEY --my-api-key abc-123 --label $TOKEN --use-wandb\n")
+    imported = import_train_sh(path)
+    text = spec_text(imported) + json.dumps([n.as_json() for n in imported.notes])
+    for secret in ("sk-live-987", "tok-555", "abc-123"):
+        assert secret not in text
+    messages = " ".join(n.message for n in imported.notes)
+    assert "the script sets WANDB_API_KEY itself" in messages and "--my-api-key carries a secret" in messages
+
+
+def test_no_train_command_is_a_clear_error(tmp_path: Path) -> None:
+    path = script(tmp_path, "#!/bin/bash\necho hello\nray start --head\n")
+    with pytest.raises(ImportInputError) as info:
+        import_train_sh(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: expected a `ray job submit ... -- python3 .../train.py FLAGS`")
+    assert "fix: acrl import train-sh reads scripts of slime's example shape" in message
+    hidden = script(tmp_path, "main() {\n  python3 /s/train.py --lr 1\n}\nmain\n", "hidden.sh")
+    with pytest.raises(ImportInputError, match=r"line 2 names train\.py inside an if/loop/function body"):
+        import_train_sh(hidden)
+
+
+def test_unreadable_script_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ImportInputError, match="cannot read the script"):
+        import_train_sh(tmp_path / "missing.sh")
+    with pytest.raises(ImportInputError, match=r"train.sh:2: cannot read the script: unterminated single quote"):
+        import_train_sh(script(tmp_path, "X=1\nY='open\n"))
+
+
+def test_async_entry_and_model_args_array(tmp_path: Path) -> None:
+    path = script(tmp_path, "SLIME=/opt/slime\nMODEL_ARGS=(--num-layers 2 --swiglu)\n"
+                  "python3 $SLIME/train_async.py \"${MODEL_ARGS[@]}\" --hf-checkpoint /m --prompt-data /d\n")
+    imported = import_train_sh(path)
+    assert imported.spec["train"]["mode"] == "async" and imported.spec["slime"]["dir"] == "/opt/slime"
+    assert imported.spec["model"]["args"] == {"num-layers": 2, "swiglu": True}
+
+
+# --- the command line ----------------------------------------------------------------------------
+
+def _acrl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run([sys.executable, "-m", "acrl.compiler._cli", *args], cwd=cwd, capture_output=True,
+                          text=True, env=env, timeout=60, check=False)
+
+
+def test_cli_end_to_end(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(GOLDEN[0].parent, bundle)
+    proc = _acrl("import", "train-sh", str(bundle / "train.sh"), "-o", "spec.toml", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote spec.toml: it compiles" in proc.stdout
+    assert "Traceback" not in proc.stderr
+    compile_spec(tmp_path / "spec.toml")
+    again = _acrl("import", "train-sh", str(UPSTREAM), "-o", "spec.toml", "--json", cwd=tmp_path)
+    assert again.returncode == 1 and "exists; not overwritten" in again.stdout  # --json: the error as JSON
+    forced = _acrl("import", "train-sh", str(UPSTREAM), "-o", "spec.toml", "--json", "--force", cwd=tmp_path)
+    result = json.loads(forced.stdout)
+    assert forced.returncode == 1 and result["ok"] is False and "missing required key 'dir'" in result["problems"]
+    assert {"kind": "unresolved", "where": f"{UPSTREAM}:80"}.items() <= next(
+        n for n in result["notes"] if n["where"].endswith(":80")).items()
+    parsed = tomllib.loads((tmp_path / "spec.toml").read_text(encoding="utf-8"))
+    assert parsed["model"]["type"] == "qwen2.5-3B"
+    missing = _acrl("import", "train-sh", "nope.sh", "-o", "x.toml", cwd=tmp_path)
+    assert missing.returncode == 1 and "nope.sh: cannot read the script" in missing.stderr
+    assert "Traceback" not in missing.stderr and not (tmp_path / "x.toml").exists()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(alphabet=st.sampled_from(list("$(){}[]'\"`\\#;&|<> \n\t=-+:?@*!~aZ09_./")) | st.characters(),
+               max_size=200))
+def test_no_input_gives_a_traceback(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "fuzz.sh"
+    path.write_text(text + "\npython3 /s/train.py --lr 1 " + text, encoding="utf-8", errors="replace")
+    try:
+        imported = import_train_sh(path)
+    except AcrlError:
+        return
+    render_spec(imported)
