@@ -245,7 +245,8 @@ def _shown(value: Any) -> str:
 
 def _safe(name: str, room: int) -> str:
     """``name`` as a directory name and experiment-id suffix: letters, digits, '.', '_' and '-'."""
-    safe = _UNSAFE.sub("-", name.replace("=", "-").replace(",", "_")).strip("-._") or "point"
+    safe = _UNSAFE.sub("-", name.replace("=", "-").replace(",", "_"))
+    safe = re.sub(r"--+", "-", safe).strip("-._") or "point"
     if len(safe) > room:
         digest = hashlib.sha256(name.encode()).hexdigest()[:8]
         safe = f"{safe[:max(room - 9, 0)].rstrip('-._')}-{digest}".lstrip("-")

@@ -1,0 +1,193 @@
+"""[sweep]: one bundle per point and an index; every point validated before anything is written."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+
+from acrl.compiler import compile_spec
+from acrl.compiler._cli import acrl_main, compile_main
+from acrl.compiler._compile import SweepSpecError
+from acrl.compiler._diff import diff_paths
+from acrl.compiler._errors import SpecError
+from acrl.compiler._layers import load_spec
+from acrl.compiler._sweep import sweep_points
+from conftest import MINIMAL, merge
+
+GRID = '[sweep]\ngrid = { "rollout.batch_size" = [32, 64], "train.lr" = [1e-6, 3e-6] }\n'
+POINTS = 'points = [ { "rollout.temperature" = 0.7 }, { "rollout.temperature" = 1.0, "rollout.batch_size" = 16 } ]\n'
+
+
+def sweep_spec(tmp_path: Path, sweep: str, overrides: dict[str, Any] | None = None) -> Path:
+    path = tmp_path / "sweep.toml"
+    path.write_text(tomli_w.dumps(merge(MINIMAL, overrides or {})) + "\n" + sweep, encoding="utf-8")
+    return path
+
+
+def line_of(path: Path, needle: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = compile_main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_grid_then_points_one_bundle_each_and_an_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = sweep_spec(tmp_path, GRID + POINTS)
+    out = tmp_path / "out"
+    code, stdout, _ = run(capsys, str(spec), "-o", str(out))
+    assert code == 0
+    index = json.loads((out / "sweep.json").read_text())
+    names = [p["name"] for p in index["points"]]
+    assert names == ["batch_size=32,lr=1e-06", "batch_size=32,lr=3e-06", "batch_size=64,lr=1e-06",
+                     "batch_size=64,lr=3e-06", "temperature=0.7", "temperature=1.0,batch_size=16"]
+    assert (index["points"][0]["directory"], index["points"][-1]["directory"]) == \
+        ("batch_size-32_lr-1e-06", "temperature-1.0_batch_size-16")
+    assert sorted(p.name for p in out.iterdir()) == sorted([*(p["directory"] for p in index["points"]), "sweep.json"])
+    assert index["spec"] == "sweep.toml" and "invalid" not in index
+    assert index["points"][-1]["overrides"] == [{"key": "rollout.temperature", "value": 1.0},
+                                                {"key": "rollout.batch_size", "value": 16}]
+    for point in index["points"]:
+        bundle = out / point["directory"]
+        manifest = json.loads((bundle / "manifest.json").read_text())
+        resolved = tomllib.loads((bundle / "spec.toml").read_text())
+        assert manifest["bundle_hash"] == point["bundle_hash"] and manifest["exp_id"] == point["exp_id"]
+        assert point["exp_id"] == f"test-exp-{point['directory']}" == resolved["experiment"]["id"]
+        assert "sweep" not in resolved
+        assert [{"key": o["key"], "value": o["value"]} for o in manifest["overrides"] if o["from"] == "sweep"] == \
+            point["overrides"]
+        for override in point["overrides"]:
+            table, key = override["key"].split(".")
+            assert resolved[table][key] == override["value"]
+        assert acrl_main(["verify", str(bundle)]) == 0
+    assert len({p["exp_id"] for p in index["points"]}) == 6
+    assert stdout.splitlines()[-1] == f"sweep: 6 bundles, index {out / 'sweep.json'}"
+    capsys.readouterr()
+    assert run(capsys, str(spec), "-o", str(out))[0] == 0  # the same again: every bundle unchanged
+    assert json.loads((out / "sweep.json").read_text()) == index
+
+
+def test_diff_between_two_points_shows_exactly_the_swept_keys(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    spec = sweep_spec(tmp_path, GRID)
+    out = tmp_path / "out"
+    assert run(capsys, str(spec), "-o", str(out))[0] == 0
+    result = diff_paths(str(out / "batch_size-32_lr-1e-06"), str(out / "batch_size-64_lr-3e-06"))
+    changed = {s.id: {c.key for c in s.changes} for s in result.sections if s.changes}
+    # the two swept keys, and the experiment id every point gets from its name
+    assert changed["spec"] == {"rollout.batch_size", "train.lr", "experiment.id"}
+    assert changed["flags"] == {"--rollout-batch-size", "--lr", "--global-batch-size"}
+    assert changed["custom_config"] == {"exp_id"}
+
+
+def test_every_invalid_point_is_reported_and_nothing_is_written(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    spec = sweep_spec(tmp_path, '[sweep]\ngrid = { "rollout.batch_size" = [32, 0, "x"] }\n'
+                                'points = [ { "train.lr" = -1.0 } ]\n')
+    out = tmp_path / "out"
+    code, _, err = run(capsys, str(spec), "-o", str(out))
+    assert code == 1 and not out.exists()
+    grid_line, points_line = line_of(spec, "grid ="), line_of(spec, "points =")
+    assert f"{spec}:{grid_line}:38: error: [rollout] batch_size: sweep point batch_size=0: must be at least 1" in err
+    assert f"{spec}:{grid_line}:41: error: [rollout] batch_size: sweep point batch_size=x: expected an integer" in err
+    assert f"{spec}:{points_line}:14: error: [train] lr: sweep point lr=-1.0: must be greater than 0" in err
+    assert "3 of 4 sweep points are invalid (--keep-going writes the others)" in err
+
+
+def test_keep_going_writes_the_valid_points_and_still_fails(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    spec = sweep_spec(tmp_path, '[sweep]\ngrid = { "rollout.batch_size" = [32, 0] }\n')
+    out = tmp_path / "out"
+    code, _, err = run(capsys, str(spec), "-o", str(out), "--keep-going")
+    assert code == 1
+    assert sorted(p.name for p in out.iterdir()) == ["batch_size-32", "sweep.json"]
+    index = json.loads((out / "sweep.json").read_text())
+    assert [p["name"] for p in index["points"]] == ["batch_size=32"]
+    (invalid,) = index["invalid"]
+    assert invalid["name"] == "batch_size=0" and invalid["errors"][0]["key"] == "rollout.batch_size"
+    assert "1 of 2 sweep points are invalid; the other 1 were written" in err
+
+
+def test_unknown_keys_in_the_sweep_are_errors_with_did_you_mean(tmp_path: Path) -> None:
+    spec = sweep_spec(tmp_path, '[sweep]\ngrid = { "rollout.batch_sise" = [1], "rollout" = { temperatur = [1.0] } }\n'
+                                'point = []\npoints = [ { "trian.lr" = 1e-6 }, 3 ]\n')
+    with pytest.raises(SpecError) as caught:
+        sweep_points(load_spec(spec))
+    found = {(d.message, d.hint) for d in caught.value.diagnostics}
+    assert found == {
+        ("unknown key 'rollout.batch_sise'", 'did you mean "rollout.batch_size"?'),
+        ("unknown key 'rollout.temperatur'", 'did you mean "rollout.temperature"?'),
+        ("unknown key 'point'", 'did you mean "points"?'),
+        ("unknown key 'trian.lr'", 'did you mean "train"?'),
+        ("expected a non-empty table of key = value", 'write { "rollout.temperature" = 0.7 }'),
+    }
+    assert all(d.file == str(spec) and d.line is not None for d in caught.value.diagnostics)
+
+
+@pytest.mark.parametrize(("sweep", "message"), [
+    ('[sweep]\ngrid = { "rollout.batch_size" = [] }\n', "expected a non-empty array of the values"),
+    ('[sweep]\ngrid = { "rollout" = [1] }\n', "[rollout] is a table"),
+    ('[sweep]\ngrid = { "rollout.batch_size.x" = [1] }\n', "rollout.batch_size is not a table"),
+    ("[sweep]\n", "the sweep has no points"),
+    ('[sweep]\npoints = [ { "train.lr" = 1e-6 }, { "train.lr" = 1e-6 } ]\n', "repeats point 1"),
+])
+def test_malformed_sweeps(tmp_path: Path, sweep: str, message: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        sweep_points(load_spec(sweep_spec(tmp_path, sweep)))
+    assert message in caught.value.diagnostics[0].message
+
+
+def test_names_are_safe_unique_and_fit_the_experiment_id(tmp_path: Path) -> None:
+    spec = sweep_spec(tmp_path, '[sweep]\npoints = [ { "data.path" = "/a b/x" }, { "data.path" = "/a-b/x" }, '
+                                '{ "data.path" = "/' + "long" * 30 + '" } ]\n')
+    _, points = sweep_points(load_spec(spec))
+    assert [p.directory for p in points][:2] == ["path-a-b-x", "path-a-b-x-2"]
+    long = points[2].directory
+    assert len("test-exp-" + long) <= 64 and long.startswith("path-longlong")
+    assert points[2].name == "path=/" + "long" * 30
+
+
+def test_a_point_may_name_its_own_experiment_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = sweep_spec(tmp_path, '[sweep]\npoints = [ { "experiment.id" = "mine", "train.lr" = 2e-6 } ]\n')
+    assert run(capsys, str(spec), "-o", str(tmp_path / "out"))[0] == 0
+    index = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert index["points"][0]["exp_id"] == "mine"
+
+
+def test_an_existing_different_bundle_is_kept_without_force(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    spec = sweep_spec(tmp_path, GRID)
+    out = tmp_path / "out"
+    assert run(capsys, str(spec), "-o", str(out))[0] == 0
+    tampered = out / "batch_size-64_lr-3e-06" / "train.sh"
+    tampered.write_text("echo changed\n")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    spec.write_text(spec.read_text().replace("[32, 64]", "[32, 64, 128]"))
+    code, _, err = run(capsys, str(spec), "-o", str(out))
+    assert code == 1 and "batch_size-64_lr-3e-06" in err and "--force" in err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # not one file written
+    assert run(capsys, str(spec), "-o", str(out), "--force")[0] == 0
+    assert len(json.loads((out / "sweep.json").read_text())["points"]) == 6
+    assert tampered.read_text() != "echo changed\n"
+
+
+def test_set_applies_to_every_point_and_a_point_wins(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = sweep_spec(tmp_path, GRID)
+    out = tmp_path / "out"
+    assert run(capsys, str(spec), "-o", str(out), "--set", "rollout.temperature=0.5",
+               "--set", "rollout.batch_size=8")[0] == 0
+    resolved = tomllib.loads((out / "batch_size-64_lr-1e-06" / "spec.toml").read_text())
+    assert (resolved["rollout"]["temperature"], resolved["rollout"]["batch_size"]) == (0.5, 64)
+
+
+def test_a_sweep_is_no_single_bundle(tmp_path: Path) -> None:
+    with pytest.raises(SweepSpecError) as caught:
+        compile_spec(sweep_spec(tmp_path, GRID))
+    assert "one bundle per point" in caught.value.diagnostics[0].message
