@@ -485,12 +485,49 @@ def _run_check(args: argparse.Namespace) -> int:
 
     if args.force:
         raise UsageError("--check writes nothing, so --force has nothing to replace\n  fix: drop --force")
-    result = _check(args.spec, args.output, strict=args.strict, target=args.target, overrides=tuple(args.overrides))
+    from ._compile import SweepSpecError
+
+    try:
+        result = _check(args.spec, args.output, strict=args.strict, target=args.target,
+                        overrides=tuple(args.overrides))
+    except SweepSpecError as exc:
+        return _check_sweep(args, exc.source)
     if args.json:
         _print_json({"ok": result.up_to_date, **result.as_json()})
     else:
         print(format_check(result))
     return EXIT_OK if result.up_to_date else EXIT_FAILED
+
+
+def _check_sweep(args: argparse.Namespace, source: SpecSource) -> int:
+    """--check of a sweep: every point's bundle, and the index, against what the spec compiles to."""
+    import shlex
+
+    from . import _sweep
+    from ._diff import check_bundle, format_check
+    from ._errors import SpecError, UsageError
+
+    if args.output is None:
+        raise UsageError("--check of a sweep needs the directory of its bundles\n  fix: add -o DIR")
+    base, points = _sweep.sweep_points(source)
+    results = _sweep.compile_points(base, points, strict=args.strict, target=args.target)
+    invalid = [d for r in results if r.bundle is None for d in r.diagnostics]
+    if invalid:
+        raise SpecError(invalid)
+    out = args.output.rstrip(os.sep) or os.sep
+    checks = [check_bundle(args.spec, r.bundle.files, os.path.join(out, r.point.directory))
+              for r in results if r.bundle is not None]
+    index = os.path.join(out, _sweep.INDEX)
+    index_ok = _read_bytes(index) == _sweep.sweep_index(source.name, results)
+    ok = index_ok and all(c.up_to_date for c in checks)
+    if args.json:
+        _print_json({"ok": ok, "index_up_to_date": index_ok, "points": [c.as_json() for c in checks]})
+    else:
+        for check in checks:  # the fix recompiles the whole sweep, not one point's directory
+            fix = f" -o {shlex.quote(check.out)} --force", f" -o {shlex.quote(out)} --force"
+            print(format_check(check).replace(*fix))
+        print(f"{index} is {'up to date' if index_ok else 'stale or missing'}")
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _run_check_bundles(args: argparse.Namespace) -> int:

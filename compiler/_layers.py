@@ -53,7 +53,10 @@ def resolve_extends(source: SpecSource, *, opened: str | None = None) -> SpecSou
         here = os.path.dirname(opened_paths[-1])
         base_path = os.path.normpath(os.path.join(here, ref))
         base_name = os.path.normpath(os.path.join(os.path.dirname(current.name), ref))
-        real = os.path.realpath(base_path)
+        try:
+            real = os.path.realpath(base_path)
+        except ValueError:  # a NUL byte: no file has such a name
+            real = base_path
         if real in seen:
             chain = " -> ".join([*(layer.name for layer in layers), base_name])
             raise SpecError([current.diagnostic((EXTENDS,), f"extends cycle: {chain}",
@@ -61,9 +64,10 @@ def resolve_extends(source: SpecSource, *, opened: str | None = None) -> SpecSou
                                                      "remove one extends of the cycle")])
         try:
             raw = Path(base_path).read_bytes()
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise SpecError([current.diagnostic(
-                (EXTENDS,), f"cannot read the base spec {base_name}: {exc.strerror or exc}",
+                (EXTENDS,), f"cannot read the base spec {base_name}: {reason}",
                 hint=f"extends is a path relative to the extending file's directory ({here or '.'}): "
                      "check the path, and that the file exists and is readable")]) from None
         current = decode_spec(raw, base_name)  # its TOML errors name the base file

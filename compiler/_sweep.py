@@ -24,6 +24,7 @@ import difflib
 import hashlib
 import itertools
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any, get_args, get_origin
@@ -38,6 +39,7 @@ from ._spec import Spec
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _MAX_EXP_ID = 64
+MAX_POINTS = 100_000
 _TABLE_KEYS = ("grid", "points")
 
 
@@ -91,6 +93,10 @@ def sweep_points(source: SpecSource) -> tuple[SpecSource, tuple[Point, ...]]:
     if not problems and not axes and not explicit:
         problems.append(source.diagnostic((SWEEP,), "the sweep has no points",
                                           hint='add grid = {"table.key" = [values, ...]} or points = [{...}, ...]'))
+    size = math.prod(len(axis) for axis in axes) if axes else 0
+    if size > MAX_POINTS:
+        problems.append(source.diagnostic((SWEEP, "grid"), f"the grid has {size:,} points, more than {MAX_POINTS:,}",
+                                          hint="sweep fewer keys or values at once"))
     if problems:
         raise SpecError(problems)
     combos = [tuple(combo) for combo in itertools.product(*axes)] if axes else []

@@ -191,3 +191,19 @@ def test_a_sweep_is_no_single_bundle(tmp_path: Path) -> None:
     with pytest.raises(SweepSpecError) as caught:
         compile_spec(sweep_spec(tmp_path, GRID))
     assert "one bundle per point" in caught.value.diagnostics[0].message
+
+
+def test_check_compares_every_point_and_the_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = sweep_spec(tmp_path, GRID)
+    out = tmp_path / "out"
+    assert run(capsys, str(spec), "-o", str(out))[0] == 0
+    code, stdout, _ = run(capsys, "--check", str(spec), "-o", str(out))
+    assert code == 0 and stdout.count("is up to date with") == 4 and f"{out / 'sweep.json'} is up to date" in stdout
+    with (out / "batch_size-64_lr-1e-06" / "train.sh").open("a") as f:
+        f.write("# edited\n")
+    code, stdout, _ = run(capsys, "--check", str(spec), "-o", str(out))
+    assert code == 1 and "train.sh: differs" in stdout and f"acrl-compile {spec} -o {out} --force" in stdout
+    (out / "sweep.json").unlink()
+    code, stdout, _ = run(capsys, "--check", str(spec), "-o", str(out), "--set", "rollout.temperature=0.5")
+    assert code == 1 and stdout.count("is up to date with") == 0 and "sweep.json is stale or missing" in stdout
+    assert not (out / "sweep.json").exists()  # --check writes nothing
