@@ -50,6 +50,7 @@ class _Reader:
     model_args_file: bool = False
     frames: list[_Frame] = attrs.Factory(list)
     depth: int = 0
+    launcher: Command | None = None  # the whole command that runs train.py (`VAR=... ray job submit ...`)
 
     def where(self, line: int) -> str:
         return f"{self.path}:{line}"
@@ -186,6 +187,7 @@ class _Reader:
                 if before and re.search(r"(^|/)python[0-9.]*$", before[0].text):
                     if self.train is None:
                         self.train = (Command(tuple(words), command.line), i)
+                        self.launcher = command
                     else:
                         self.notes.append(Note("difference", "a second train.py command is not imported",
                                                self.where(command.line)))
@@ -210,21 +212,47 @@ def import_train_sh(path: Path) -> Imported:
         raise ImportInputError(path=f"{path}:{exc.line}", reason=f"cannot read the script: {exc}",
                                fix="check that `bash -n` accepts the script; " + _SHAPE) from None
     reader = _Reader(path, Shell(path, lambda line: f"{path}:{line}"))
-    reader.run(commands)
+    try:
+        reader.run(commands)
+        return _build(reader, "torch_memory_saver" in text)
+    except RecursionError:
+        raise ImportInputError(path=str(path), reason="cannot read the script: expansions nested too deeply",
+                               fix=_SHAPE) from None
+
+
+def _build(reader: _Reader, torch_memory_saver: bool) -> Imported:
+    path = reader.path
     if reader.train is None:
         hidden = (f" (line {reader.hidden_train} names train.py inside an if/loop/function body, which the importer "
                   "does not evaluate)") if reader.hidden_train else ""
         raise ImportInputError(path=str(path), reason="expected a `ray job submit ... -- python3 .../train.py FLAGS` "
                                f"command (or train_async.py), found none{hidden}", fix=_SHAPE)
     command, index = reader.train
-    builder = SpecBuilder(path, reader.shell, reader.notes, torch_memory_saver="torch_memory_saver" in text)
-    entry = reader.shell.expand(command.words[index], split=False)[0]
-    builder.entry(entry)
+    builder = SpecBuilder(path, reader.shell, reader.notes, torch_memory_saver=torch_memory_saver)
+    builder.entry(reader.shell.scalar(command.words[index]))
+    if reader.launcher is not None and (address := _address(reader.shell, reader.launcher)) is not None:
+        builder.address(address)
     argv = [t for w in command.words[index + 1:] for t in reader.shell.expand(w)]
     builder.model(reader.model_type, [t for t in argv if t.origin == "MODEL_ARGS"], reader.model_args_file)
     builder.flags(_occurrences([t for t in argv if t.origin != "MODEL_ARGS"], builder))
     spec = builder.finish()
     return Imported(spec, tuple(builder.unique_notes()), str(path))
+
+
+def _address(shell: Shell, command: Command) -> Text | None:
+    """The Ray address `ray job submit` gets: --address[=]X, or RAY_ADDRESS / RAY_API_SERVER_ADDRESS
+    assigned for the command."""
+    words = list(command.words)
+    end = next((i for i, w in enumerate(words) if w.literal == "--"), len(words))
+    for i, word in enumerate(words[:end]):
+        head = word.parts[0][1] if word.parts and word.parts[0][0] == "lit" else ""
+        if word.literal == "--address" and i + 1 < end:
+            return shell.scalar(words[i + 1])
+        for prefix in ("--address=", "RAY_ADDRESS=", "RAY_API_SERVER_ADDRESS="):
+            if head.startswith(prefix):
+                rest = (("lit", head[len(prefix):], False), *word.parts[1:])
+                return shell.scalar(Word(rest, word.raw, word.line))
+    return None
 
 
 def _occurrences(argv: list[Text], builder: SpecBuilder) -> list[Occurrence]:

@@ -3,6 +3,7 @@ the variables around it, mapped onto spec keys (see :mod:`._import_train_sh` for
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,14 @@ class SpecBuilder:
         if not self.torch_memory_saver:
             self.set("cuda.fix_torch_memory_saver", False)
 
+    def address(self, text: Text) -> None:
+        """An existing cluster's address; a local head's (127.0.0.1, localhost, empty) is the default."""
+        if text.problem:
+            self.note("unresolved", f"[cluster] address: the Ray address {text.text} cannot be resolved: "
+                                    f"{text.problem}; a local Ray head is the default", text)
+        elif text.text and not re.match(r"^(\w+://)?(127\.0\.0\.1|localhost)(:\d+)?/?$", text.text):
+            self.set("cluster.address", text.text, text)
+
     def variable(self, name: str) -> Text | None:
         value = self.shell.env.get(name)
         return value.texts[0] if value is not None and len(value.texts) == 1 and not value.is_array else None
@@ -161,6 +170,7 @@ class SpecBuilder:
             else:
                 self.note("unresolved", "[experiment] id: neither a custom config's exp_id nor an EXP_ID variable "
                                         "names the experiment; set it by hand")
+        self.spec["experiment"] = dict(sorted(self.spec["experiment"].items(), key=lambda item: item[0] != "id"))
         return {table: keys for table, keys in self.spec.items() if keys}
 
     def keyed(self, key: FlagKey, values: list[Text], token: Text) -> None:

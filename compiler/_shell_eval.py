@@ -22,7 +22,7 @@ import attrs
 
 from ._flags import is_secret_env_name
 from ._import import Note
-from ._shell_words import Part, Word, lex_loose
+from ._shell_words import Part, ShellSyntaxError, Word, lex_loose
 
 _PARAM = re.compile(r"(#?)([A-Za-z_]\w*|[0-9]+|[@*#?$!-])(\[[^\]]*\])?(.*)", re.DOTALL)
 _SCRIPT_DIR = re.compile(r"(cd (-- )?\$\()?dirname (-- )?\$(0|\{0\}|\{BASH_SOURCE(\[0\])?\}|BASH_SOURCE)\)?"
@@ -125,6 +125,12 @@ class Shell:
         return self._param(text, line)
 
     def _param(self, text: str, line: int) -> list[Text]:
+        try:
+            return self._parameter(text, line)
+        except ShellSyntaxError as exc:
+            return [Text("", line, f"line {line}: ${{{text}}} cannot be read: {exc}")]
+
+    def _parameter(self, text: str, line: int) -> list[Text]:
         match = _PARAM.fullmatch(text)
         if match is None:
             return [Text("", line, f"line {line}: ${{{text}}} is not a parameter expansion the importer reads")]
@@ -161,9 +167,11 @@ class Shell:
         resolved = _merge(texts, "".join(t.text for t in texts), line)
         if resolved.problem:
             return [resolved]
-        note = Note("default", f"{name} is not set in the script: its default {resolved.text!r} is used (the "
-                               "environment may override it)", self.where(line))
-        result = attrs.evolve(resolved, notes=(*resolved.notes, note))
+        shown = "(a secret: not shown)" if is_secret_env_name(name) else repr(resolved.text)
+        note = Note("default", f"{name} is not set in the script: its default {shown} is used (the environment may "
+                               "override it)", self.where(line))
+        secret = name if is_secret_env_name(name) else resolved.secret
+        result = attrs.evolve(resolved, notes=(*resolved.notes, note), secret=secret)
         if operator.endswith("="):
             self.env[name] = Value([result], line)
         return [result]

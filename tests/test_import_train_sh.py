@@ -127,6 +127,10 @@ def test_round_trip_golden(golden: Path, tmp_path: Path, toolbox: Toolbox) -> No
     original, again, imported = _round_trip(bundle, tmp_path, toolbox)
     assert again == original
     assert not notes(imported, "unresolved"), imported.notes
+    resolved = tomllib.loads((golden.parent / "spec.toml").read_text(encoding="utf-8"))
+    for table in ("cluster", "cuda", "wandb", "slime"):  # what is not argv but train.sh does
+        for key in ("address", "home", "project", "group", "dir", "megatron_dir"):
+            assert imported.spec.get(table, {}).get(key) == resolved[table].get(key), (table, key)
 
 
 @pytest.mark.parametrize("spec", EXAMPLE_SPECS, ids=[p.stem for p in EXAMPLE_SPECS])
@@ -166,6 +170,13 @@ def test_unset_variable_and_command_substitution(tmp_path: Path) -> None:
     assert imported.spec["cluster"]["gpus_per_node"] == 8  # integer arithmetic of literals is evaluated
 
 
+def test_ray_address_of_an_existing_cluster(tmp_path: Path) -> None:
+    remote = script(tmp_path, "ray job submit --address=http://head:8265 -- python3 /s/train.py --lr 1\n", "a.sh")
+    assert import_train_sh(remote).spec["cluster"]["address"] == "http://head:8265"
+    local = script(tmp_path, "RAY_ADDRESS=http://127.0.0.1:8265 ray job submit -- python3 /s/train.py\n", "b.sh")
+    assert "address" not in import_train_sh(local).spec.get("cluster", {})
+
+
 def test_arithmetic_it_cannot_evaluate(tmp_path: Path) -> None:
     path = script(tmp_path, SUBMIT + "  --num-rollout $((N * 2)) \\\n  --seed $((1 << 4))\n")
     imported = import_train_sh(path)
@@ -188,11 +199,13 @@ def test_unknown_flags_go_to_extra_and_repeated_flags_take_the_last(tmp_path: Pa
 
 
 def test_secrets_are_never_copied(tmp_path: Path) -> None:
-    path = script(tmp_path, "export WANDB_API_KEY=sk-live-987\nTOKEN=tok-555\n" + SUBMIT +
-                  "  --wandb-key $WANDB_API_KEY --my-api-key abc-123 --label $TOKEN --use-wandb\n")
+    path = script(tmp_path, "export WANDB_API_KEY=sk-live-987\nTOKEN=tok-555\nX=${AWS_SECRET_ACCESS_KEY:-xyz-42}\n"
+                  + SUBMIT + "  --wandb-key $WANDB_API_KEY --my-api-key abc-123 --label $TOKEN --use-wandb \\\n"
+                  "  --note $X\n")
     imported = import_train_sh(path)
     text = spec_text(imported) + json.dumps([n.as_json() for n in imported.notes])
-    for secret in ("sk-live-987", "tok-555", "abc-123"):
+    assert "--note carries a secret" in text and "--label carries a secret" in text
+    for secret in ("sk-live-987", "tok-555", "abc-123", "xyz-42"):
         assert secret not in text
     messages = " ".join(n.message for n in imported.notes)
     assert "the script sets WANDB_API_KEY itself" in messages and "--my-api-key carries a secret" in messages
