@@ -31,7 +31,7 @@ EVERYTHING_SET: dict[str, Any] = {
     "cuda": {"home": "/usr/local/cuda"},
     "wandb": {"project": "p", "group": "g"},
     "env": {"vars": {"X": "1"}, "forward": ["A", "B"]},
-    "kuberay": {"image": "registry.example/slime:v1"},
+    "kuberay": {"image": "registry.example/slime:v1", "namespace": "rl", "service_account": "slime-irsa"},
     "extra": {"flags": {"--a": True, "--b": 1, "--c": 0.5, "--d": "x", "--e": [1, 2.5, "z"]}, "args": ["--f", "1"]},
 }
 
