@@ -50,9 +50,11 @@ def _terminal_columns() -> int:
 
 
 def _compile_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("spec", help="the experiment spec (TOML)")
+    parser.add_argument("spec", help="the experiment spec (TOML; it may extend a base spec, and a [sweep] table "
+                        "compiles to a bundle per point)")
     parser.add_argument("-o", "--output", metavar="DIR",
-                        help="bundle directory (default: bundles/<exp_id>)")
+                        help="bundle directory (default: bundles/<exp_id>); for a sweep, the directory of its "
+                        "point bundles and sweep.json")
     parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
     parser.add_argument("--force", action="store_true", help="replace an existing, different bundle")
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")

@@ -155,8 +155,9 @@ def _flatten(source: SpecSource, table: Mapping[str, Any], raw: KeyPath, path: K
             yield from _flatten(source, value, (*raw, key), here, problems, arrays=arrays)
             continue
         problem = key_problem(here)
-        if problem is not None:
-            problems.append(source.diagnostic((*raw, key), problem[0], hint=problem[1]))
+        if problem is not None:  # shown as "[sweep] grid: unknown key 'rollout.batch_sise'"
+            found = source.diagnostic((*raw, key), problem[0], hint=problem[1])
+            problems.append(attrs.evolve(found, key=".".join(map(str, raw[:2]))))
             continue
         yield (*raw, key), here, value
 
