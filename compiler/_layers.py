@@ -154,6 +154,10 @@ def override_layer(arg: str, *, origin: str = "--set") -> SpecSource:
     """A one-key layer for ``--set KEY=VALUE``: VALUE is a TOML value."""
     where = f"{origin} {arg}"
     path, value = parse_assignment(arg, where=where)
+    if path[0] == EXTENDS:
+        raise SpecError([Diagnostic("error", "extends cannot be set on the command line", file=where, key=EXTENDS,
+                                    hint="write extends = \"base.toml\" in the spec, or compile the base itself with "
+                                         "--set for the keys to change")])
     return layer(path, value, where, origin=origin)
 
 

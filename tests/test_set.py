@@ -59,7 +59,8 @@ def test_a_bare_word_is_an_error_that_says_to_quote_it(write_spec: SpecWriter) -
     assert "quote strings: --set 'data.path=\"value\"'" in error.hint
 
 
-@pytest.mark.parametrize("arg", ["rollout.batch_size", "=3", "rollout..x=1", "rollout.batch_size=", "a=1\nb=2"])
+@pytest.mark.parametrize("arg", ["rollout.batch_size", "=3", "rollout..x=1", "rollout.batch_size=", "a=1\nb=2",
+                                 'extends="base.toml"'])
 def test_malformed_assignments_are_errors(write_spec: SpecWriter, arg: str) -> None:
     (error,) = errors(write_spec(), arg)
     assert error.file == f"--set {arg}"
