@@ -11,6 +11,9 @@ train.lr, rollout.temperature): 1,000 points. Timed, each --runs times (the medi
   each written atomically, and sweep.json);
 - "acrl-compile": the whole command, as a fresh process (interpreter start and imports included),
   into an empty directory.
+- "files alone": the floor any tool pays on this file system: the same bytes written with plain
+  mkdir / open / write / rename, one directory per point, nothing compiled. "compile + write"
+  minus this is acrl's own share.
 
 Each is reported in ms per bundle and as a ratio of that to `python -c pass` (the median of --runs
 starts, measured in the same run). The compiled-template cache points at a temporary directory,
@@ -60,6 +63,26 @@ def in_process(spec: Path, out: Path | None) -> tuple[float, int]:
     return time.perf_counter() - started, len(results)
 
 
+def files_alone(spec: Path, out: Path) -> float:
+    """Write the bundles' bytes the plainest way (a directory per point, then a rename): the file
+    system's own cost, the baseline of "compile + write"."""
+    from acrl.compiler import _sweep
+    from acrl.compiler._layers import load_spec
+
+    base, points = _sweep.sweep_points(load_spec(spec))
+    bundles = [r.bundle.files for r in _sweep.compile_points(base, points) if r.bundle is not None]
+    out.mkdir()
+    started = time.perf_counter()
+    for i, files in enumerate(bundles):
+        staging = out / f".{i}.tmp"
+        staging.mkdir()
+        for name, data in files.items():
+            with open(staging / name, "wb") as f:
+                f.write(data)
+        staging.rename(out / str(i))
+    return time.perf_counter() - started
+
+
 def wall(argv: list[str]) -> float:
     started = time.perf_counter()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
@@ -80,7 +103,7 @@ def main() -> None:
         spec.write_text(sweep_spec(args.points), encoding="utf-8")
         compile_bin = Path(sys.executable).parent / "acrl-compile"
         in_process(spec, None)  # untimed: imports, templates compiled and cached
-        bare, compiled, written, command = [], [], [], []
+        bare, compiled, written, command, floor = [], [], [], [], []
         count = 0
         for n in range(args.runs):
             bare.append(wall([sys.executable, "-c", "pass"]))
@@ -88,11 +111,13 @@ def main() -> None:
             compiled.append(seconds)
             written.append(in_process(spec, scratch / f"out-{n}")[0])
             command.append(wall([str(compile_bin), str(spec), "-o", str(scratch / f"cli-{n}")]))
-            shutil.rmtree(scratch / f"out-{n}")
-            shutil.rmtree(scratch / f"cli-{n}")
+            floor.append(files_alone(spec, scratch / f"floor-{n}"))
+            for name in ("out", "cli", "floor"):
+                shutil.rmtree(scratch / f"{name}-{n}")
         start = statistics.median(bare)
         rows = {name: statistics.median(times) / count for name, times in
-                (("compile", compiled), ("compile + write", written), ("acrl-compile", command))}
+                (("compile", compiled), ("compile + write", written), ("acrl-compile", command),
+                 ("files alone", floor))}
         report = {"points": count, "runs": args.runs, "dir": str(scratch), "bare_start_ms": start * 1000,
                   "per_bundle_ms": {k: v * 1000 for k, v in rows.items()},
                   "per_bundle_ratio_to_bare_start": {k: v / start for k, v in rows.items()}}
