@@ -253,6 +253,7 @@ def _shown(value: Any) -> str:
 def _safe(name: str, room: int) -> str:
     """``name`` as a directory name and experiment-id suffix: letters, digits, '.', '_' and '-'."""
     safe = _UNSAFE.sub("-", name.replace("=", "-").replace(",", "_"))
+    safe = re.sub(r"\.\.+", "-", safe)  # ".." is never part of a name acrl makes: not a path, not an exp id
     safe = re.sub(r"--+", "-", safe).strip("-._") or "point"
     if len(safe) > room:
         digest = hashlib.sha256(name.encode()).hexdigest()[:8]

@@ -154,6 +154,16 @@ def test_names_are_safe_unique_and_fit_the_experiment_id(tmp_path: Path) -> None
     assert points[2].name == "path=/" + "long" * 30
 
 
+def test_a_value_with_dot_dot_still_names_a_valid_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The name acrl derives is never a path and always a valid experiment id (ACRL-T005 rejects '..')."""
+    spec = sweep_spec(tmp_path, '[sweep]\npoints = [ { "wandb.group" = "../x" }, { "wandb.group" = "a..b" } ]\n')
+    code, _, err = run(capsys, str(spec), "-o", str(tmp_path / "out"))
+    assert code == 0, err
+    index = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert [p["directory"] for p in index["points"]] == ["group-x", "group-a-b"]
+    assert all(".." not in p["exp_id"] for p in index["points"])
+
+
 def test_a_point_may_name_its_own_experiment_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = sweep_spec(tmp_path, '[sweep]\npoints = [ { "experiment.id" = "mine", "train.lr" = 2e-6 } ]\n')
     assert run(capsys, str(spec), "-o", str(tmp_path / "out"))[0] == 0
