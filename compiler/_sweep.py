@@ -178,6 +178,17 @@ def _is_open_table(path: KeyPath) -> bool | None:
     return get_origin(tp) is dict if not (isinstance(tp, type) and attrs.has(tp)) else False
 
 
+def _spec_keys(tp: Any = Spec, prefix: str = "") -> list[str]:
+    """Every dotted key of a spec's tables (``train.lr``), for a did-you-mean across tables."""
+    out: list[str] = []
+    for field in attrs.fields(tp):
+        if isinstance(field.type, type) and attrs.has(field.type):
+            out += _spec_keys(field.type, f"{prefix}{field.name}.")
+        else:
+            out.append(prefix + field.name)
+    return out
+
+
 def key_problem(path: KeyPath) -> tuple[str, str] | None:
     """(message, fix) when ``path`` names no key a spec can have; did-you-mean for a misspelling."""
     tp: Any = Spec
@@ -187,7 +198,9 @@ def key_problem(path: KeyPath) -> tuple[str, str] | None:
             if step not in fields:
                 close = difflib.get_close_matches(str(step), list(fields), n=1, cutoff=0.6)
                 table = f"[{dotted(path[:n])}]" if n else "the top level"
+                same_leaf = [k for k in _spec_keys() if k.rsplit(".", 1)[-1] == str(path[-1])]
                 hint = f'did you mean "{dotted((*path[:n], close[0]))}"?' if close else \
+                    f'did you mean "{same_leaf[0]}"?' if len(same_leaf) == 1 else \
                     f"keys allowed in {table}: {', '.join(fields)}"
                 return f"unknown key {dotted(path)!r}", hint
             tp = fields[step]

@@ -117,7 +117,7 @@ def test_keep_going_writes_the_valid_points_and_still_fails(tmp_path: Path,
 
 def test_unknown_keys_in_the_sweep_are_errors_with_did_you_mean(tmp_path: Path) -> None:
     spec = sweep_spec(tmp_path, '[sweep]\ngrid = { "rollout.batch_sise" = [1], "rollout" = { temperatur = [1.0] } }\n'
-                                'point = []\npoints = [ { "trian.lr" = 1e-6 }, 3 ]\n')
+                                'point = []\npoints = [ { "trian.lr" = 1e-6 }, 3, { "optimizer.lr" = 1e-6 } ]\n')
     with pytest.raises(SpecError) as caught:
         sweep_points(load_spec(spec))
     found = {(d.message, d.hint) for d in caught.value.diagnostics}
@@ -126,6 +126,7 @@ def test_unknown_keys_in_the_sweep_are_errors_with_did_you_mean(tmp_path: Path) 
         ("unknown key 'rollout.temperatur'", 'did you mean "rollout.temperature"?'),
         ("unknown key 'point'", 'did you mean "points"?'),
         ("unknown key 'trian.lr'", 'did you mean "train"?'),
+        ("unknown key 'optimizer.lr'", 'did you mean "train.lr"?'),  # no such table: the key of that name
         ("expected a non-empty table of key = value", 'write { "rollout.temperature" = 0.7 }'),
     }
     assert all(d.file == str(spec) and d.line is not None for d in caught.value.diagnostics)
