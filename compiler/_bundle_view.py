@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 from ._bundle import MANIFEST, NOT_REGULAR, sha256
-from ._flags import _is_number
+from ._flags import is_number
 
 TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML = "train.sh", "model_args.sh", "custom_config.yaml", "spec.toml"
 KNOWN_FILES = (TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML, MANIFEST)
@@ -386,7 +386,7 @@ def _flag_occurrences(segments: list[tuple[str | None, list[str]]]) -> list[tupl
     out: list[tuple[str, list[str], str | None]] = []
     for title, tokens in segments:
         for token in tokens:
-            if token.startswith("--") and len(token) > 2 and not _is_number(token):
+            if token.startswith("--") and len(token) > 2 and not is_number(token):
                 out.append((token, [], title))
             elif out:
                 out[-1][1].append(token)

@@ -92,10 +92,10 @@ def table_tokens(table: Mapping[str, FlagValue]) -> list[str]:
 
 def flags_in(tokens: Iterable[str]) -> list[str]:
     """The option tokens (``--x``) of an argv list, values excluded."""
-    return [t for t in tokens if t.startswith("--") and len(t) > 2 and not _is_number(t)]
+    return [t for t in tokens if t.startswith("--") and len(t) > 2 and not is_number(t)]
 
 
-def _is_number(token: str) -> bool:
+def is_number(token: str) -> bool:
     try:
         float(token)
     except ValueError:
@@ -108,7 +108,7 @@ def parse_flags(tokens: Sequence[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     current: list[str] | None = None
     for token in tokens:
-        if token.startswith("--") and not _is_number(token):
+        if token.startswith("--") and not is_number(token):
             current = out[token] = []
         elif current is not None:
             current.append(token)

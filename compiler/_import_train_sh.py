@@ -15,7 +15,7 @@ from pathlib import Path
 
 import attrs
 
-from ._flags import is_secret_env_name
+from ._flags import is_number, is_secret_env_name
 from ._import import Imported, ImportInputError, Note
 from ._import_train_sh_map import Occurrence, SpecBuilder
 from ._shell_eval import Shell, Text, Value
@@ -259,7 +259,7 @@ def _occurrences(argv: list[Text], builder: SpecBuilder) -> list[Occurrence]:
     """``--a 1 --b --c x y`` -> occurrences; an unresolved word outside a flag's values is noted."""
     out: list[Occurrence] = []
     for token in argv:
-        if not token.problem and token.text.startswith("--") and not _is_number(token.text):
+        if not token.problem and token.text.startswith("--") and not is_number(token.text):
             out.append(Occurrence(token.text, [], token))
         elif out:
             out[-1].values.append(token)
@@ -267,12 +267,4 @@ def _occurrences(argv: list[Text], builder: SpecBuilder) -> list[Occurrence]:
             builder.note("unresolved" if token.problem else "difference",
                          f"{token.text!r} before any flag: {token.problem or 'not a flag'}; left out", token)
     return out
-
-
-def _is_number(token: str) -> bool:
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
 
