@@ -179,10 +179,24 @@ def _manifest(source: SpecSource, spec: Spec, model_args: ModelArgs, warnings: t
             "optimizer_steps_per_rollout": spec.train.num_steps_per_rollout,
         },
         "warnings": [attrs.evolve(d, file=_file_name(d.file)).as_json() for d in warnings],
-        **({"extends": [{"path": path, "sha256": digest} for path, digest in source.bases]} if source.bases else {}),
+        **({"extends": _extends_entries(source)} if source.bases else {}),
         **({"overrides": [{"key": key, "value": value, "from": origin} for key, value, origin in source.overrides]}
            if source.overrides else {}),
     }
+
+
+def _extends_entries(source: SpecSource) -> list[dict[str, Any]]:
+    """Each base spec as written in ``extends`` (relative to the spec that names it), its sha256 and
+    the keys whose value it set, so that `acrl explain BUNDLE` can say where a value came from."""
+    set_by: dict[str, list[str]] = {}
+    for path, file in source.files.items():
+        node: Any = source.data
+        for step in path:
+            node = node.get(step) if isinstance(node, Mapping) else None
+        if all(isinstance(step, str) for step in path) and node is not None and not isinstance(node, Mapping):
+            set_by.setdefault(file, []).append(".".join(map(str, path)))
+    return [{"path": ref, "sha256": digest, "keys": sorted(set_by.get(opened, []))}
+            for (ref, digest), opened in zip(source.bases, source.base_paths, strict=True)]
 
 
 def _file_name(file: str) -> str:

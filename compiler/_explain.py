@@ -219,7 +219,7 @@ def explain_bundle(directory: Path) -> Explanation:
         raise SpecError(diagnostics)
     info = _ModelArgsInfo(tuple(t for flag, values in view.model_args.items() for t in (flag, *values)),
                           *_provenance(view.manifest, files.get("model_args.sh", b"")))
-    keys = _key_items(source, spec, spec, in_bundle=True)
+    keys = _with_recorded_origins(_key_items(source, spec, spec, in_bundle=True), view.manifest or {})
     flags = _flag_items(source, spec, info, keys, build_argv(spec))
     flags, mismatches = _as_train_sh_passes(flags, view.flags, view.file_status.get("train.sh", "missing"), shown)
     model_args_status = view.file_status.get("model_args.sh", "missing")
@@ -321,6 +321,25 @@ def _lookup(obj: Any, path: KeyPath) -> Any:
     for step in path:
         obj = obj.get(step, _MISSING) if isinstance(obj, Mapping) else getattr(obj, str(step), _MISSING)
     return obj
+
+
+def _with_recorded_origins(keys: list[Item], manifest: Mapping[str, Any]) -> list[Item]:
+    """A bundle's spec.toml is the merged spec: the manifest says which base (``extends``) or ``--set``
+    set a value; add that to the key's origin."""
+    setters: dict[str, str] = {}
+    for base in manifest.get("extends") or ():
+        if isinstance(base, Mapping) and isinstance(base.get("keys"), list):
+            setters.update({str(k): f"{base.get('path')} (through extends)" for k in base["keys"]})
+    for override in manifest.get("overrides") or ():
+        if isinstance(override, Mapping) and isinstance(override.get("key"), str):
+            setters[override["key"]] = f"--set {override['key']}={toml_literal(override.get('value'))}"
+    out = []
+    for key in keys:
+        found = [setters[name] for name in setters if key.name == name or key.name.startswith(f"{name}.")]
+        if found and key.origin.kind == "bundle":
+            key = attrs.evolve(key, origin=attrs.evolve(key.origin, text=f"{key.origin.text}, set by {found[-1]}"))
+        out.append(key)
+    return out
 
 
 def _key_origin(source: SpecSource, path: KeyPath, name: str, written: Any, value: Any, in_bundle: bool) -> Origin:

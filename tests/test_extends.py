@@ -161,6 +161,27 @@ def test_bundles_of_an_extending_spec_verify_diff_and_explain(tmp_path: Path,
     assert "origin: bundle" in capsys.readouterr().out
 
 
+def test_explain_of_a_bundle_says_which_base_or_set_gave_a_value(tmp_path: Path) -> None:
+    """The bundle's spec.toml is merged; the manifest keeps which base (or --set) set each value."""
+    write(tmp_path / "shared" / "grand.toml", base_text(rollout={"batch_size": 16, "temperature": 0.5}))
+    write(tmp_path / "shared" / "parent.toml", 'extends = "grand.toml"\n[rollout]\ntemperature = 0.7\n')
+    child = write(tmp_path / "exp" / "child.toml", 'extends = "../shared/parent.toml"\n[rollout]\ntop_p = 0.9\n')
+    out = tmp_path / "bundle"
+    assert compile_main([str(child), "-o", str(out), "--set", "eval.datasets={ gsm8k = \"/d/t.jsonl\" }",
+                         "--set", "eval.interval=5"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    parent_keys, grand_keys = (set(b["keys"]) for b in manifest["extends"])
+    assert parent_keys == {"rollout.temperature"}
+    assert {"rollout.batch_size", "experiment.id"} <= grand_keys and "rollout.temperature" not in grand_keys
+    assert "rollout.top_p" not in parent_keys | grand_keys  # the child's own
+    origins = {i.name: i.origin.text for i in explain_path(out).keys}
+    assert origins["rollout.temperature"].endswith("set by ../shared/parent.toml (through extends)")
+    assert origins["rollout.batch_size"].endswith("set by grand.toml (through extends)")
+    assert origins["eval.datasets.gsm8k"].endswith('set by --set eval.datasets={ gsm8k = "/d/t.jsonl" }')
+    assert origins["eval.interval"].endswith("set by --set eval.interval=5")
+    assert "set by" not in origins["rollout.top_p"] and "set by" not in origins["rollout.n_samples_per_prompt"]
+
+
 def test_load_spec_keeps_the_base_paths_for_the_cache(tmp_path: Path) -> None:
     base = write(tmp_path / "base.toml", base_text())
     child = write(tmp_path / "child.toml", 'extends = "base.toml"\n')
