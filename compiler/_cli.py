@@ -298,7 +298,7 @@ def acrl_main(argv: Sequence[str] | None = None, *,
     explain.add_argument("--json", action="store_true", help="print JSON on stdout")
     explain.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
                          help="explain the spec with this key set, as acrl-compile --set does")
-    explain.set_defaults(run=_run_explain)
+    explain.set_defaults(run=_run_explain, print_help=explain.print_help)
     _review_commands(commands)
     _import_commands(commands)
     if more_commands is not None:
@@ -590,6 +590,9 @@ def _set_options(words: list[str]) -> tuple[list[str], list[str]]:
 
 def _run_explain(args: argparse.Namespace) -> int:
     # KEY may be a flag (--lr), so argparse hands over everything after SPEC|BUNDLE; --json may be among it.
+    if args.key[:1] in (["-h"], ["--help"]):  # `acrl explain SPEC --help`: help, not a key named --help
+        args.print_help()
+        return EXIT_OK
     words = [w for w in args.key if w != "--json"]
     args.json = args.json or len(words) < len(args.key)
     words, overrides = _set_options(words)

@@ -380,3 +380,9 @@ def test_a_forged_derived_section_is_noted(bundle_copy: Path) -> None:
     explained = explain_bundle(bundle_copy)
     assert f"{bundle_copy} does not match its manifest (its derived section): it was changed after it was " \
         "compiled" in explained.notes
+
+
+@pytest.mark.parametrize("word", ["--help", "-h"])
+def test_help_after_the_target_is_help_not_a_key(word: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, str(GOLDEN / "gsm8k-qwen2.5-3b-smoke"), word)
+    assert code == 0 and out.startswith("usage: acrl explain") and err == ""
