@@ -17,7 +17,7 @@ import attrs
 
 from ._flags import is_number, is_secret_env_name
 from ._import import Imported, ImportInputError, Note
-from ._import_train_sh_map import Occurrence, SpecBuilder
+from ._import_train_sh_map import INLINE_FLAG, Occurrence, SpecBuilder
 from ._shell_eval import Shell, Text, Value
 from ._shell_words import Command, ShellSyntaxError, Word, lex
 
@@ -259,7 +259,11 @@ def _occurrences(argv: list[Text], builder: SpecBuilder) -> list[Occurrence]:
     """``--a 1 --b --c x y`` -> occurrences; an unresolved word outside a flag's values is noted."""
     out: list[Occurrence] = []
     for token in argv:
-        if not token.problem and token.text.startswith("--") and not is_number(token.text):
+        inline = INLINE_FLAG.match(token.text)
+        if inline is not None:  # --flag=value, as argparse reads it (the value may be unresolved)
+            flag = attrs.evolve(token, text=inline.group(1), problem=None)
+            out.append(Occurrence(flag.text, [attrs.evolve(token, text=inline.group(2))], flag))
+        elif not token.problem and token.text.startswith("--") and not is_number(token.text):
             out.append(Occurrence(token.text, [], token))
         elif out:
             out[-1].values.append(token)

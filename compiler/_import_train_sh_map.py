@@ -28,6 +28,8 @@ _CUSTOM_CONFIG = {
     "cumulative_token_mode": "agentcore.cumulative_token_mode", "renderer_family": "agentcore.renderer_family",
     "gateway_log_level": "agentcore.gateway_log_level",
 }
+# `--flag=value`, one argv word that argparse reads as the flag and its value
+INLINE_FLAG = re.compile(r"(--[A-Za-z0-9][\w-]*)=(.*)", re.DOTALL)
 # flags train.sh adds itself at run time, from spec keys that are not flags
 _RUN_TIME = {
     "--train-env-vars": "acrl passes --train-env-vars itself (CUDA_HOME and LD_LIBRARY_PATH) when [cuda] home is "
@@ -271,8 +273,11 @@ class SpecBuilder:
 def _group(tokens: list[Text], builder: SpecBuilder) -> list[Occurrence]:
     out: list[Occurrence] = []
     for token in tokens:
+        inline = INLINE_FLAG.match(token.text)
         if token.problem:
             builder.note("unresolved", f"MODEL_ARGS: {token.problem}", token)
+        elif inline is not None:
+            out.append(Occurrence(inline.group(1), [attrs.evolve(token, text=inline.group(2))], token))
         elif token.text.startswith("--"):
             out.append(Occurrence(token.text, [], token))
         elif out:

@@ -279,3 +279,15 @@ def test_no_input_gives_a_traceback(tmp_path: Path, text: str) -> None:
     except AcrlError:
         return
     render_spec(imported)
+
+
+def test_flag_equals_value_is_read_as_argparse_reads_it(tmp_path: Path) -> None:
+    path = script(tmp_path, "EXP_ID=e\nX=1\n" + SUBMIT + "  --wandb-key=sk-inline-1 --my-password=pw-inline-2 \\\n"
+                  '  --lr=2e-6 --rollout-batch-size="$X" --my-new-flag=v\n')
+    imported = import_train_sh(path)
+    text = spec_text(imported) + json.dumps([n.as_json() for n in imported.notes])
+    for secret in ("sk-inline-1", "pw-inline-2"):
+        assert secret not in text
+    assert "--wandb-key carries a secret" in text and "--my-password carries a secret" in text
+    assert imported.spec["train"]["lr"] == 2e-6 and imported.spec["rollout"]["batch_size"] == 1
+    assert imported.spec["extra"]["flags"] == {"--my-new-flag": "v"}
