@@ -11,7 +11,7 @@ from ._spec import FlagValue
 # A flag names a credential when its last words say so. Flags that merely name a data field
 # (--input-key, --reward-key, --ssl-keyfile, --tls-key-path, --max-tokens-per-gpu) do not match.
 _CREDENTIAL_FLAG = re.compile(
-    r"^--(?:wandb-key|.*(?:^|-)(?:api-keys?|password|passwd|secret|secret-key|access-key|"
+    r"^--(?:wandb-key|(?:.*-)?(?:api-keys?|password|passwd|secret|secret-key|access-key|"
     r"session-token|auth-token|hf-token|bearer-token))$"
 )
 _SECRET_ENV_NAME = re.compile(r"(KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|SESSION)S?(_|$)")

@@ -291,3 +291,11 @@ def test_flag_equals_value_is_read_as_argparse_reads_it(tmp_path: Path) -> None:
     assert "--wandb-key carries a secret" in text and "--my-password carries a secret" in text
     assert imported.spec["train"]["lr"] == 2e-6 and imported.spec["rollout"]["batch_size"] == 1
     assert imported.spec["extra"]["flags"] == {"--my-new-flag": "v"}
+
+
+def test_bare_credential_flags_are_not_copied(tmp_path: Path) -> None:
+    path = script(tmp_path, "EXP_ID=e\n" + SUBMIT + "  --password=pw-bare-1 --api-key key-bare-2 --hf-token tok-bare-3\n")
+    imported = import_train_sh(path)
+    text = spec_text(imported) + json.dumps([n.as_json() for n in imported.notes])
+    for secret in ("pw-bare-1", "key-bare-2", "tok-bare-3"):
+        assert secret not in text
