@@ -78,16 +78,23 @@ def render_spec(imported: Imported) -> str:
     """The spec file: a header naming the source and every note, then the TOML."""
     import tomli_w
 
-    origin = f" from {imported.source}" if imported.source else ""
+    origin = f" from {_comment_text(imported.source)}" if imported.source else ""
     header = [f"# Imported by `acrl import`{origin}.", "# Review it, then compile: acrl-compile THIS_FILE"]
     if imported.notes:
         header.append("#")
         header.append("# What did not carry over as it was (see also `acrl import`'s output):")
         for note in imported.notes:
             for i, line in enumerate(note.format().splitlines()):
-                header.append(("# - " if i == 0 else "#   ") + line)
+                header.append(("# - " if i == 0 else "#   ") + _comment_text(line))
     body = tomli_w.dumps(_plain(imported.spec))
     return "\n".join(header) + "\n\n" + body
+
+
+def _comment_text(text: str) -> str:
+    """``text`` fit for one TOML comment line: a file name or script text may hold a newline (which would end the
+    comment and let the rest be read as TOML) or a control character (which TOML forbids in comments)."""
+    return "".join(c if c == "\t" or (c.isprintable() and c not in "\u2028\u2029")
+                   else ascii(c)[1:-1] for c in text)
 
 
 def _plain(value: Any) -> Any:

@@ -294,8 +294,19 @@ def test_flag_equals_value_is_read_as_argparse_reads_it(tmp_path: Path) -> None:
 
 
 def test_bare_credential_flags_are_not_copied(tmp_path: Path) -> None:
-    path = script(tmp_path, "EXP_ID=e\n" + SUBMIT + "  --password=pw-bare-1 --api-key key-bare-2 --hf-token tok-bare-3\n")
+    path = script(tmp_path, "EXP_ID=e\n" + SUBMIT
+                  + "  --password=pw-bare-1 --api-key key-bare-2 --hf-token tok-bare-3\n")
     imported = import_train_sh(path)
     text = spec_text(imported) + json.dumps([n.as_json() for n in imported.notes])
     for secret in ("pw-bare-1", "key-bare-2", "tok-bare-3"):
         assert secret not in text
+
+
+def test_header_comment_cannot_inject_toml(tmp_path: Path) -> None:
+    folder = tmp_path / 'evil\n[experiment]\nid = "pwn"\n#\x01'
+    folder.mkdir()
+    note = Note("difference", "a\x01b\x7f\rc\u2028d\x85e\n[wandb]\nkey_env = 'X'", "w\nhere")
+    text = render_spec(Imported({"experiment": {"id": "ok"}}, (note,), str(folder / "train.sh")))
+    data = tomllib.loads(text)
+    assert data == {"experiment": {"id": "ok"}}
+    assert all(line.startswith("#") for line in text.split("\n\n", 1)[0].split("\n"))
