@@ -266,6 +266,9 @@ class SpecBuilder:
             if target is None or isinstance(value, dict | list):
                 self.note("difference", f"custom config key {name!r} has no spec key: not carried over (acrl "
                                         "writes its own custom_config.yaml)", text)
+            elif not isinstance(value, str | int | float | bool):  # null, a date, binary: no spec value
+                self.note("unresolved", f"custom config key {name!r} in {file.name} is {type(value).__name__}, not "
+                                        f"a string, number or boolean: set {target} by hand", text)
             else:
                 self.set(target, value)
 

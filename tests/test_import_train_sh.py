@@ -310,3 +310,13 @@ def test_header_comment_cannot_inject_toml(tmp_path: Path) -> None:
     data = tomllib.loads(text)
     assert data == {"experiment": {"id": "ok"}}
     assert all(line.startswith("#") for line in text.split("\n\n", 1)[0].split("\n"))
+
+
+def test_custom_config_null_or_date_is_noted_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "cc.yaml").write_text("agent_runtime_arn: arn:x\ns3_bucket:\nmodel_id: 2026-01-01\n", encoding="utf-8")
+    path = script(tmp_path, "EXP_ID=e\n" + SUBMIT + '  --custom-config-path "$(dirname "$0")/cc.yaml"\n')
+    imported = import_train_sh(path)
+    tomllib.loads(spec_text(imported))
+    assert imported.spec["agentcore"] == {"runtime_arn": "arn:x"}
+    unresolved = " ".join(n.message for n in notes(imported, "unresolved"))
+    assert "'s3_bucket' in cc.yaml is NoneType" in unresolved and "set agentcore.model_id by hand" in unresolved
