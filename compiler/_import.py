@@ -108,13 +108,13 @@ def _plain(value: Any) -> Any:
 
 def write_new_file(path: Path, text: str, *, force: bool) -> None:
     """Write ``text`` to ``path`` atomically; an existing file is replaced only with ``force``."""
+    if path.is_dir():
+        raise AcrlError(f"{path}: is a directory\n  fix: give the spec file to write with -o, e.g. -o spec.toml")
     if path.exists() and not force:
         if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
             return
         raise AcrlError(f"{path}: exists; not overwritten.\n  fix: pass --force to replace it, or choose "
                         "another file with -o.")
-    if path.is_dir():
-        raise AcrlError(f"{path}: is a directory\n  fix: give the spec file to write with -o, e.g. -o spec.toml")
     folder = path.parent if str(path.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
@@ -146,9 +146,12 @@ class Report:
 
 def run_import(kind: str, source: str, output: str, *, force: bool = False, **options: Any) -> Report:
     """Import ``source`` with the importer ``kind``, write the spec to ``output``, compile it in memory."""
+    target = Path(output)
+    if target.exists() and Path(source).exists() and target.resolve() == Path(source).resolve():
+        raise UsageError(f"{output}: is the file being imported; --force or not, it is not overwritten.\n"
+                         "  fix: write the spec to another file, e.g. -o spec.toml")
     imported = importer(kind)(Path(source), **options)
     text = render_spec(imported)
-    target = Path(output)
     write_new_file(target, text, force=force)
     from ._compile import compile_spec
 

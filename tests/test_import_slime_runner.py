@@ -472,3 +472,16 @@ def test_model_script_not_here_is_reported(tmp_path: Path) -> None:
     report = json.loads(proc.stdout)
     assert proc.returncode == 1 and report["ok"] is False and "tiny.sh is not on this machine" in report["problems"]
     assert [n for n in report["notes"] if n["kind"] == "unresolved" and n["where"] == "model.args_source"]
+
+
+def test_output_that_is_the_input_or_a_directory(tmp_path: Path, slime_dir: Path) -> None:
+    config = write_yaml(tmp_path / "run.yaml", yaml.safe_dump(minimal(slime_dir)))
+    before = config.read_text(encoding="utf-8")
+    (tmp_path / "link.yaml").symlink_to(config)
+    for target in ("run.yaml", "./run.yaml", "link.yaml"):
+        proc = acrl("import", "slime-runner", "run.yaml", "-o", target, "--force", cwd=tmp_path)
+        assert proc.returncode == 2 and "is the file being imported" in proc.stderr, proc.stderr
+        assert config.read_text(encoding="utf-8") == before
+    (tmp_path / "out").mkdir()
+    proc = acrl("import", "slime-runner", "run.yaml", "-o", "out", cwd=tmp_path)
+    assert proc.returncode == 1 and "out: is a directory" in proc.stderr and "--force" not in proc.stderr
