@@ -268,7 +268,8 @@ def _occurrences(argv: list[Text], builder: SpecBuilder) -> list[Occurrence]:
         elif out:
             out[-1].values.append(token)
         else:
+            shown = f"a word from the secret {token.secret}" if token.secret else repr(token.text)
             builder.note("unresolved" if token.problem else "difference",
-                         f"{token.text!r} before any flag: {token.problem or 'not a flag'}; left out", token)
+                         f"{shown} before any flag: {token.problem or 'not a flag'}; left out", token)
     return out
 

@@ -100,8 +100,15 @@ class SpecBuilder:
             self.set("cluster.address", text.text, text)
 
     def variable(self, name: str) -> Text | None:
+        """The variable's one value; one made from a secret counts as unresolved (it is never copied)."""
         value = self.shell.env.get(name)
-        return value.texts[0] if value is not None and len(value.texts) == 1 and not value.is_array else None
+        if value is None or len(value.texts) != 1 or value.is_array:
+            return None
+        text = value.texts[0]
+        if text.secret and not text.problem:
+            return attrs.evolve(text, text=f"${name}", problem=f"{name} is made from the secret {text.secret}, "
+                                "which is never copied into a spec", notes=())
+        return text
 
     def model(self, model_type: Text | None, tokens: list[Text], from_file: bool) -> None:
         if model_type is not None and not model_type.problem:

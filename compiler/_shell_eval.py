@@ -167,7 +167,7 @@ class Shell:
         resolved = _merge(texts, "".join(t.text for t in texts), line)
         if resolved.problem:
             return [resolved]
-        shown = "(a secret: not shown)" if is_secret_env_name(name) else repr(resolved.text)
+        shown = "(a secret: not shown)" if is_secret_env_name(name) or resolved.secret else repr(resolved.text)
         note = Note("default", f"{name} is not set in the script: its default {shown} is used (the environment may "
                                "override it)", self.where(line))
         secret = name if is_secret_env_name(name) else resolved.secret

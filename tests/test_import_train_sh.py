@@ -320,3 +320,12 @@ def test_custom_config_null_or_date_is_noted_not_a_crash(tmp_path: Path) -> None
     assert imported.spec["agentcore"] == {"runtime_arn": "arn:x"}
     unresolved = " ".join(n.message for n in notes(imported, "unresolved"))
     assert "'s3_bucket' in cc.yaml is NoneType" in unresolved and "set agentcore.model_id by hand" in unresolved
+
+
+def test_values_made_from_a_secret_are_never_copied(tmp_path: Path) -> None:
+    path = script(tmp_path, "HF_TOKEN=hf-tok-AAA\nEXP_ID=${EXP_ID:-run-$HF_TOKEN}\nURL=${URL:-https://u:$HF_TOKEN@h}\n"
+                  'python3 /root/slime/train.py "$HF_TOKEN" --wandb-project "$URL"\n')
+    imported = import_train_sh(path)
+    text = spec_text(imported) + json.dumps([n.as_json() for n in imported.notes])
+    assert "hf-tok-AAA" not in text and "id" not in imported.spec.get("experiment", {})
+    assert "a word from the secret HF_TOKEN before any flag" in text
