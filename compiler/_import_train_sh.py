@@ -22,7 +22,9 @@ from ._shell_eval import Shell, Text, Value
 from ._shell_words import Command, ShellSyntaxError, Word, lex
 
 _ENTRY = re.compile(r"(?:^|/)(train|train_async)\.py$")
-_MODEL_SCRIPT = re.compile(r"scripts/models/([^/\x00]+)\.sh$")
+# slime's scripts/models/<type>.sh, also as its own scripts/run-*.sh source it: "${SCRIPT_DIR}/models/<type>.sh"
+_MODEL_SCRIPT = re.compile(r"(?:^|/)models/([^/\x00]+)\.sh$")
+_WHOLE_ARRAY = re.compile(r'"?\$\{([A-Za-z_]\w*)\[[@*]\]\}"?')
 _ACRL_MODEL_ARGS = re.compile(r"^# MODEL_ARGS of (\S+), frozen", re.MULTILINE)
 _OPENERS = frozenset({"if", "while", "until", "for", "case", "select"})
 _CLOSERS = frozenset({"fi", "done", "esac", "}"})
@@ -265,6 +267,9 @@ def _occurrences(argv: list[Text], builder: SpecBuilder) -> list[Occurrence]:
             out.append(Occurrence(flag.text, [attrs.evolve(token, text=inline.group(2))], flag))
         elif not token.problem and token.text.startswith("--") and not is_number(token.text):
             out.append(Occurrence(token.text, [], token))
+        elif token.problem and (array := _WHOLE_ARRAY.fullmatch(token.text)):
+            # unknown words, flags most likely: not the values of the flag before them
+            builder.note("unresolved", f"{token.problem}; the flags of {array.group(1)} are not imported", token)
         elif out:
             out[-1].values.append(token)
         else:

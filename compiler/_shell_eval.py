@@ -26,7 +26,7 @@ from ._shell_words import Part, ShellSyntaxError, Word, lex_loose
 
 _PARAM = re.compile(r"(#?)([A-Za-z_]\w*|[0-9]+|[@*#?$!-])(\[[^\]]*\])?(.*)", re.DOTALL)
 _SCRIPT_DIR = re.compile(r"(cd (-- )?\$\()?dirname (-- )?\$(0|\{0\}|\{BASH_SOURCE(\[0\])?\}|BASH_SOURCE)\)?"
-                         r"( && pwd( -P)?)?")
+                         r"( &>/dev/null| >/dev/null( 2>&1)?| 2>/dev/null)?( && pwd( -P)?)?")
 _ASSIGN = re.compile(r"([A-Za-z_]\w*)(\+?)=")
 MARK = "\x00"  # stands for an unresolved part in partial expansions
 

@@ -329,3 +329,28 @@ def test_values_made_from_a_secret_are_never_copied(tmp_path: Path) -> None:
     text = spec_text(imported) + json.dumps([n.as_json() for n in imported.notes])
     assert "hf-tok-AAA" not in text and "id" not in imported.spec.get("experiment", {})
     assert "a word from the secret HF_TOKEN before any flag" in text
+
+
+def test_slime_example_shape_run_qwen3_4b(tmp_path: Path) -> None:
+    """slime's own scripts/run-*.sh: SCRIPT_DIR via `cd ... &>/dev/null && pwd`, `source ${SCRIPT_DIR}/models/..`,
+    unquoted ${X_ARGS[@]} arrays after `--colocate`."""
+    imported = import_train_sh(FIXTURES / "slime_qwen3_4B" / "run-qwen3-4B.sh")
+    spec = imported.spec
+    assert spec["model"]["type"] == "qwen3-4B" and spec["model"]["dir"] == "/root/Qwen3-4B"
+    assert spec["cluster"]["colocate"] is True and not [n for n in notes(imported, "unresolved") if "MODEL_ARGS" in
+                                                      n.message or "--colocate" in n.message]
+    assert spec["eval"]["datasets"] == {"aime": "/root/aime-2024/aime-2024.jsonl"}
+    assert spec["algorithm"]["use_kl_loss"] is True and spec["train"]["num_steps_per_rollout"] == 1
+    problems = ""
+    try:
+        compile_spec(tmp_path / "spec.toml", data=render_spec(imported).encode())
+    except AcrlError as exc:
+        problems = str(exc)
+    assert "'id'" in problems and "[agentcore]" in problems and "[model]" not in problems
+
+
+def test_unknown_array_is_not_the_value_of_the_flag_before_it(tmp_path: Path) -> None:
+    path = script(tmp_path, "EXP_ID=e\n" + SUBMIT + "  --use-kl-loss ${MORE_ARGS[@]} --lr 2e-6\n")
+    imported = import_train_sh(path)
+    assert imported.spec["algorithm"]["use_kl_loss"] is True and imported.spec["train"]["lr"] == 2e-6
+    assert [n for n in notes(imported, "unresolved") if "the flags of MORE_ARGS are not imported" in n.message]
