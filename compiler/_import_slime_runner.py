@@ -88,9 +88,10 @@ class _Problems:
     def raise_any(self) -> None:
         if not self.found:
             return
-        (where, reason, fix), rest = self.found[0], self.found[1:]
-        for other_where, other_reason, other_fix in rest:
-            reason += f"\n{other_where}: {other_reason}\n  fix: {other_fix}"
+        # each problem followed by its own fix: the error prints "{where}: {reason}\n  fix: {fix}" around the rest
+        (where, reason, _), fix = self.found[0], self.found[-1][2]
+        for i, (other_where, other_reason, _) in enumerate(self.found[1:]):
+            reason += f"\n  fix: {self.found[i][2]}\n{other_where}: {other_reason}"
         raise ImportInputError(path=where, reason=reason, fix=fix)
 
 

@@ -485,3 +485,17 @@ def test_output_that_is_the_input_or_a_directory(tmp_path: Path, slime_dir: Path
     (tmp_path / "out").mkdir()
     proc = acrl("import", "slime-runner", "run.yaml", "-o", "out", cwd=tmp_path)
     assert proc.returncode == 1 and "out: is a directory" in proc.stderr and "--force" not in proc.stderr
+
+
+def test_each_problem_is_followed_by_its_own_fix(tmp_path: Path, slime_dir: Path) -> None:
+    base = {k: v for k, v in minimal(slime_dir).items() if k != "exp_id"}
+    text = yaml.safe_dump(base, sort_keys=False) + "tp_size: 2.5\nrollout_batch_sise: 16\ncumulative_token_mode: 1\n"
+    config = write_yaml(tmp_path / "run.yaml", text)
+    with pytest.raises(ImportInputError) as caught:
+        import_slime_runner(config)
+    lines = str(caught.value).splitlines()
+    assert len(lines) == 8 and all(line.startswith(str(config)) for line in lines[0::2]), lines
+    assert all(line.startswith("  fix: ") for line in lines[1::2]), lines
+    assert "tp_size" in lines[0] and lines[1] == "  fix: write an integer"
+    assert "rollout_batch_sise" in lines[2] and "did you mean" in lines[3]
+    assert "exp_id" in lines[6] and "add exp_id: ..." in lines[7]
