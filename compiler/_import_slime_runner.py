@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -124,6 +125,10 @@ def import_slime_runner(path: Path, *, num_rollout: int | None = None) -> Import
             converted = _checked(problems, key, value, kind)
             if converted is not None and key != "extra_flags":
                 spec.setdefault(table, {})[name] = converted
+            if isinstance(converted, int) and isinstance(value, str):
+                how = "into the custom config as a string" if table == "agentcore" else "(slime reads the same number)"
+                notes.append(Note("difference", f"{key}: the YAML gives the string {value!r}; SlimeRunner passed it "
+                                  f"as written {how}; the spec holds the integer {converted}", where.get(key, key)))
     missing = [k for k in REQUIRED if k not in data]
     if missing:
         problems.add(", ".join(missing), "required by SlimeRunner but missing",
@@ -196,6 +201,8 @@ def _checked(problems: _Problems, key: str, value: Any, kind: str) -> Any:
         return value
     if base == "int" and isinstance(value, int) and not isinstance(value, bool):
         return value
+    if base == "int" and isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()):
+        return int(value)  # quoted: SlimeRunner passed str(value), the same argv word
     if base == "bool" and isinstance(value, bool):
         return value
     if base == "float" and isinstance(value, int | float) and not isinstance(value, bool):

@@ -499,3 +499,12 @@ def test_each_problem_is_followed_by_its_own_fix(tmp_path: Path, slime_dir: Path
     assert "tp_size" in lines[0] and lines[1] == "  fix: write an integer"
     assert "rollout_batch_sise" in lines[2] and "did you mean" in lines[3]
     assert "exp_id" in lines[6] and "add exp_id: ..." in lines[7]
+
+
+def test_quoted_integers_are_read_as_slime_reads_them(tmp_path: Path, slime_dir: Path) -> None:
+    text = yaml.safe_dump(minimal(slime_dir), sort_keys=False) + 'tp_size: "2"\nrollout_batch_size: " 16"\n'
+    imported = import_slime_runner(write_yaml(tmp_path / "run.yaml", text))
+    assert imported.spec["parallel"]["tensor"] == 2 and imported.spec["rollout"]["batch_size"] == 16
+    assert [n for n in imported.notes if n.message.startswith("tp_size: the YAML gives the string '2'")]
+    with pytest.raises(ImportInputError, match="tp_size: must be an integer, got str '2x'"):
+        import_slime_runner(write_yaml(tmp_path / "bad.yaml", text.replace('"2"', '"2x"')))
