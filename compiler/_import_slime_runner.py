@@ -113,8 +113,8 @@ def import_slime_runner(path: Path, *, num_rollout: int | None = None) -> Import
                               "too: SlimeRunner reads the key only from the environment)", where.get(key, key)))
             spec.setdefault("wandb", {})["key_env"] = "WANDB_API_KEY"
         elif key == NUM_ROLLOUT_KEY:
-            if _checked(problems, key, value, "int") is not None:
-                spec.setdefault("experiment", {})["num_rollout"] = value
+            if (rollouts := _checked(problems, key, value, "int")) is not None:
+                spec.setdefault("experiment", {})["num_rollout"] = rollouts
         elif key not in FIELDS:
             close = difflib.get_close_matches(key, [*FIELDS, NUM_ROLLOUT_KEY], n=1, cutoff=0.6)
             problems.add(key, "not a SlimeRunner field (SlimeRunner(**data) would raise TypeError)",

@@ -503,7 +503,8 @@ def test_each_problem_is_followed_by_its_own_fix(tmp_path: Path, slime_dir: Path
 
 def test_quoted_integers_are_read_as_slime_reads_them(tmp_path: Path, slime_dir: Path) -> None:
     text = yaml.safe_dump(minimal(slime_dir), sort_keys=False) + 'tp_size: "2"\nrollout_batch_size: " 16"\n'
-    imported = import_slime_runner(write_yaml(tmp_path / "run.yaml", text))
+    imported = import_slime_runner(write_yaml(tmp_path / "run.yaml", text + 'num_rollout: "5"\n'))
+    assert imported.spec["experiment"]["num_rollout"] == 5
     assert imported.spec["parallel"]["tensor"] == 2 and imported.spec["rollout"]["batch_size"] == 16
     assert [n for n in imported.notes if n.message.startswith("tp_size: the YAML gives the string '2'")]
     with pytest.raises(ImportInputError, match="tp_size: must be an integer, got str '2x'"):
