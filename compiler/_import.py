@@ -127,7 +127,8 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
             os.unlink(tmp)
             raise
     except OSError as exc:
-        raise AcrlError(f"{path}: cannot write the spec: {exc.strerror or exc}; nothing was changed.") from None
+        raise AcrlError(f"{path}: cannot write the spec: {exc.strerror or exc}; nothing was changed.\n  fix: check "
+                        f"that the folder {folder} exists and is writable, or choose another file with -o") from None
 
 
 @attrs.frozen

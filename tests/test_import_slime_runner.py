@@ -509,3 +509,10 @@ def test_quoted_integers_are_read_as_slime_reads_them(tmp_path: Path, slime_dir:
     assert [n for n in imported.notes if n.message.startswith("tp_size: the YAML gives the string '2'")]
     with pytest.raises(ImportInputError, match="tp_size: must be an integer, got str '2x'"):
         import_slime_runner(write_yaml(tmp_path / "bad.yaml", text.replace('"2"', '"2x"')))
+
+
+def test_unwritable_output_says_the_fix(tmp_path: Path, slime_dir: Path) -> None:
+    write_yaml(tmp_path / "run.yaml", yaml.safe_dump(minimal(slime_dir)))
+    proc = acrl("import", "slime-runner", "run.yaml", "-o", "nodir/spec.toml", cwd=tmp_path)
+    assert proc.returncode == 1 and "nodir/spec.toml: cannot write the spec" in proc.stderr
+    assert "fix: check that the folder nodir exists" in proc.stderr
