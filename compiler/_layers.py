@@ -94,7 +94,7 @@ def overlay(lower: SpecSource, upper: SpecSource, *, named: SpecSource) -> SpecS
     with the text and inputs of ``named`` (one of the two)."""
     positions = dict(lower.positions)
     files = {p: lower.files.get(p, lower.name) for p in lower.positions}
-    replaced = list(_replaced(upper.data, ()))
+    replaced = list(_replaced(lower.data, upper.data, ()))
     if replaced:
         prefixes = set(replaced)
         for path in [p for p in positions if any(p[:n] in prefixes for n in range(1, len(p) + 1))]:
@@ -121,11 +121,13 @@ def merge_data(lower: Mapping[str, Any], upper: Mapping[str, Any]) -> dict[str, 
     return out
 
 
-def _replaced(data: Mapping[str, Any], path: KeyPath) -> Iterator[KeyPath]:
-    """The paths of every value of ``data`` that is not a table: each replaces what is below it."""
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            yield from _replaced(value, (*path, key))
+def _replaced(lower: Mapping[str, Any], upper: Mapping[str, Any], path: KeyPath) -> Iterator[KeyPath]:
+    """The paths of every value of ``upper`` that replaces what is below it: any value that is not a
+    table, and a table laid on a value that is not one (``--set rollout.batch_size.x=1``)."""
+    for key, value in upper.items():
+        below = lower.get(key)
+        if isinstance(value, Mapping) and (below is None or isinstance(below, Mapping)):
+            yield from _replaced(below or {}, value, (*path, key))
         else:
             yield (*path, key)
 

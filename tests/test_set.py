@@ -113,3 +113,10 @@ def test_sets_are_part_of_the_cache_key_and_of_check(write_spec: SpecWriter, cap
 def test_dotted_quotes_keys_that_are_not_bare() -> None:
     assert dotted(("eval", "datasets", "a.b")) == 'eval.datasets."a.b"'
     assert dotted(("rollout", "batch_size")) == "rollout.batch_size"
+
+
+def test_a_set_that_turns_a_value_into_a_table_points_at_the_set(write_spec: SpecWriter) -> None:
+    # the table replaces the file's integer: the error is the --set's, not the file's line
+    spec = write_spec({"rollout": {"batch_size": 16}})
+    [error] = errors(spec, "rollout.batch_size.x=1")
+    assert (error.file, error.line, error.key) == ("--set rollout.batch_size.x=1", None, "rollout.batch_size")
