@@ -334,15 +334,15 @@ def _import_commands(commands: Any) -> None:
 
 
 def _run_import(args: argparse.Namespace) -> int:
-    from ._import import run_import
+    from ._import import printable, run_import
 
     options = {"num_rollout": args.num_rollout} if args.kind == "slime-runner" else {}
     report = run_import(args.kind, args.file, args.output, force=args.force, **options)
     if args.json:
         _print_json(report.as_json())
     else:
-        for note in report.notes:
-            print(f"note: {note.format()}", file=sys.stderr)
+        for note in report.notes:  # a script's text may hold terminal escapes: shown, not obeyed
+            print(f"note: {printable(note.format())}", file=sys.stderr)
         if report.compiled:
             print(f"wrote {args.output}: it compiles (acrl-compile {args.output})")
         else:

@@ -97,6 +97,11 @@ def _comment_text(text: str) -> str:
                    else ascii(c)[1:-1] for c in text)
 
 
+def printable(text: str) -> str:
+    """``text`` with its lines kept and every other control character escaped (for a terminal)."""
+    return "\n".join(_comment_text(line) for line in text.split("\n"))
+
+
 def _plain(value: Any) -> Any:
     """tomli-w writes dicts, lists and scalars; importers may hand over any Mapping or Sequence."""
     if isinstance(value, Mapping):

@@ -354,3 +354,10 @@ def test_unknown_array_is_not_the_value_of_the_flag_before_it(tmp_path: Path) ->
     imported = import_train_sh(path)
     assert imported.spec["algorithm"]["use_kl_loss"] is True and imported.spec["train"]["lr"] == 2e-6
     assert [n for n in notes(imported, "unresolved") if "the flags of MORE_ARGS are not imported" in n.message]
+
+
+def test_notes_on_stderr_escape_terminal_control_characters(tmp_path: Path) -> None:
+    path = script(tmp_path, "EXP_ID=e\n" + SUBMIT + "  --evil\x1b[2J 1\n")
+    proc = subprocess.run([str(Path(sys.executable).parent / "acrl"), "import", "train-sh", str(path), "-o",
+                           str(tmp_path / "spec.toml")], capture_output=True, text=True, timeout=60, check=False)
+    assert "\x1b" not in proc.stderr and "Traceback" not in proc.stderr
