@@ -222,7 +222,7 @@ def _named(source: SpecSource, points: list[tuple[Value, ...]]) -> tuple[Point, 
     base_id = experiment.get("id") if isinstance(experiment, Mapping) else None
     room = _MAX_EXP_ID - len(base_id) - 1 if isinstance(base_id, str) else _MAX_EXP_ID
     out: list[Point] = []
-    taken: dict[str, int] = {}
+    taken: set[str] = set()  # case-folded: on macOS or Windows "A" and "a" are one directory
     names: dict[str, int] = {}
     problems = []
     for n, values in enumerate(points):
@@ -234,15 +234,24 @@ def _named(source: SpecSource, points: list[tuple[Value, ...]]) -> tuple[Point, 
                                        hint="remove one of them, from grid or points"))
             continue
         names[name] = n
-        directory = _safe(name, room)
-        if directory in taken:
-            taken[directory] += 1
-            directory = f"{directory}-{taken[directory]}"
-        taken.setdefault(directory, 1)
+        directory = _unique(_safe(name, room), room, taken)
+        taken.add(directory.casefold())
         out.append(Point(name, directory, values))
     if problems:
         raise SpecError(problems)
     return tuple(out)
+
+
+def _unique(directory: str, room: int, taken: set[str]) -> str:
+    """``directory``, else the first of ``directory-2``, ``directory-3``, ... that no earlier point
+    took (an earlier point may itself be named ``x-2``), shortened to fit ``room``."""
+    candidate, n = directory, 1
+    while candidate.casefold() in taken:
+        n += 1
+        suffix = f"-{n}"
+        stem = directory if len(directory) + len(suffix) <= room else directory[:room - len(suffix)].rstrip("-._")
+        candidate = stem + suffix
+    return candidate
 
 
 def _short(path: KeyPath, paths: list[KeyPath]) -> str:

@@ -218,3 +218,16 @@ def test_check_compares_every_point_and_the_index(tmp_path: Path, capsys: pytest
     code, stdout, _ = run(capsys, "--check", str(spec), "-o", str(out), "--set", "rollout.temperature=0.5")
     assert code == 1 and stdout.count("is up to date with") == 0 and "sweep.json is stale or missing" in stdout
     assert not (out / "sweep.json").exists()  # --check writes nothing
+
+
+def test_a_suffixed_name_never_lands_on_a_name_already_taken(tmp_path: Path) -> None:
+    # "a/b" is "a-b", taken, and its "-2" is taken too, by the first point; "A-B" is "a-b" on macOS
+    spec = sweep_spec(tmp_path, '[sweep]\npoints = [ { "wandb.group" = "a-b-2" }, { "wandb.group" = "a-b" }, '
+                                '{ "wandb.group" = "a/b" }, { "wandb.group" = "A-B" } ]\n')
+    _, points = sweep_points(load_spec(spec))
+    directories = [p.directory for p in points]
+    assert directories == ["group-a-b-2", "group-a-b", "group-a-b-3", "group-A-B-4"]
+    long = sweep_spec(tmp_path, '[sweep]\npoints = [ ' + ", ".join(
+        '{ "wandb.group" = "' + "x" * 60 + c + '" }' for c in "/?*") + " ]\n")
+    _, points = sweep_points(load_spec(long))
+    assert len({p.directory for p in points}) == 3 and all(len("test-exp-" + p.directory) <= 64 for p in points)
