@@ -119,6 +119,11 @@ class SpecBuilder:
         if tokens:
             args: dict[str, Any] = {}
             for occurrence in _group(tokens, self):
+                secret = next((v.secret for v in occurrence.values if v.secret), None)
+                if is_credential_flag(occurrence.flag) or secret:
+                    self.note("difference", f"MODEL_ARGS: {occurrence.flag} carries a secret"
+                              f"{f' ({secret})' if secret else ''}: it is not copied into the spec", occurrence.token)
+                    continue
                 args[occurrence.flag.removeprefix("--")] = extra_value([v.text for v in occurrence.values])
             self.set("model.args", args)
         elif model_type is not None and not from_file:

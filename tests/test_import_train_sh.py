@@ -361,3 +361,13 @@ def test_notes_on_stderr_escape_terminal_control_characters(tmp_path: Path) -> N
     proc = subprocess.run([str(Path(sys.executable).parent / "acrl"), "import", "train-sh", str(path), "-o",
                            str(tmp_path / "spec.toml")], capture_output=True, text=True, timeout=60, check=False)
     assert "\x1b" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_secrets_in_model_args_are_never_copied(tmp_path: Path) -> None:
+    path = script(tmp_path, "EXP_ID=e\nHF_TOKEN=hf-mmm\n"
+                  "MODEL_ARGS=(--num-layers 2 --hf-token=tok-mmm --foo $HF_TOKEN)\n"
+                  "python3 /root/slime/train.py ${MODEL_ARGS[@]} --lr 1e-6\n")
+    imported = import_train_sh(path)
+    text = spec_text(imported) + json.dumps([n.as_json() for n in imported.notes])
+    assert "hf-mmm" not in text and "tok-mmm" not in text
+    assert imported.spec["model"]["args"] == {"num-layers": 2}
