@@ -25,6 +25,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any, get_args, get_origin
@@ -349,23 +350,39 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
                 force: bool = False) -> list[tuple[PointResult, str]]:
     """Write every compiled point's bundle into ``out/<directory>`` (each atomically) and the index
     ``out/sweep.json``. Nothing is written when any existing bundle (or index) differs and ``force``
-    is false: BundleExistsError names every one. Returns (point, "created"|"unchanged"|"replaced")."""
-    import os
-
+    is false: BundleExistsError names every one; nothing either when a point's directory cannot hold a
+    bundle even with ``force`` (a file, a directory that is no bundle). An index that will change is
+    removed before the first bundle is written and written last, so that a write failing half-way
+    (a full disk) leaves no index describing other bundles. Returns (point, "created"|"unchanged"|"replaced")."""
     from ._bundle import read_bundle, write_bundle
     from ._errors import BundleExistsError
 
     written = [r for r in results if r.bundle is not None]
     index = sweep_index(source_name, results)
     index_path = os.path.join(out, INDEX)
+    # Every refusal write_bundle could make is made here, before the first bundle is written.
+    blocked = [path for path in (os.path.join(out, r.point.directory) for r in written)
+               if _not_replaceable(path, read_bundle(path))]
+    if os.path.isdir(index_path):
+        blocked.append(index_path)
+    if blocked:
+        raise BundleExistsError(path=_listed(blocked), reason="exist(s) and cannot be replaced by a bundle or "
+                                "index (a file, or a directory that is not an acrl bundle), "
+                                "so even --force keeps them")
     if not force:
         stale = [os.path.join(out, r.point.directory) for r in written
                  if _differs(read_bundle(os.path.join(out, r.point.directory)), r)]
         if os.path.lexists(index_path) and _read(index_path) != index:
             stale.append(index_path)
         if stale:
-            shown = ", ".join(stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
-            raise BundleExistsError(path=shown, reason="exist(s) and differ(s) from the compiled sweep")
+            raise BundleExistsError(path=_listed(stale), reason="exist(s) and differ(s) from the compiled sweep")
+    if _read(index_path) not in (None, index):  # a write that fails half-way leaves no index of other bundles
+        try:
+            os.unlink(index_path)
+        except OSError as exc:
+            from ._errors import BundleWriteError
+
+            raise BundleWriteError(path=index_path, reason=exc.strerror or str(exc)) from None
     statuses = []
     for r in written:
         assert r.bundle is not None
@@ -380,6 +397,19 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
 
         raise BundleWriteError(path=index_path, reason=exc.strerror or str(exc)) from None
     return statuses
+
+
+def _not_replaceable(path: str, existing: Mapping[str, bytes] | None) -> bool:
+    """Whether write_bundle would refuse ``path`` even with --force."""
+    from ._bundle import MANIFEST
+
+    if existing is None:
+        return os.path.lexists(path)
+    return bool(existing) and MANIFEST not in existing
+
+
+def _listed(paths: list[str]) -> str:
+    return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
 
 
 def _differs(existing: Mapping[str, bytes] | None, result: PointResult) -> bool:

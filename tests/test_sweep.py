@@ -231,3 +231,42 @@ def test_a_suffixed_name_never_lands_on_a_name_already_taken(tmp_path: Path) -> 
         '{ "wandb.group" = "' + "x" * 60 + c + '" }' for c in "/?*") + " ]\n")
     _, points = sweep_points(load_spec(long))
     assert len({p.directory for p in points}) == 3 and all(len("test-exp-" + p.directory) <= 64 for p in points)
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_point_directory_that_cannot_hold_a_bundle_stops_the_sweep_before_any_write(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], force: bool) -> None:
+    spec = sweep_spec(tmp_path, GRID)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "batch_size-64_lr-1e-06").write_text("a file\n")  # the third point's directory
+    (out / "batch_size-64_lr-3e-06").mkdir()
+    (out / "batch_size-64_lr-3e-06" / "notes.txt").write_text("mine\n")  # no manifest: not a bundle
+    code, _, err = run(capsys, str(spec), "-o", str(out), *(["--force"] if force else []))
+    assert code == 1 and "batch_size-64_lr-1e-06" in err and "batch_size-64_lr-3e-06" in err
+    assert sorted(p.name for p in out.iterdir()) == ["batch_size-64_lr-1e-06", "batch_size-64_lr-3e-06"]
+
+
+def test_a_write_failing_half_way_leaves_no_index_of_other_bundles(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import acrl.compiler._bundle as bundle_module
+    from acrl.compiler._errors import BundleWriteError
+
+    spec = sweep_spec(tmp_path, GRID)
+    out = tmp_path / "out"
+    assert run(capsys, str(spec), "-o", str(out))[0] == 0
+    spec.write_text(spec.read_text().replace("[32, 64]", "[16, 32]"))
+    real, calls = bundle_module.write_bundle, []
+
+    def failing(path: str, files: Any, *, force: bool) -> str:
+        calls.append(path)
+        if len(calls) == 2:
+            raise BundleWriteError(path=path, reason="No space left on device")
+        return real(path, files, force=force)
+
+    monkeypatch.setattr(bundle_module, "write_bundle", failing)
+    code, _, err = run(capsys, str(spec), "-o", str(out), "--force")
+    assert code != 0 and "No space left on device" in err
+    assert not (out / "sweep.json").exists()  # the old index listed the old bundles: gone, not left stale
+    monkeypatch.undo()
+    assert run(capsys, str(spec), "--check", "-o", str(out))[0] == 1
