@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from ._errors import UsageError
 from ._flags import is_credential_flag, known_absent_flags
 from ._import import Imported, ImportInputError, Note
 from ._spec import TOOLKIT_SLIME_COMMIT
@@ -139,8 +140,8 @@ def import_slime_runner(path: Path, *, num_rollout: int | None = None) -> Import
     experiment = spec.setdefault("experiment", {})
     if num_rollout is not None:
         if num_rollout < 1:
-            raise ImportInputError(path="--num-rollout", reason=f"{num_rollout} is not a number of rollouts",
-                                   fix="give a positive number, e.g. --num-rollout 100")
+            raise UsageError(f"--num-rollout {num_rollout}: not a number of rollouts\n"
+                             "  fix: give a positive number, e.g. --num-rollout 100")
         experiment["num_rollout"] = num_rollout
     elif "num_rollout" not in experiment:
         experiment["num_rollout"] = DEFAULT_NUM_ROLLOUT

@@ -22,6 +22,7 @@ import pytest
 import yaml
 from test_train_sh import CALLER_LD_LIBRARY_PATH, Toolbox, make_toolbox, run_train_sh
 
+from acrl.compiler._errors import UsageError
 from acrl.compiler._import import ImportInputError
 from acrl.compiler._import_slime_runner import import_slime_runner
 
@@ -373,8 +374,10 @@ def test_num_rollout_option_yaml_and_default(tmp_path: Path, slime_dir: Path) ->
     in_yaml = write_yaml(tmp_path / "b.yaml", yaml.safe_dump({**minimal(slime_dir), "num_rollout": 12}))
     assert import_slime_runner(in_yaml).spec["experiment"]["num_rollout"] == 12
     assert import_slime_runner(in_yaml, num_rollout=3).spec["experiment"]["num_rollout"] == 3
-    with pytest.raises(ImportInputError, match="--num-rollout"):
+    with pytest.raises(UsageError, match="--num-rollout 0: not a number of rollouts"):
         import_slime_runner(config, num_rollout=0)
+    proc = acrl("import", "slime-runner", str(config), "--num-rollout", "-3", "-o", "spec.toml", cwd=tmp_path)
+    assert proc.returncode == 2 and "fix: give a positive number" in proc.stderr, proc.stderr
 
 
 def test_unknown_key_is_an_error_with_did_you_mean(tmp_path: Path, slime_dir: Path) -> None:
