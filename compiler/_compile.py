@@ -195,8 +195,8 @@ def _extends_entries(source: SpecSource) -> list[dict[str, Any]]:
             node = node.get(step) if isinstance(node, Mapping) else None
         if all(isinstance(step, str) for step in path) and node is not None and not isinstance(node, Mapping):
             set_by.setdefault(file, []).append(".".join(map(str, path)))
-    return [{"path": ref, "sha256": digest, "keys": sorted(set_by.get(opened, []))}
-            for (ref, digest), opened in zip(source.bases, source.base_paths, strict=True)]
+    return [{"path": ref, "sha256": digest, "keys": sorted(set_by.get(name, []))}
+            for ref, digest, name in source.bases]
 
 
 def _file_name(file: str) -> str:

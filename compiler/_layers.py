@@ -42,7 +42,7 @@ def resolve_extends(source: SpecSource, *, opened: str | None = None) -> SpecSou
     layers = [source]
     opened_paths = [opened or source.name]
     seen = [os.path.realpath(opened_paths[0])]
-    bases: list[tuple[str, str]] = []
+    bases: list[tuple[str, str, str]] = []
     current = source
     while EXTENDS in current.data:
         ref = current.data[EXTENDS]
@@ -74,7 +74,7 @@ def resolve_extends(source: SpecSource, *, opened: str | None = None) -> SpecSou
         layers.append(current)
         opened_paths.append(base_path)
         seen.append(real)
-        bases.append((ref, hashlib.sha256(raw).hexdigest()))
+        bases.append((ref, hashlib.sha256(raw).hexdigest(), base_name))
     merged = _without_extends(layers[-1])
     for layer in reversed(layers[:-1]):
         merged = overlay(merged, _without_extends(layer), named=layer)

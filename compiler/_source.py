@@ -35,7 +35,8 @@ class SpecSource:
     names where each key was written when that is not ``name`` (a base spec, or ``--set KEY=VALUE``,
     whose keys have the position NO_LINE), ``texts`` holds the text of each base spec for messages,
     and ``inputs`` lists the base specs as (path as written in ``extends``, sha256 of their bytes)
-    and the overrides as (key, value, where from) in the order they were applied."""
+    (and the name ``files`` gives it), and the overrides as (key, value, where from) in the order they
+    were applied."""
 
     name: str
     text: str
@@ -43,7 +44,7 @@ class SpecSource:
     positions: Mapping[KeyPath, Position]
     files: Mapping[KeyPath, str] = attrs.field(factory=dict)
     texts: Mapping[str, str] = attrs.field(factory=dict)
-    bases: tuple[tuple[str, str], ...] = ()
+    bases: tuple[tuple[str, str, str], ...] = ()  # (as written in extends, sha256, name in messages)
     overrides: tuple[tuple[str, Any, str], ...] = ()
     base_paths: tuple[str, ...] = ()  # every base spec read, as opened (for the compile cache)
 

@@ -225,3 +225,13 @@ def _entries_inputs(home: Path) -> list[tuple[str, Any]]:
         assert decoded is not None
         found += list(decoded.inputs)
     return found
+
+
+def test_the_manifest_is_the_same_whatever_name_the_spec_is_shown_by(tmp_path: Path) -> None:
+    """The keys each base set are found by the base's name in messages, not by the path it was opened
+    by: with a display name (compile_spec(..., display_name=...)) the two differ."""
+    write(tmp_path / "shared" / "base.toml", base_text(rollout={"batch_size": 16}))
+    child = write(tmp_path / "exp" / "child.toml", 'extends = "../shared/base.toml"\n[rollout]\ntop_p = 0.9\n')
+    shown = compile_spec(child, display_name="child.toml").files["manifest.json"]
+    assert shown == compile_spec(child).files["manifest.json"]
+    assert "rollout.batch_size" in json.loads(shown)["extends"][0]["keys"]
