@@ -204,9 +204,11 @@ def parse_key(text: str) -> tuple[KeyPath, int]:
     scanner = _Scanner(text)
     try:
         parts = scanner.key()
-    except tomllib.TOMLDecodeError:
+        scanner.skip_ws(False)
+        # the scanner walks text tomllib has validated: a '#' would start a comment, a """ key pass
+        tomllib.loads(f"{text[:scanner.i]} = 0")
+    except (tomllib.TOMLDecodeError, IndexError):
         raise ValueError(text) from None
-    scanner.skip_ws(False)
     if not parts:
         raise ValueError(text)
     return tuple(name for name, _ in parts), scanner.i

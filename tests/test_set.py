@@ -60,7 +60,7 @@ def test_a_bare_word_is_an_error_that_says_to_quote_it(write_spec: SpecWriter) -
 
 
 @pytest.mark.parametrize("arg", ["rollout.batch_size", "=3", "rollout..x=1", "rollout.batch_size=", "a=1\nb=2",
-                                 'extends="base.toml"'])
+                                 'extends="base.toml"', "#x=1", "rollout.#=1", '"""batch_size"""=1'])
 def test_malformed_assignments_are_errors(write_spec: SpecWriter, arg: str) -> None:
     (error,) = errors(write_spec(), arg)
     assert error.file == f"--set {arg}"

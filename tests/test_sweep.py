@@ -270,3 +270,10 @@ def test_a_write_failing_half_way_leaves_no_index_of_other_bundles(tmp_path: Pat
     assert not (out / "sweep.json").exists()  # the old index listed the old bundles: gone, not left stale
     monkeypatch.undo()
     assert run(capsys, str(spec), "--check", "-o", str(out))[0] == 1
+
+
+def test_a_swept_key_with_a_comment_sign_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    spec = sweep_spec(tmp_path, '[sweep]\npoints = [ { "rollout.#" = 1 } ]\n')
+    with pytest.raises(SpecError) as caught:
+        sweep_points(load_spec(spec))
+    assert "'rollout.#' is not a spec key" in caught.value.diagnostics[0].message
