@@ -10,18 +10,23 @@ messages and ``acrl explain`` need not know there were layers.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
+
+import attrs
 
 from ._errors import Diagnostic, SpecError
 from ._source import NO_LINE, KeyPath, Position, SpecSource, _Scanner, decode_spec, read_spec
+from ._spec import Spec
 
 EXTENDS = "extends"
+SWEEP = "sweep"
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -160,6 +165,12 @@ def override_layer(arg: str, *, origin: str = "--set") -> SpecSource:
         raise SpecError([Diagnostic("error", "extends cannot be set on the command line", file=where, key=EXTENDS,
                                     hint="write extends = \"base.toml\" in the spec, or compile the base itself with "
                                          "--set for the keys to change")])
+    if path[0] not in {f.name for f in attrs.fields(Spec)} | {SWEEP}:
+        # the table is unknown: a did-you-mean across tables (optimizer.lr -> train.lr), which the
+        # structuring stage, seeing only the top level, cannot give
+        problem = key_problem(path)
+        if problem is not None:
+            raise SpecError([Diagnostic("error", problem[0], file=where, key=dotted(path), hint=problem[1])])
     return layer(path, value, where, origin=origin)
 
 
@@ -218,3 +229,39 @@ def dotted(path: KeyPath) -> str:
     """A key path as a TOML dotted key: ``rollout.batch_size``, ``eval.datasets."a.b"``."""
     return ".".join(str(p) if _BARE.fullmatch(str(p)) else '"' + str(p).replace("\\", "\\\\").replace('"', '\\"') + '"'
                     for p in path)
+
+
+def _spec_keys(tp: Any = Spec, prefix: str = "") -> list[str]:
+    """Every dotted key of a spec's tables (``train.lr``), for a did-you-mean across tables."""
+    out: list[str] = []
+    for field in attrs.fields(tp):
+        if isinstance(field.type, type) and attrs.has(field.type):
+            out += _spec_keys(field.type, f"{prefix}{field.name}.")
+        else:
+            out.append(prefix + field.name)
+    return out
+
+
+def key_problem(path: KeyPath) -> tuple[str, str] | None:
+    """(message, fix) when ``path`` names no key a spec can have; did-you-mean for a misspelling."""
+    tp: Any = Spec
+    for n, step in enumerate(path):
+        if isinstance(tp, type) and attrs.has(tp):
+            fields = {f.name: f.type for f in attrs.fields(tp)}
+            if step not in fields:
+                close = difflib.get_close_matches(str(step), list(fields), n=1, cutoff=0.6)
+                table = f"[{dotted(path[:n])}]" if n else "the top level"
+                same_leaf = [k for k in _spec_keys() if k.rsplit(".", 1)[-1] == str(path[-1])]
+                hint = f'did you mean "{dotted((*path[:n], close[0]))}"?' if close else \
+                    f'did you mean "{same_leaf[0]}"?' if len(same_leaf) == 1 else \
+                    f"keys allowed in {table}: {', '.join(fields)}"
+                return f"unknown key {dotted(path)!r}", hint
+            tp = fields[step]
+        elif get_origin(tp) is dict:
+            tp = get_args(tp)[1]
+        else:
+            return f"{dotted(path[:n])} is not a table, so {dotted(path)!r} is no key", \
+                f"sweep {dotted(path[:n])} itself"
+    if isinstance(tp, type) and attrs.has(tp):
+        return f"[{dotted(path)}] is a table", f"sweep one of its keys, e.g. \"{dotted(path)}.KEY\""
+    return None

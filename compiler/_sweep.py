@@ -34,7 +34,7 @@ import attrs
 
 from ._compile import SWEEP, Bundle, Target, compile_source
 from ._errors import Diagnostic, SpecError
-from ._layers import dotted, overlay, parse_key
+from ._layers import dotted, key_problem, overlay, parse_key
 from ._source import NO_LINE, KeyPath, Position, SpecSource
 from ._spec import Spec
 
@@ -177,42 +177,6 @@ def _is_open_table(path: KeyPath) -> bool | None:
         else:
             return None
     return get_origin(tp) is dict if not (isinstance(tp, type) and attrs.has(tp)) else False
-
-
-def _spec_keys(tp: Any = Spec, prefix: str = "") -> list[str]:
-    """Every dotted key of a spec's tables (``train.lr``), for a did-you-mean across tables."""
-    out: list[str] = []
-    for field in attrs.fields(tp):
-        if isinstance(field.type, type) and attrs.has(field.type):
-            out += _spec_keys(field.type, f"{prefix}{field.name}.")
-        else:
-            out.append(prefix + field.name)
-    return out
-
-
-def key_problem(path: KeyPath) -> tuple[str, str] | None:
-    """(message, fix) when ``path`` names no key a spec can have; did-you-mean for a misspelling."""
-    tp: Any = Spec
-    for n, step in enumerate(path):
-        if isinstance(tp, type) and attrs.has(tp):
-            fields = {f.name: f.type for f in attrs.fields(tp)}
-            if step not in fields:
-                close = difflib.get_close_matches(str(step), list(fields), n=1, cutoff=0.6)
-                table = f"[{dotted(path[:n])}]" if n else "the top level"
-                same_leaf = [k for k in _spec_keys() if k.rsplit(".", 1)[-1] == str(path[-1])]
-                hint = f'did you mean "{dotted((*path[:n], close[0]))}"?' if close else \
-                    f'did you mean "{same_leaf[0]}"?' if len(same_leaf) == 1 else \
-                    f"keys allowed in {table}: {', '.join(fields)}"
-                return f"unknown key {dotted(path)!r}", hint
-            tp = fields[step]
-        elif get_origin(tp) is dict:
-            tp = get_args(tp)[1]
-        else:
-            return f"{dotted(path[:n])} is not a table, so {dotted(path)!r} is no key", \
-                f"sweep {dotted(path[:n])} itself"
-    if isinstance(tp, type) and attrs.has(tp):
-        return f"[{dotted(path)}] is a table", f"sweep one of its keys, e.g. \"{dotted(path)}.KEY\""
-    return None
 
 
 def _named(source: SpecSource, points: list[tuple[Value, ...]]) -> tuple[Point, ...]:

@@ -120,3 +120,11 @@ def test_a_set_that_turns_a_value_into_a_table_points_at_the_set(write_spec: Spe
     spec = write_spec({"rollout": {"batch_size": 16}})
     [error] = errors(spec, "rollout.batch_size.x=1")
     assert (error.file, error.line, error.key) == ("--set rollout.batch_size.x=1", None, "rollout.batch_size")
+
+
+def test_a_key_in_an_unknown_table_gets_a_did_you_mean_to_the_key_of_that_name(write_spec: SpecWriter) -> None:
+    (error,) = errors(write_spec(), "optimizer.lr=1e-6")
+    assert (error.file, error.key) == ("--set optimizer.lr=1e-6", "optimizer.lr")
+    assert error.message == "unknown key 'optimizer.lr'" and error.hint == 'did you mean "train.lr"?'
+    (error,) = errors(write_spec(), "rollout.batch_sise=3")  # a known table: the structuring stage says it
+    assert error.hint == 'did you mean "batch_size"?'
