@@ -236,6 +236,7 @@ def _model_args(spec: dict[str, dict[str, Any]], data: Mapping[str, Any]) -> tup
     """SlimeRunner sourced slime's scripts/models/<model_type>.sh on the cluster at every run; acrl sources it at
     compile time, where it is on this machine. Also the flags the script sets, when it is here."""
     import subprocess
+    import tempfile
 
     slime_dir = spec.get("slime", {}).get("dir", "/root/slime")
     script = Path(slime_dir) / "scripts" / "models" / f"{data['model_type']}.sh"
@@ -246,10 +247,14 @@ def _model_args(spec: dict[str, dict[str, Any]], data: Mapping[str, Any]) -> tup
                      "model_args.sh. Compile where slime is checked out at that path, or set [model] args_source = "
                      "\"catalog\" (acrl's catalog, `acrl models`) or give the architecture in [model.args]",
                      "model.args_source")], set()
+    # as the compile sources it (_model_args): a clean environment and an empty folder, so the flags found here are
+    # the ones the bundle's MODEL_ARGS will hold, and the script sees none of this shell's secrets
     try:
-        out = subprocess.run(["bash", "--noprofile", "--norc", "-c", 'source "$1" >/dev/null 2>&1; '
-                              'printf "%s\\0" "${MODEL_ARGS[@]}"', "acrl", str(script)],
-                             capture_output=True, timeout=10, check=False).stdout
+        with tempfile.TemporaryDirectory(prefix="acrl-import-") as empty:
+            out = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", "LC_ALL=C", f"HOME={empty}", "bash",
+                                  "--noprofile", "--norc", "-c", 'source "$1" >/dev/null 2>&1; '
+                                  'printf "%s\\0" "${MODEL_ARGS[@]}"', "acrl", str(script)],
+                                 cwd=empty, capture_output=True, timeout=10, check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
         return [], set()  # the compile that follows says why
     return [], {t for t in out.decode("utf-8", "replace").split("\0") if t.startswith("--")}

@@ -519,3 +519,18 @@ def test_unwritable_output_says_the_fix(tmp_path: Path, slime_dir: Path) -> None
     proc = acrl("import", "slime-runner", "run.yaml", "-o", "nodir/spec.toml", cwd=tmp_path)
     assert proc.returncode == 1 and "nodir/spec.toml: cannot write the spec" in proc.stderr
     assert "fix: check that the folder nodir exists" in proc.stderr
+
+
+def test_model_script_is_sourced_as_the_compile_sources_it(tmp_path: Path, slime_dir: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a clean environment: a flag the script sets only when this shell has a variable is not a MODEL_ARGS flag."""
+    (slime_dir / "scripts" / "models" / "tiny.sh").write_text(
+        'MODEL_ARGS=(--num-layers 2)\nif [ -n "$ACRL_TEST_MOE" ]; then MODEL_ARGS+=(--num-experts 8); fi\n'
+        'if [ -e extra.flag ]; then MODEL_ARGS+=(--rotary-base 10); fi\n', encoding="utf-8")
+    monkeypatch.setenv("ACRL_TEST_MOE", "1")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "extra.flag").write_text("", encoding="utf-8")
+    fields = {**minimal(slime_dir), "extra_flags": ["--num-experts", "4", "--rotary-base", "5", "--num-layers", "3"]}
+    imported = import_slime_runner(write_yaml(tmp_path / "run.yaml", yaml.safe_dump(fields)))
+    assert imported.spec["model"]["overrides"] == {"num-layers": "3"}
+    assert imported.spec["extra"]["args"] == ["--num-experts", "4", "--rotary-base", "5"]
