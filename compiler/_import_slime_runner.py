@@ -185,8 +185,8 @@ def _load(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
                                "`exp_id: my-run`")
     lines: dict[str, int] = {}
     if isinstance(node, yaml.MappingNode):
-        for key_node, _ in node.value:
-            lines.setdefault(str(key_node.value), key_node.start_mark.line + 1)
+        for key_node, _ in node.value:  # a repeated key: PyYAML (and so SlimeRunner) kept the last
+            lines[str(key_node.value)] = key_node.start_mark.line + 1
     return {str(k): v for k, v in data.items()}, lines
 
 

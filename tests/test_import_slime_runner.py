@@ -534,3 +534,10 @@ def test_model_script_is_sourced_as_the_compile_sources_it(tmp_path: Path, slime
     imported = import_slime_runner(write_yaml(tmp_path / "run.yaml", yaml.safe_dump(fields)))
     assert imported.spec["model"]["overrides"] == {"num-layers": "3"}
     assert imported.spec["extra"]["args"] == ["--num-experts", "4", "--rotary-base", "5"]
+
+
+def test_repeated_key_is_reported_at_the_line_that_counts(tmp_path: Path, slime_dir: Path) -> None:
+    text = "tp_size: 2\n" + yaml.safe_dump(minimal(slime_dir), sort_keys=False) + "tp_size: 2.5\n"
+    config = write_yaml(tmp_path / "run.yaml", text)
+    with pytest.raises(ImportInputError, match=rf"^{re.escape(str(config))}:{len(text.splitlines())}: tp_size"):
+        import_slime_runner(config)
