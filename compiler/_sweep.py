@@ -63,7 +63,21 @@ class Point:
     values: tuple[Value, ...]
 
     def overrides(self) -> list[dict[str, Any]]:
-        return [{"key": dotted(v.path), "value": v.value} for v in self.values]
+        """The point's values as JSON can hold them (an invalid point's may be nan or a TOML date)."""
+        return [{"key": dotted(v.path), "value": _json_value(v.value)} for v in self.values]
+
+
+def _json_value(value: Any) -> Any:
+    """``value`` with what strict JSON has no literal for (nan, inf, dates and times) as TOML writes it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _json_value(v) for k, v in value.items()}
+    if isinstance(value, str | int | float | bool):
+        return value
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
 @attrs.frozen
@@ -307,7 +321,7 @@ def sweep_index(source_name: str, results: tuple[PointResult, ...]) -> bytes:
     index: dict[str, Any] = {"spec": Path(source_name).name, "points": points}
     if invalid:
         index["invalid"] = invalid
-    return (json.dumps(index, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    return (json.dumps(index, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 
 def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,

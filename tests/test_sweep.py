@@ -277,3 +277,19 @@ def test_a_swept_key_with_a_comment_sign_is_an_error_not_a_crash(tmp_path: Path)
     with pytest.raises(SpecError) as caught:
         sweep_points(load_spec(spec))
     assert "'rollout.#' is not a spec key" in caught.value.diagnostics[0].message
+
+
+def test_keep_going_lists_invalid_values_json_has_no_literal_for(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # a TOML date crashed json.dumps; nan and inf gave NaN/Infinity, which strict JSON parsers refuse
+    spec = sweep_spec(tmp_path, '[sweep]\ngrid = { "rollout.temperature" = [0.5, nan, -inf] }\n'
+                                'points = [ { "wandb.group" = 1979-05-27 }, { "wandb.group" = [07:32:00] } ]\n')
+    out = tmp_path / "out"
+    code, _, err = run(capsys, str(spec), "-o", str(out), "--keep-going", "--json")
+    assert code == 1 and "internal error" not in err
+
+    def refuse(constant: str) -> None:
+        raise ValueError(constant)
+
+    index = json.loads((out / "sweep.json").read_text(), parse_constant=refuse)
+    assert [i["overrides"][0]["value"] for i in index["invalid"]] == ["nan", "-inf", "1979-05-27", ["07:32:00"]]
