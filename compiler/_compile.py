@@ -87,7 +87,7 @@ def compile_spec(path: Path, *, strict: bool = False, display_name: str | None =
 
 def compile_source(source: SpecSource, *, strict: bool = False, target: Target = "ray") -> Bundle:
     """Compile an already parsed spec (see :func:`compile_spec`); its ``extends`` is resolved here
-    if it was not yet. A spec with a [sweep] table is compiled by :func:`acrl.compiler._sweep.compile_sweep`."""
+    if it was not yet. A spec with a [sweep] table is compiled by :func:`acrl.compiler._sweep.compile_points`."""
     if EXTENDS in source.data:
         source = resolve_extends(source)
     if SWEEP in source.data:

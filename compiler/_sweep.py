@@ -326,12 +326,11 @@ def sweep_index(source_name: str, results: tuple[PointResult, ...]) -> bytes:
 
 def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
                 force: bool = False) -> list[tuple[PointResult, str]]:
-    """Write every compiled point's bundle into ``out/<directory>`` (each atomically) and the index
-    ``out/sweep.json``. Nothing is written when any existing bundle (or index) differs and ``force``
-    is false: BundleExistsError names every one; nothing either when a point's directory cannot hold a
-    bundle even with ``force`` (a file, a directory that is no bundle). An index that will change is
-    removed before the first bundle is written and written last, so that a write failing half-way
-    (a full disk) leaves no index describing other bundles. Returns (point, "created"|"unchanged"|"replaced")."""
+    """Write every compiled point's bundle into ``out/<directory>`` (each atomically), then the index
+    ``out/sweep.json``. Nothing is written when an existing bundle (or index) differs and ``force`` is
+    false, or a point's directory cannot hold a bundle even with ``force``: BundleExistsError names
+    them. An index that will change is removed first, so a write failing half-way (a full disk) leaves
+    no index of other bundles. Returns (point, "created"|"unchanged"|"replaced")."""
     from ._bundle import read_bundle, write_bundle
     from ._errors import BundleExistsError
 
@@ -381,9 +380,7 @@ def _not_replaceable(path: str, existing: Mapping[str, bytes] | None) -> bool:
     """Whether write_bundle would refuse ``path`` even with --force."""
     from ._bundle import MANIFEST
 
-    if existing is None:
-        return os.path.lexists(path)
-    return bool(existing) and MANIFEST not in existing
+    return os.path.lexists(path) if existing is None else bool(existing) and MANIFEST not in existing
 
 
 def _listed(paths: list[str]) -> str:
