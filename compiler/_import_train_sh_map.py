@@ -38,6 +38,8 @@ _RUN_TIME = {
 }
 
 
+_USERINFO = re.compile(r"^([^/]*//)?[^/]*@")  # user:password@ in an address: never copied
+
 @attrs.define
 class Occurrence:
     flag: str
@@ -92,12 +94,18 @@ class SpecBuilder:
             self.set("cuda.fix_torch_memory_saver", False)
 
     def address(self, text: Text) -> None:
-        """An existing cluster's address; a local head's (127.0.0.1, localhost, empty) is the default."""
+        """An existing cluster's address; a local head's (127.0.0.1, localhost, empty) is the default.
+        A user:password in it is never copied (ACRL-S003): it is given at run time."""
+        address = _USERINFO.sub(r"\1", text.text)
+        if address != text.text:
+            self.note("difference", "[cluster] address: the Ray address carries user:password, which a spec never "
+                                    "holds; it is left out: give the address with them at run time "
+                                    "(ACRL_RAY_ADDRESS=... bash train.sh, or acrl run --address ...)", text)
         if text.problem:
-            self.note("unresolved", f"[cluster] address: the Ray address {text.text} cannot be resolved: "
+            self.note("unresolved", f"[cluster] address: the Ray address {address} cannot be resolved: "
                                     f"{text.problem}; a local Ray head is the default", text)
-        elif text.text and not re.match(r"^(\w+://)?(127\.0\.0\.1|localhost)(:\d+)?/?$", text.text):
-            self.set("cluster.address", text.text, text)
+        elif address and not re.match(r"^(\w+://)?(127\.0\.0\.1|localhost)(:\d+)?/?$", address):
+            self.set("cluster.address", address, text)
 
     def variable(self, name: str) -> Text | None:
         """The variable's one value; one made from a secret counts as unresolved (it is never copied)."""

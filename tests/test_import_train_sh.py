@@ -177,6 +177,15 @@ def test_ray_address_of_an_existing_cluster(tmp_path: Path) -> None:
     assert "address" not in import_train_sh(local).spec.get("cluster", {})
 
 
+@pytest.mark.parametrize("address", ["http://admin:s3cr3t-Q@head:8265", "admin:s3cr3t-Q@head:8265"])
+def test_a_ray_address_with_a_password_is_copied_without_it(address: str, tmp_path: Path) -> None:
+    path = script(tmp_path, f"ray job submit --address {address} -- python3 /s/train.py --lr 1\n")
+    imported = import_train_sh(path)
+    assert imported.spec["cluster"]["address"] == address.replace("admin:s3cr3t-Q@", "")
+    assert "s3cr3t" not in repr(imported) and "s3cr3t" not in render_spec(imported)
+    assert any("carries user:password" in n.message for n in notes(imported, "difference"))
+
+
 def test_arithmetic_it_cannot_evaluate(tmp_path: Path) -> None:
     path = script(tmp_path, SUBMIT + "  --num-rollout $((N * 2)) \\\n  --seed $((1 << 4))\n")
     imported = import_train_sh(path)
