@@ -25,7 +25,7 @@ from ._argv import (
 )
 from ._bundle import MANIFEST, bundle_hash, sha256, write_bundle
 from ._errors import Diagnostic, SpecError
-from ._layers import EXTENDS, load_spec, resolve_extends
+from ._layers import EXTENDS, SWEEP, load_spec, resolve_extends
 from ._model_args import ModelArgs, ModelArgsError, resolve_model_args
 from ._model_args import _config_path as config_path
 from ._rules import Context, validate
@@ -36,7 +36,6 @@ from ._verify_flags import verify_flags
 from ._version import __version__
 
 BUNDLE_FORMAT = 1
-SWEEP = "sweep"
 Target = Literal["ray", "kuberay"]
 TARGETS: tuple[Target, ...] = ("ray", "kuberay")
 

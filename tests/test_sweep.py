@@ -293,3 +293,17 @@ def test_keep_going_lists_invalid_values_json_has_no_literal_for(tmp_path: Path,
 
     index = json.loads((out / "sweep.json").read_text(), parse_constant=refuse)
     assert [i["overrides"][0]["value"] for i in index["invalid"]] == ["nan", "-inf", "1979-05-27", ["07:32:00"]]
+
+
+@pytest.mark.parametrize("sweep", [
+    '[sweep]\ngrid = { "rollout.batch_size" = [8, 16], rollout = { batch_size = [32] } }\n',
+    '[sweep]\npoints = [ { "rollout.batch_size" = 8, rollout = { batch_size = 32 } } ]\n',
+    '[sweep]\npoints = [ { "env.vars" = { A = "1" }, "env.vars.A" = "2" } ]\n',
+])
+def test_a_key_swept_twice_by_one_point_is_an_error(tmp_path: Path, sweep: str) -> None:
+    # the later value silently won: both points of the grid were batch_size=32, named 8 and 16
+    spec = sweep_spec(tmp_path, sweep)
+    with pytest.raises(SpecError) as caught:
+        sweep_points(load_spec(spec))
+    (error,) = caught.value.diagnostics
+    assert "is swept twice" in error.message and error.line == line_of(spec, "[sweep]") + 1
