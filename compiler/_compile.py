@@ -177,7 +177,7 @@ def _manifest(source: SpecSource, spec: Spec, model_args: ModelArgs, warnings: t
             "global_batch_size": global_batch_size(spec),
             "optimizer_steps_per_rollout": spec.train.num_steps_per_rollout,
         },
-        "warnings": [attrs.evolve(d, file=_file_name(d.file)).as_json() for d in warnings],
+        "warnings": [attrs.evolve(d, file=manifest_file_name(d.file)).as_json() for d in warnings],
         **({"extends": _extends_entries(source)} if source.bases else {}),
         **({"overrides": [{"key": key, "value": value, "from": origin} for key, value, origin in source.overrides]}
            if source.overrides else {}),
@@ -198,9 +198,9 @@ def _extends_entries(source: SpecSource) -> list[dict[str, Any]]:
             for ref, digest, name in source.bases]
 
 
-def _file_name(file: str) -> str:
+def manifest_file_name(file: str) -> str:
     """A diagnostic's file as the manifest records it: no directory of the compiling machine."""
-    return file if file.startswith("--") else Path(file).name
+    return file if file.startswith(("--", "[sweep]")) else Path(file).name  # --set a="/x/y": not a path
 
 
 def write(bundle: Bundle, out: Path, *, force: bool = False) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from ._compile import Bundle, Target, compile_source
+from ._compile import Bundle, Target, compile_source, manifest_file_name
 from ._errors import Diagnostic, SpecError
 from ._layers import dotted, overlay
 from ._source import NO_LINE, KeyPath, Position, SpecSource
@@ -101,7 +101,7 @@ def sweep_index(source_name: str, results: tuple[PointResult, ...]) -> bytes:
                "bundle_hash": r.bundle.bundle_hash, "overrides": r.point.overrides()}
               for r in results if r.bundle is not None]
     invalid = [{"name": r.point.name, "overrides": r.point.overrides(),
-                "errors": [attrs.evolve(d, file=Path(d.file).name).as_json() for d in r.diagnostics
+                "errors": [attrs.evolve(d, file=manifest_file_name(d.file)).as_json() for d in r.diagnostics
                            if d.severity == "error"]}
                for r in results if r.bundle is None]
     index: dict[str, Any] = {"spec": Path(source_name).name, "points": points}
@@ -152,6 +152,7 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
         statuses.append((r, write_bundle(os.path.join(out, r.point.directory), r.bundle.files, force=force)))
     temporary = f"{index_path}.{os.getpid()}.tmp"
     try:
+        os.makedirs(out, exist_ok=True)  # --keep-going with every point invalid: the index alone
         with open(temporary, "wb") as f:
             f.write(index)
         os.replace(temporary, index_path)

@@ -307,3 +307,17 @@ def test_a_key_swept_twice_by_one_point_is_an_error(tmp_path: Path, sweep: str) 
         sweep_points(load_spec(spec))
     (error,) = caught.value.diagnostics
     assert "is swept twice" in error.message and error.line == line_of(spec, "[sweep]") + 1
+
+
+def test_keep_going_with_every_point_invalid_writes_the_index_naming_the_set(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # the index could not be written (no directory: "cannot write ... No such file or directory"), and a
+    # --set's name was cut as a path: '--set eval.datasets.x="/d/t.jsonl"' became 't.jsonl"'
+    spec = sweep_spec(tmp_path, '[sweep]\ngrid = { "rollout.temperature" = [0.5, 0.7] }\n')
+    out = tmp_path / "out"
+    code, _, err = run(capsys, str(spec), "-o", str(out), "--keep-going", "--set", 'eval.datasets.x="/d/t.jsonl"')
+    assert code == 1 and "cannot write" not in err
+    index = json.loads((out / "sweep.json").read_text())
+    assert index["points"] == [] and len(index["invalid"]) == 2
+    files = {e["file"] for i in index["invalid"] for e in i["errors"]}
+    assert files == {'--set eval.datasets.x="/d/t.jsonl"'}  # ACRL-E001: datasets without an interval
