@@ -215,6 +215,13 @@ def _named(source: SpecSource, points: list[tuple[Value, ...]]) -> tuple[Point, 
         directory = _unique(_safe(name, room), room, taken)
         taken.add(directory.casefold())
         out.append(Point(name, directory, values))
+    too_long = [p for p in out if len(p.directory) > room and ("experiment", "id") not in {v.path for v in p.values}]
+    if too_long and isinstance(base_id, str):  # even the hash of the name does not fit beside the id
+        longest = _MAX_EXP_ID - 1 - max(len(p.directory) for p in too_long)
+        problems.append(source.diagnostic(
+            ("experiment", "id"), f"the experiment id is {len(base_id)} characters: each point's id adds "
+            f"-<point> to it ({too_long[0].directory}), and ids are at most {_MAX_EXP_ID} characters",
+            hint=f"shorten [experiment] id to at most {max(longest, 1)} characters for this sweep"))
     if problems:
         raise SpecError(problems)
     return tuple(out)

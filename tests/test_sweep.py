@@ -321,3 +321,17 @@ def test_keep_going_with_every_point_invalid_writes_the_index_naming_the_set(tmp
     assert index["points"] == [] and len(index["invalid"]) == 2
     files = {e["file"] for i in index["invalid"] for e in i["errors"]}
     assert files == {'--set eval.datasets.x="/d/t.jsonl"'}  # ACRL-E001: datasets without an interval
+
+
+def test_an_experiment_id_too_long_for_any_point_suffix_is_an_error_at_the_id(tmp_path: Path) -> None:
+    # every point got ACRL-T005 on an id it did not write, at no line; the fix is to shorten the spec's id
+    grid = '[sweep]\ngrid = { "rollout.temperature" = [0.5, 0.7] }\n'
+    spec = sweep_spec(tmp_path, grid, {"experiment": {"id": "x" * 60}})
+    with pytest.raises(SpecError) as caught:
+        sweep_points(load_spec(spec))
+    (error,) = caught.value.diagnostics
+    assert (error.key, error.line) == ("experiment.id", line_of(spec, 'id = "xxx'))
+    assert "at most 55 characters" in error.hint
+    spec = sweep_spec(tmp_path, grid, {"experiment": {"id": "x" * 55}})
+    _, points = sweep_points(load_spec(spec))
+    assert all(len("x" * 55 + "-" + p.directory) <= 64 for p in points)
