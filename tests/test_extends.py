@@ -11,13 +11,15 @@ from typing import Any
 
 import pytest
 import tomli_w
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import acrl.compiler._compile as compile_module
 from acrl.compiler import _cache, compile_spec
 from acrl.compiler._cli import acrl_main, compile_main
 from acrl.compiler._errors import SpecError
 from acrl.compiler._explain import explain_path
-from acrl.compiler._layers import load_spec, merge_data, overlay
+from acrl.compiler._layers import layer, load_spec, merge_data, overlay
 from acrl.compiler._source import parse_spec_text
 from conftest import MINIMAL
 
@@ -235,3 +237,37 @@ def test_the_manifest_is_the_same_whatever_name_the_spec_is_shown_by(tmp_path: P
     shown = compile_spec(child, display_name="child.toml").files["manifest.json"]
     assert shown == compile_spec(child).files["manifest.json"]
     assert "rollout.batch_size" in json.loads(shown)["extends"][0]["keys"]
+
+
+def _resolves(data: Any, path: tuple[str | int, ...]) -> bool:
+    for step in path:
+        found = (isinstance(data, dict) and step in data) or (isinstance(data, list) and isinstance(step, int)
+                                                              and step < len(data))
+        if not found:
+            return False
+        data = data[step]
+    return True
+
+
+_KEYS = st.sampled_from(["a", "b", "c"])
+_VALUES = st.recursive(st.one_of(st.integers(0, 3), st.just("s"), st.lists(st.integers(0, 3), max_size=2),
+                                 st.lists(st.fixed_dictionaries({"k": st.integers(0, 3)}), min_size=1, max_size=2)),
+                       lambda inner: st.dictionaries(_KEYS, inner, min_size=1, max_size=3), max_leaves=6)
+_SPECS = st.dictionaries(st.sampled_from(["x", "y"]), st.dictionaries(_KEYS, _VALUES, min_size=1, max_size=3),
+                         max_size=2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lower=_SPECS, upper=_SPECS, path=st.lists(st.sampled_from(["x", "a", "b"]), min_size=1, max_size=3),
+       value=_VALUES)
+def test_every_merged_position_is_of_a_merged_value_and_of_the_layer_that_wrote_it(
+        lower: dict[str, Any], upper: dict[str, Any], path: list[str], value: Any) -> None:
+    below = parse_spec_text(tomli_w.dumps(lower), "base.toml")
+    above = parse_spec_text(tomli_w.dumps(upper), "child.toml")
+    merged = overlay(below, above, named=above)
+    assert merged.data == merge_data(lower, upper)
+    assert all(_resolves(merged.data, p) for p in merged.positions)
+    assert all(merged.locate(p)[0] == "child.toml" for p in above.positions)
+    with_set = overlay(merged, layer(tuple(path), value, "--set", origin="--set"), named=merged)
+    assert all(_resolves(with_set.data, p) for p in with_set.positions)
+    assert with_set.locate(tuple(path))[0] == "--set"
