@@ -62,6 +62,16 @@ def read_bundle(path: StrPath) -> dict[str, bytes] | None:
     return files
 
 
+def read_file(path: str) -> bytes | None:
+    """The bytes of the file ``path``, or None when it cannot be read (missing, a directory, ...).
+    Read once, with open: ``path`` may be a pipe (/dev/stdin, <(...))."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
 def _read_regular(path: str) -> bytes | None:
     """The bytes of the regular file ``path``, never through a symbolic link; None when it is not one."""
     import stat

@@ -77,12 +77,12 @@ def _compile_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_compile(args: argparse.Namespace) -> int:
     from . import _cache
-    from ._bundle import write_bundle
+    from ._bundle import read_file, write_bundle
 
     if args.check:
         return _run_check(args)
     cached = not args.no_cache and args.target == "ray"  # the cache holds default-target bundles only
-    raw = _read_bytes(args.spec)  # once: the spec may be a pipe (/dev/stdin, <(...))
+    raw = read_file(args.spec)  # once: the spec may be a pipe (/dev/stdin, <(...)); None: the compile says why
     overrides = tuple(args.overrides)
     entry = _cache.lookup(args.spec, raw, strict=args.strict, overrides=overrides) \
         if cached and raw is not None else None
@@ -106,15 +106,6 @@ def _run_compile(args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
     print(f"{status} {out}{os.sep}  bundle sha256:{entry.bundle_hash}")
     return EXIT_OK
-
-
-def _read_bytes(path: str) -> bytes | None:
-    """The spec's bytes, or None when it cannot be read (the compile then says why)."""
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return None
 
 
 def _compile_and_keep(spec: str, raw: bytes | None, *, strict: bool, keep: bool, target: str = "ray",
@@ -427,12 +418,13 @@ def _check(spec: str, output: str | None, *, strict: bool, bundles_dir: str = "b
     it with its bundle directory (default: ``bundles_dir/<exp_id>``). Writes nothing, not even a
     compiled template into the template cache."""
     from . import _template_cache
+    from ._bundle import read_file
     from ._diff import check_bundle
     from ._source import SpecSource
 
     _template_cache.WRITABLE = False
     try:
-        entry = _compile_and_keep(spec, _read_bytes(spec), strict=strict, keep=False, target=target,
+        entry = _compile_and_keep(spec, read_file(spec), strict=strict, keep=False, target=target,
                                   overrides=overrides)
     finally:
         _template_cache.WRITABLE = True

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from ._errors import UsageError
-from ._flags import is_credential_flag, known_absent_flags
+from ._flags import is_credential_flag, is_number, known_absent_flags
 from ._import import Imported, ImportInputError, Note
 from ._spec import TOOLKIT_SLIME_COMMIT
 
@@ -304,7 +304,7 @@ def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags:
     owned = _flag_keys()
     segments: list[list[str]] = [[]]
     for token in extra:  # each segment: a flag (or --flag=value) and the words up to the next flag
-        if token.startswith("--") and len(token) > 2 and not _number(token):
+        if token.startswith("--") and len(token) > 2 and not is_number(token):
             segments.append([])
         segments[-1].append(token)
     kept: list[str] = list(segments[0])
@@ -337,14 +337,6 @@ def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags:
     if kept:
         spec.setdefault("extra", {})["args"] = kept
     return notes
-
-
-def _number(token: str) -> bool:
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
 
 
 def _differences(spec: Mapping[str, Mapping[str, Any]]) -> list[Note]:

@@ -117,7 +117,7 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
     false, or a point's directory cannot hold a bundle even with ``force``: BundleExistsError names
     them. An index that will change is removed first, so a write failing half-way (a full disk) leaves
     no index of other bundles. Returns (point, "created"|"unchanged"|"replaced")."""
-    from ._bundle import read_bundle, write_bundle
+    from ._bundle import read_bundle, read_file, write_bundle
     from ._errors import BundleExistsError
 
     written = [r for r in results if r.bundle is not None]
@@ -135,11 +135,11 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
     if not force:
         stale = [os.path.join(out, r.point.directory) for r in written
                  if _differs(read_bundle(os.path.join(out, r.point.directory)), r)]
-        if os.path.lexists(index_path) and _read(index_path) != index:
+        if os.path.lexists(index_path) and read_file(index_path) != index:
             stale.append(index_path)
         if stale:
             raise BundleExistsError(path=_listed(stale), reason="exist(s) and differ(s) from the compiled sweep")
-    if _read(index_path) not in (None, index):  # a write that fails half-way leaves no index of other bundles
+    if read_file(index_path) not in (None, index):  # a write that fails half-way leaves no index of other bundles
         try:
             os.unlink(index_path)
         except OSError as exc:
@@ -178,9 +178,3 @@ def _differs(existing: Mapping[str, bytes] | None, result: PointResult) -> bool:
     return existing is not None and result.bundle is not None and existing != dict(result.bundle.files)
 
 
-def _read(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return None

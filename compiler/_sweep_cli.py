@@ -7,7 +7,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from ._cli import EXIT_FAILED, EXIT_OK, _print_json, _read_bytes
+from ._bundle import read_file
+from ._cli import EXIT_FAILED, EXIT_OK, _print_json
 
 if TYPE_CHECKING:
     import argparse
@@ -76,7 +77,7 @@ def check_sweep(args: argparse.Namespace, source: SpecSource) -> int:
     checks = [check_bundle(args.spec, r.bundle.files, os.path.join(out, r.point.directory))
               for r in results if r.bundle is not None]
     index = os.path.join(out, _sweep.INDEX)
-    index_ok = _read_bytes(index) == _sweep.sweep_index(source.name, results)
+    index_ok = read_file(index) == _sweep.sweep_index(source.name, results)
     ok = index_ok and all(c.up_to_date for c in checks)
     if args.json:
         _print_json({"ok": ok, "index_up_to_date": index_ok, "points": [c.as_json() for c in checks]})
