@@ -16,6 +16,7 @@ _CREDENTIAL_FLAG = re.compile(
 )
 _SECRET_ENV_NAME = re.compile(r"(KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|SESSION)S?(_|$)")
 _NOT_SECRET_ENV = frozenset({"PYTHONHASHSEED", "KEY_PATH"})
+_USERINFO = re.compile(r"^([^/]*//)?[^/]*@")  # the user:password@ of an address, scheme or not
 
 # Facts from slime's own parsers at the commits acrl knows. A flag listed for a commit does not
 # exist there: slime would silently ignore it (all its parsers use parse_known_args).
@@ -52,6 +53,12 @@ def known_absent_flags(commit: str) -> Mapping[str, str] | None:
 def is_credential_flag(flag: str) -> bool:
     """True for flags whose value is a credential (slime logs its whole namespace to W&B)."""
     return bool(_CREDENTIAL_FLAG.match(flag))
+
+
+def without_credentials(address: str) -> str:
+    """``address`` without its user:password@ part: ``http://u:p@head:8265`` -> ``http://head:8265``,
+    ``u:p@head:8265`` -> ``head:8265``. train.sh's log redacts with the same pattern, in bash."""
+    return _USERINFO.sub(r"\1", address)
 
 
 def is_secret_env_name(name: str) -> bool:

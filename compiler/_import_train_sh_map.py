@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 
 from ._flag_index import CoerceError, FlagKey, coerce, extra_value, flag_index
-from ._flags import is_credential_flag, known_absent_flags
+from ._flags import is_credential_flag, known_absent_flags, without_credentials
 from ._import import Note, NoteKind
 from ._shell_eval import Shell, Text
 from ._spec import TOOLKIT_SLIME_COMMIT
@@ -37,8 +37,6 @@ _RUN_TIME = {
     "--use-wandb": "acrl passes --use-wandb only when the variable named by [wandb] key_env is set at run time",
 }
 
-
-_USERINFO = re.compile(r"^([^/]*//)?[^/]*@")  # user:password@ in an address: never copied
 
 @attrs.define
 class Occurrence:
@@ -96,7 +94,7 @@ class SpecBuilder:
     def address(self, text: Text) -> None:
         """An existing cluster's address; a local head's (127.0.0.1, localhost, empty) is the default.
         A user:password in it is never copied (ACRL-S003): it is given at run time."""
-        address = _USERINFO.sub(r"\1", text.text)
+        address = without_credentials(text.text)
         if address != text.text:
             self.note("difference", "[cluster] address: the Ray address carries user:password, which a spec never "
                                     "holds; it is left out: give the address with them at run time "

@@ -23,6 +23,7 @@ from ._flags import (
     known_absent_flags,
     normalize_flag,
     parse_flags,
+    without_credentials,
 )
 from ._memory import engine_parallel, estimate_memory, expert_tensor_parallel, extra_flags, memory_problems
 from ._model_args import ModelArgs, Resolution
@@ -528,8 +529,7 @@ def _address_credentials(ctx: Context) -> Iterator[Finding]:
     """[cluster] address must not carry a user or password (``http://user:secret@head:8265``): it would be written
     into train.sh and spec.toml."""
     address = ctx.spec.cluster.address or ""
-    authority = address.split("://", 1)[-1].split("/", 1)[0]
-    if "@" in authority:
+    if without_credentials(address) != address:
         yield Finding("the Ray address carries credentials (user:password@), which would be written into the "
                       "bundle", "give the address without them in the spec, and the authenticated one at run time: "
                       "ACRL_RAY_ADDRESS=... bash train.sh, or acrl run --address ...")

@@ -14,7 +14,6 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from acrl.compiler._errors import AcrlError
 
@@ -35,11 +34,9 @@ def utc(seconds: float) -> str:
 
 def public_address(address: str | None) -> str | None:
     """``address`` without a user:password part, which never goes into a record."""
-    if not address or "@" not in address:
-        return address
-    parts = urlsplit(address)
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=host))
+    from acrl.compiler._flags import without_credentials
+
+    return without_credentials(address) if address else address
 
 
 def write_record(run_dir: Path, record: Mapping[str, Any]) -> Path:

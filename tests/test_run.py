@@ -464,3 +464,14 @@ def test_credentials_in_the_address_reach_train_sh_but_not_the_record(tmp_path: 
     assert "hunter2" not in text and "admin" not in text
     assert json.loads(text)["ray_address"] == "https://ray.example:8265"
     assert "ACRL_RAY_ADDRESS=https://ray.example:8265" in json.loads(text)["command"]
+
+
+@pytest.mark.parametrize(("address", "recorded"), [
+    ("https://admin:hunter2@ray.example:8265", "https://ray.example:8265"),
+    ("admin:hunter2@10.1.2.3:8265", "10.1.2.3:8265"),  # no scheme: urlsplit saw no host and kept it whole
+    ("http://10.1.2.3:8265", "http://10.1.2.3:8265"),
+])
+def test_a_recorded_address_never_holds_a_password(address: str, recorded: str) -> None:
+    from acrl.runtime._records import public_address
+
+    assert public_address(address) == recorded
