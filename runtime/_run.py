@@ -29,6 +29,7 @@ from acrl.compiler._verify import Verification, verify_bundle
 from acrl.compiler._version import __version__
 
 from . import _preflight, _records
+from ._python_checks import train_sh_env
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -95,9 +96,7 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
         "preflight": [r.as_json() for r in results], "status": "running", "exit_status": None,
         "started_at": None, "ended_at": None, "duration_s": None, "log": _records.LOG,
     }
-    env = {**os.environ, "ACRL_RUN_ID": run_id}
-    if options.address:
-        env["ACRL_RAY_ADDRESS"] = options.address
+    env = {**train_sh_env(info), "ACRL_RUN_ID": run_id}  # what preflight's slime-parser ran train.sh with
     try:
         run_dir.mkdir(parents=True, exist_ok=False)
         started = time.time()
