@@ -215,5 +215,14 @@ def _raise_write(path: str, exc: OSError) -> NoReturn:
 
 
 def _modes_ok(path: str) -> bool:
-    return all(os.access(os.path.join(path, name), os.X_OK) for name in EXECUTABLE
-               if os.path.exists(os.path.join(path, name)))
+    """Whether the directory ``path`` and its files have the modes write_bundle gives them (what
+    `acrl-compile --check` compares), so that an unchanged bundle is left as it is."""
+    import stat
+
+    try:
+        if stat.S_IMODE(os.lstat(path).st_mode) != DIR_MODE:
+            return False
+        return all(stat.S_IMODE(os.lstat(os.path.join(path, name)).st_mode) == written_mode(name)
+                   for name in os.listdir(path))
+    except OSError:
+        return False

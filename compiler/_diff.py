@@ -246,7 +246,7 @@ def _integrity_notes(path: str, files: Mapping[str, bytes]) -> list[str]:
     what = [f"{kind} {', '.join(names)}" for kind, names in (("modified", result.modified),
             ("removed", result.removed), ("added", result.added), ("not a regular file", result.not_regular)) if names]
     if result.recomputed_hash is not None:
-        what.append("a bundle_hash that does not match its own file list")
+        what.append("a bundle_hash that does not match its own contents")
     if result.derived_mismatch:
         what.append("a derived section that does not match spec.toml")
     return [f"{path} does not match its manifest ({'; '.join(what)}): it was changed after it was compiled "

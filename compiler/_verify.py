@@ -57,7 +57,7 @@ class Verification:
     added: tuple[str, ...] = ()  # in the directory, not in the manifest
     removed: tuple[str, ...] = ()  # in the manifest, not in the directory
     modified: tuple[str, ...] = ()  # in both, with another sha256
-    recomputed_hash: str | None = None  # set when the manifest's bundle_hash does not match its file list
+    recomputed_hash: str | None = None  # set when the manifest's bundle_hash is not the hash of its contents
     notes: tuple[str, ...] = ()  # facts that do not make the bundle modified (another acrl version, modes)
     not_regular: tuple[str, ...] = ()  # "name (symbolic link)": entries that are not regular files or folders
     derived_mismatch: tuple[str, ...] = ()  # "key: manifest value, spec.toml gives value", when checked

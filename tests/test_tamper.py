@@ -136,7 +136,7 @@ def test_any_value_in_any_field_changes_the_bundle_hash(key: str, value: Any) ->
     assert manifest_hash(json.loads(json.dumps(edited, indent=3))) == manifest_hash(edited)
 
 
-def test_a_reformatted_manifest_is_intact_but_differs_for_check(tmp_path: Path) -> None:
+def test_a_reformatted_manifest_is_still_intact(tmp_path: Path) -> None:
     bundle = copy_golden(tmp_path)
     manifest = json.loads((bundle / "manifest.json").read_text())
     (bundle / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=False))
@@ -355,3 +355,18 @@ def test_verify_and_run_against_a_manifest_that_is_not_an_object(text: str, tmp_
     assert err.startswith(f"{bundle / 'manifest.json'}: is not an acrl manifest (not a JSON object)")
     with pytest.raises(BundleReadError):
         run_bundle(RunOptions(str(bundle), dry_run=True, allow_modified=True))
+
+
+@pytest.mark.parametrize(("name", "mode"), [("train.sh", 0o775), ("spec.toml", 0o666), ("./", 0o777),
+                                            ("train.sh", 0o644)])
+def test_force_restores_the_modes_check_asks_for(name: str, mode: int, compiled: tuple[Path, Path],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """--check's fix for a mode (acrl-compile SPEC -o DIR --force) works: the bundle is rewritten."""
+    spec, out = compiled
+    os.chmod(out / name, mode)
+    assert compile_main([str(spec), "-o", str(out)]) == 1  # differs, and not forced
+    assert stat.S_IMODE((out / name).stat().st_mode) == mode
+    assert compile_main([str(spec), "-o", str(out), "--force"]) == 0
+    capsys.readouterr()
+    assert compile_main(["--check", str(spec), "-o", str(out)]) == 0
+    assert verify_bundle(out).intact
