@@ -1,8 +1,10 @@
 """Stages 6 and 7, hash and write: the manifest's hashes, and writing a bundle atomically.
 
-The bundle hash is the sha256 of the canonical JSON list of [path, sha256] of every file but the
-manifest. A bundle is written into a temporary sibling directory and renamed into place, so a
-reader never sees half a bundle; an existing different bundle is replaced only when forced.
+The bundle hash (bundle format 2) is the sha256 of the canonical JSON of the manifest without its
+``bundle_hash`` field: the manifest's ``files`` lists every other file's sha256, so the hash covers
+every file and every manifest field (exp_id, derived, warnings, ...). A bundle is written into a
+temporary sibling directory and renamed into place, so a reader never sees half a bundle; an
+existing different bundle is replaced only when forced.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
     from typing import NoReturn
 
     StrPath = str | os.PathLike[str]
@@ -25,12 +27,50 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def bundle_hash(file_hashes: Mapping[str, str]) -> str:
-    """sha256 of the canonical list of (path, sha256) of every file but the manifest."""
+def manifest_hash(manifest: Mapping[str, object]) -> str:
+    """The bundle hash: sha256 of the canonical JSON (sorted keys, no spaces, ASCII) of ``manifest``
+    without its ``bundle_hash`` field. Covers every file (the manifest's ``files``: name -> sha256)
+    and every other field of the manifest."""
     import json
 
-    pairs = sorted([path, digest] for path, digest in file_hashes.items() if path != MANIFEST)
-    return sha256(json.dumps(pairs, separators=(",", ":")).encode())
+    body = {key: value for key, value in manifest.items() if key != "bundle_hash"}
+    return sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
+
+
+# A bundle directory and its files are written with these modes (see write_bundle).
+DIR_MODE, FILE_MODE, EXECUTABLE_MODE = 0o755, 0o644, 0o755
+
+
+def written_mode(name: str) -> int:
+    """The mode write_bundle gives the bundle file ``name``."""
+    return EXECUTABLE_MODE if name in EXECUTABLE else FILE_MODE
+
+
+def unsafe_modes(path: StrPath, names: Iterable[str]) -> list[tuple[str, int]]:
+    """(name, mode) of the bundle directory (``""``) and of each file of ``names`` in it whose
+    mode lets someone else change it after it was checked (group- or other-writable) or runs it
+    with other rights (set-user-ID, set-group-ID, sticky). Entries that are gone are left out."""
+    import stat
+
+    found = []
+    for name in ("", *names):
+        try:
+            mode = stat.S_IMODE(os.lstat(os.path.join(path, name)).st_mode)
+        except OSError:
+            continue
+        if mode & (stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX):
+            found.append((name, mode))
+    return found
+
+
+def describe_mode(mode: int) -> str:
+    """``0775 (group-writable)``: the mode and what is unsafe about it."""
+    import stat
+
+    what = [word for bit, word in ((stat.S_IWGRP, "group-writable"), (stat.S_IWOTH, "other-writable"),
+                                   (stat.S_ISUID, "set-user-ID"), (stat.S_ISGID, "set-group-ID"),
+                                   (stat.S_ISVTX, "sticky")) if mode & bit]
+    return f"{mode:04o} ({', '.join(what)})" if what else f"{mode:04o}"
 
 
 NOT_REGULAR = "/!"  # the suffix of an entry that is not a regular file or a directory (no file name has a "/")
@@ -45,14 +85,25 @@ def read_bundle(path: StrPath) -> dict[str, bytes] | None:
     followed, so a bundle whose train.sh points elsewhere never reads as the same bundle."""
     if not os.path.isdir(path):
         return None
+    try:
+        entries = sorted(os.scandir(path), key=lambda e: e.name)
+    except OSError as exc:  # unreadable (permissions), or gone since the check
+        from ._errors import BundleReadError
+
+        raise BundleReadError(path=os.fspath(path), reason=f"cannot be listed: {exc.strerror or exc}",
+                              fix="give a bundle directory you can read") from None
     files: dict[str, bytes] = {}
-    for entry in sorted(os.scandir(path), key=lambda e: e.name):
+    for entry in entries:
         if entry.is_symlink():
             files[entry.name + NOT_REGULAR] = b"symbolic link"
         elif entry.is_dir(follow_symlinks=False):
             files[entry.name + "/"] = b""
         elif entry.is_file(follow_symlinks=False):
-            data = _read_regular(entry.path)  # None: swapped for a link or special file since the listing
+            try:
+                data = _read_regular(entry.path)  # None: swapped for a link or special file since the listing
+            except OSError as exc:  # unreadable (permissions; a /proc file)
+                files[entry.name + NOT_REGULAR] = f"unreadable: {exc.strerror or exc}".encode()
+                continue
             if data is None:
                 files[entry.name + NOT_REGULAR] = b"special file"
             else:
@@ -164,5 +215,14 @@ def _raise_write(path: str, exc: OSError) -> NoReturn:
 
 
 def _modes_ok(path: str) -> bool:
-    return all(os.access(os.path.join(path, name), os.X_OK) for name in EXECUTABLE
-               if os.path.exists(os.path.join(path, name)))
+    """Whether the directory ``path`` and its files have the modes write_bundle gives them (what
+    `acrl-compile --check` compares), so that an unchanged bundle is left as it is."""
+    import stat
+
+    try:
+        if stat.S_IMODE(os.lstat(path).st_mode) != DIR_MODE:
+            return False
+        return all(stat.S_IMODE(os.lstat(os.path.join(path, name)).st_mode) == written_mode(name)
+                   for name in os.listdir(path))
+    except OSError:
+        return False

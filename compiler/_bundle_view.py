@@ -5,10 +5,9 @@ array assignments (``SLIME_ARGS=( ... )``, ``SLIME_ARGS+=( ... )``, tokenized wi
 titles from the ``# title`` lines acrl writes inside the array), MODEL_ARGS from model_args.sh,
 the custom config with yaml.safe_load, the resolved spec with tomllib, the Ray job's environment
 and the launch settings from train.sh's assignments, and the derived quantities computed from
-spec.toml (the manifest's copy is covered by no hash; it is used only when spec.toml is not a
-valid spec). Compile warnings come from the manifest: they are informational, and no hash covers
-them either. A spec is compiled in memory and its files are read the same way, so both kinds of
-input go through :func:`read_view`.
+spec.toml (the manifest's copy is used only when spec.toml is not a valid spec). Compile warnings
+come from the manifest, whose every field the bundle hash covers. A spec is compiled in memory and
+its files are read the same way, so both kinds of input go through :func:`read_view`.
 
 Every line of a shell file that is not a comment is kept as a "script line", so a hand edit
 anywhere (an added command, say) still shows in a diff. A line whose meaning is read into one of
@@ -113,7 +112,7 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
     derived: dict[str, Any] = {}
     warnings: tuple[str, ...] = ()
     computed = derived_from_spec(files[SPEC_TOML]) if spec else None
-    if computed is not None:  # never the manifest's copy, which no hash covers
+    if computed is not None:  # what the files say, not the manifest's copy
         derived = dict(computed)
         if "model.args_source" in spec:
             derived["model_args_source"] = spec["model.args_source"]
@@ -123,8 +122,8 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
         if isinstance(provenance, dict) and "source" in provenance:
             derived["model_args_source"] = provenance["source"]
         if derived:
-            notes.append(f"{label}: the derived quantities are manifest.json's (no hash covers them): spec.toml "
-                         "cannot be read as a spec, so they cannot be computed from it")
+            notes.append(f"{label}: the derived quantities are manifest.json's: spec.toml cannot be read as a "
+                         "spec, so they cannot be computed from it")
     if manifest is not None:
         warnings = tuple(sorted(_warning_text(w) for w in manifest.get("warnings") or () if isinstance(w, dict)))
     script = {name: lines for name, lines in ((TRAIN_SH, train.script), (MODEL_ARGS_SH, model[1])) if lines}

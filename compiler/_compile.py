@@ -23,7 +23,7 @@ from ._argv import (
     rollout_gpus,
     samples_per_rollout,
 )
-from ._bundle import MANIFEST, bundle_hash, sha256, write_bundle
+from ._bundle import MANIFEST, manifest_hash, sha256, write_bundle
 from ._errors import Diagnostic, SpecError
 from ._layers import EXTENDS, SWEEP, load_spec, resolve_extends
 from ._model_args import ModelArgs, ModelArgsError, resolve_model_args
@@ -35,7 +35,8 @@ from ._structure import structure, unstructure
 from ._verify_flags import verify_flags
 from ._version import __version__
 
-BUNDLE_FORMAT = 1
+# 2: the bundle hash covers every manifest field (_bundle.manifest_hash); 1: only the file list.
+BUNDLE_FORMAT = 2
 Target = Literal["ray", "kuberay"]
 TARGETS: tuple[Target, ...] = ("ray", "kuberay")
 
@@ -133,8 +134,8 @@ def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tup
 
         files["rayjob.yaml"] = rayjob_yaml(spec, flat_argv(model_args, groups, spec), files["custom_config.yaml"])
     hashes = {name: sha256(data) for name, data in sorted(files.items())}
-    digest = bundle_hash(hashes)
-    manifest = _manifest(source, spec, model_args, warnings, hashes, digest)
+    manifest = _manifest(source, spec, model_args, warnings, hashes)
+    manifest["bundle_hash"] = digest = manifest_hash(manifest)
     files[MANIFEST] = _render.manifest_json(manifest)
     return Bundle(spec, files, digest, warnings, notes, model_args, groups, manifest["spec"]["sha256"],
                   source.base_paths)
@@ -160,11 +161,11 @@ def resolved_spec(spec: Spec, model_args: ModelArgs) -> Spec:
 
 
 def _manifest(source: SpecSource, spec: Spec, model_args: ModelArgs, warnings: tuple[Diagnostic, ...],
-              hashes: Mapping[str, str], digest: str) -> dict[str, Any]:
+              hashes: Mapping[str, str]) -> dict[str, Any]:
+    """The manifest without its bundle_hash, which is the hash of all of this (_bundle.manifest_hash)."""
     return {
         "acrl_version": __version__,
         "bundle_format": BUNDLE_FORMAT,
-        "bundle_hash": digest,
         "exp_id": spec.experiment.id,
         "files": dict(hashes),
         "spec": {"name": Path(source.name).name, "sha256": sha256(source.text.encode("utf-8"))},

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from ._bundle import EXECUTABLE, MANIFEST, read_bundle
+from ._bundle import DIR_MODE, MANIFEST, NOT_REGULAR, read_bundle, written_mode
 from ._bundle_view import KNOWN_FILES, TYPE_TAG, BundleView, flatten, read_view
 from ._errors import BundleReadError
 
@@ -246,7 +246,7 @@ def _integrity_notes(path: str, files: Mapping[str, bytes]) -> list[str]:
     what = [f"{kind} {', '.join(names)}" for kind, names in (("modified", result.modified),
             ("removed", result.removed), ("added", result.added), ("not a regular file", result.not_regular)) if names]
     if result.recomputed_hash is not None:
-        what.append("a bundle_hash that does not match its own file list")
+        what.append("a bundle_hash that does not match its own contents")
     if result.derived_mismatch:
         what.append("a derived section that does not match spec.toml")
     return [f"{path} does not match its manifest ({'; '.join(what)}): it was changed after it was compiled "
@@ -293,19 +293,39 @@ def check_bundle(spec: str, compiled: Mapping[str, bytes], out: str) -> CheckRes
             lines.append(f"{name}: in {out}, not in the compiled bundle")
         elif existing[name] != compiled[name]:
             lines.append(f"{name}: differs{_manifest_keys(existing, compiled) if name == MANIFEST else ''}")
-        elif name in EXECUTABLE and not os.access(os.path.join(out, name), os.X_OK):
-            lines.append(f"{name}: not executable")
+    lines += _mode_differences(out, [name for name in compiled if name in existing and not name.endswith(NOT_REGULAR)])
     if not lines:
         return CheckResult(spec, out, (), None)
     view = attrs.evolve(read_view(out, existing), integrity=tuple(_integrity_notes(out, existing)))
     return CheckResult(spec, out, tuple(lines), diff_views(view, read_view(f"{spec} (compiled)", compiled)))
 
 
+def _mode_differences(out: str, names: list[str]) -> list[str]:
+    """``name: mode 0775, the compile writes 0755`` for the directory ``out`` (``./``) and each file
+    of ``names`` in it whose permission bits (set-ID and sticky bits included) are not the ones
+    acrl-compile gives it (_bundle.write_bundle)."""
+    import stat
+
+    lines = []
+    for name, wanted in [("./", DIR_MODE), *((name, written_mode(name)) for name in sorted(names))]:
+        try:
+            mode = stat.S_IMODE(os.lstat(os.path.join(out, name)).st_mode)
+        except OSError:
+            continue
+        if mode != wanted:
+            lines.append(f"{name}: mode {mode:04o}, the compile writes {wanted:04o}")
+    return lines
+
+
 def _manifest_keys(existing: Mapping[str, bytes], compiled: Mapping[str, bytes]) -> str:
     try:
-        old, new = (flatten(json.loads(files[MANIFEST])) for files in (existing, compiled))
-    except ValueError:
-        return ""
+        old, new = (json.loads(files[MANIFEST]) for files in (existing, compiled))
+    except ValueError:  # not UTF-8, not JSON
+        return " (not valid JSON)"
+    if not isinstance(old, dict):
+        kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(old), "number")
+        return f" (a JSON {kind}, not an object)"
+    old, new = flatten(old), flatten(new)
     keys = [c.key for c in _compare(old, new) if not c.key.startswith("files.")]
     return f" ({', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''})" if keys else ""
 

@@ -43,6 +43,9 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--address", metavar="ADDR",
                      help="an existing Ray cluster's dashboard address (http://head:8265), instead of the spec's")
     run.add_argument("--runs-dir", metavar="DIR", default="runs", help="where run records go (default: runs)")
+    run.add_argument("--expect-hash", metavar="SHA256",
+                     help="refuse to run unless the bundle's files and manifest hash to SHA256 (the bundle hash you "
+                     "reviewed, e.g. from a pull request; recorded in run.json), as `acrl verify --expect-hash`")
     run.set_defaults(run=_run_run)
     runs = commands.add_parser("runs", help="list the recorded runs",
                                description="List the run records under DIR/<exp_id>/<run_id>/run.json.",
@@ -56,7 +59,8 @@ def _run_run(args: argparse.Namespace) -> int:
     from ._run import RunOptions, run_bundle
 
     return run_bundle(RunOptions(args.bundle, dry_run=args.dry_run, skip=tuple(args.skip),
-                                 allow_modified=args.allow_modified, address=args.address, runs_dir=args.runs_dir))
+                                 allow_modified=args.allow_modified, address=args.address, runs_dir=args.runs_dir,
+                                 expect_hash=args.expect_hash))
 
 
 def _run_runs(args: argparse.Namespace) -> int:

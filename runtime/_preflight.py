@@ -60,18 +60,43 @@ class BundleInfo:
 
 
 def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None,
-                     modified: Collection[str] = ()) -> BundleInfo:
-    """Read spec.toml, manifest.json and model_args.sh of the bundle directory ``path``."""
+                     modified: Collection[str] = (), files: Mapping[str, bytes] | None = None,
+                     manifest: Mapping[str, Any] | None = None) -> BundleInfo:
+    """Read spec.toml, manifest.json and model_args.sh of the bundle directory ``path``.
+
+    ``files``: the bundle's files as verify read them (acrl.compiler._bundle.read_bundle), so that
+    the checks see the bytes that were verified, not whatever is on disk a moment later.
+    ``manifest``: the manifest as verified, when the bundle is intact (its bundle hash covers
+    every field). Without it the manifest is not trusted: its derived section (the GPUs the
+    job needs) is computed from spec.toml instead, and left out when spec.toml is not a spec."""
     where = Path(path)
+
+    def text(name: str) -> str:
+        if files is None:
+            return (where / name).read_text(encoding="utf-8")
+        if name not in files:
+            raise OSError(f"{name} is missing or not a regular file")
+        return files[name].decode("utf-8")
+
     try:
-        spec = tomllib.loads((where / "spec.toml").read_text(encoding="utf-8"))
-        manifest = json.loads((where / "manifest.json").read_text(encoding="utf-8"))
-        segments, _ = bash_arrays((where / "model_args.sh").read_text(encoding="utf-8"), "MODEL_ARGS")
+        spec = tomllib.loads(text("spec.toml"))
+        parsed = json.loads(text("manifest.json")) if manifest is None else manifest
+        segments, _ = bash_arrays(text("model_args.sh"), "MODEL_ARGS")
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # tomllib and json errors are ValueErrors
         raise AcrlError(f"{where}: cannot read the bundle: {exc}\n"
                         "  fix: compile the spec again (acrl-compile SPEC -o DIR --force)") from None
+    if not isinstance(parsed, dict):
+        raise AcrlError(f"{where / 'manifest.json'}: cannot read the bundle: not a JSON object\n"
+                        "  fix: compile the spec again (acrl-compile SPEC -o DIR --force)")
+    if manifest is None:
+        from acrl.compiler._bundle_view import derived_from_spec
+
+        derived = derived_from_spec(text("spec.toml").encode("utf-8"))
+        parsed = {key: value for key, value in parsed.items() if key != "derived"}
+        if derived is not None:
+            parsed["derived"] = derived
     tokens = tuple(token for _, words in segments for token in words)
-    return BundleInfo(where, spec, manifest, tokens, address, tuple(sorted(modified)))
+    return BundleInfo(where, spec, parsed, tokens, address, tuple(sorted(modified)))
 
 
 # --- the checks ------------------------------------------------------------------------------------
@@ -216,6 +241,9 @@ def gpus_needed(info: BundleInfo) -> int:
 
 
 def check_gpus(info: BundleInfo) -> str:
+    if not isinstance(info.manifest.get("derived"), Mapping):
+        raise CheckSkipped("the GPUs the job needs are not known: spec.toml was modified and is not a spec "
+                           "this acrl reads")
     need = gpus_needed(info)
     if info.cluster_address:
         raise CheckSkipped(f"the job runs on the cluster at {info.cluster_address}; its {need} GPUs are not "

@@ -44,13 +44,19 @@ class RunOptions:
     allow_modified: bool = False
     address: str | None = None
     runs_dir: str = "runs"
+    expect_hash: str | None = None  # the bundle hash the runner reviewed: anything else is refused
 
 
 class ModifiedBundleError(AcrlError):
     """The bundle's files differ from its manifest, and --allow-modified was not given (exit 1)."""
 
     def __init__(self, verification: Verification) -> None:
-        super().__init__(verification.format() + "\n  or run it as it is with --allow-modified (recorded in run.json)")
+        if not verification.expected_hash_ok:  # --allow-modified never overrides the hash the runner pinned
+            super().__init__(verification.format() + "\n  --expect-hash: the bundle is not the one reviewed, "
+                             "so it is not run (not even with --allow-modified)")
+        else:
+            super().__init__(verification.format() +
+                             "\n  or run it as it is with --allow-modified (recorded in run.json)")
 
 
 class PreflightFailed(AcrlError):
@@ -61,20 +67,24 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     """Verify, preflight, then (unless dry-run) run train.sh and record it. Returns the exit status:
     train.sh's, or 1 when the bundle is refused or a check fails (raised as an AcrlError)."""
     out = out or sys.stdout
-    verification = verify_bundle(options.bundle)
-    if not verification.intact and not options.allow_modified:
+    # Everything below is taken from what was verified: the files as read here, and manifest fields
+    # (exp_id, derived, ...) only when the bundle hash covering them checked out.
+    verification = verify_bundle(options.bundle, expect_hash=options.expect_hash)
+    if not verification.expected_hash_ok or (not verification.intact and not options.allow_modified):
         raise ModifiedBundleError(verification)
     print(verification.format() if verification.intact else
           verification.format().rsplit("\n  fix:", 1)[0] + "\n  --allow-modified: running it as it is", file=out)
     changed = {*verification.modified, *verification.added, *verification.removed}
-    info = _preflight.read_bundle_info(options.bundle, address=options.address, modified=changed)
+    info = _preflight.read_bundle_info(options.bundle, address=options.address, modified=changed,
+                                       files=verification.files,
+                                       manifest=verification.manifest if verification.intact else None)
     results = _preflight.run_preflight(info, options.skip)
     print(_preflight.format_table(results), file=out)
     failed = [r.name for r in results if r.status == "failed"]
     if failed:
         raise PreflightFailed(f"preflight failed ({', '.join(failed)}): nothing was run\n"
                               f"  fix: fix what the table says, or skip a check with --skip {failed[0]}")
-    exp_id = str(info.manifest.get("exp_id") or Path(options.bundle).resolve().name)
+    exp_id = verification.manifest["exp_id"]  # one safe path component: read_manifest checked it
     run_id = _records.new_run_id()
     train_sh = str(Path(options.bundle) / "train.sh")
     # What is shown and recorded; a user:password in the address is left out (the run itself gets it).
@@ -92,7 +102,7 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
         "bundle_hash": bundle_hash, "submission_id": f"acrl-{exp_id}-{bundle_hash[:12]}-{run_id}",
         "ray_address": _records.public_address(_ray_address(info)), "host": socket.gethostname(),
         "command": [*env_shown, *command], "allow_modified": options.allow_modified,
-        "modified_files": sorted(changed),
+        "modified_files": sorted(changed), "expected_hash": verification.expected_hash,
         "preflight": [r.as_json() for r in results], "status": "running", "exit_status": None,
         "started_at": None, "ended_at": None, "duration_s": None, "log": _records.LOG,
     }

@@ -96,3 +96,20 @@ def compile_overrides(write_spec: SpecWriter) -> Callable[..., Bundle]:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true",
                      help="rewrite tests/golden/ from the example specs instead of comparing")
+
+
+def forge_manifest(bundle: Path, **changes: Any) -> dict[str, Any]:
+    """Rewrite ``bundle``'s manifest as a forger who can write it would: ``changes`` applied, every
+    listed file's sha256 taken from the file as it is now, and the bundle hash recomputed over it
+    all, so that the bundle matches its own manifest again. Returns the new manifest."""
+    import json
+
+    from acrl.compiler._bundle import manifest_hash, sha256
+
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["files"] = {name: sha256((bundle / name).read_bytes()) for name in manifest["files"]
+                         if (bundle / name).is_file()}
+    manifest.update(changes)
+    manifest["bundle_hash"] = manifest_hash(manifest)
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    return manifest

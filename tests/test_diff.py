@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 import tomli_w
 
-from acrl.compiler._bundle import bundle_hash, sha256
 from acrl.compiler._bundle_view import FORWARDED, PINNED_AT_LAUNCH, bash_arrays
 from acrl.compiler._cli import acrl_main
 from acrl.compiler._diff import GROUPS, SECTIONS, flag_group
-from conftest import REPO, SpecWriter
+from conftest import REPO, SpecWriter, forge_manifest
 
 GOLDEN = REPO / "tests" / "golden"
 SMOKE = "gsm8k-qwen2.5-3b-smoke"
@@ -58,10 +57,7 @@ def edit(path: Path, old: str, new: str) -> None:
 def rehash(bundle: Path) -> None:
     """Record the bundle's files as they are now in its manifest (as a forger would), so that it
     matches its manifest again after an edit."""
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    files = {name: sha256((bundle / name).read_bytes()) for name in manifest["files"]}
-    manifest.update(files=files, bundle_hash=bundle_hash(files))
-    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    forge_manifest(bundle)
 
 
 def test_a_bundle_is_equivalent_to_itself(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -255,9 +251,7 @@ def test_deleted_and_added_files(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_a_bundle_made_by_another_acrl_version_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
-    manifest = json.loads((a / "manifest.json").read_text())
-    manifest["acrl_version"] = "0.0.9"
-    (a / "manifest.json").write_text(json.dumps(manifest))
+    forge_manifest(a, acrl_version="0.0.9")  # as that acrl would write it: the bundle hash covers the version
     code, data = diff_json(capsys, a, b)
     assert code == 0  # the manifest's version is not itself a difference in what runs
     assert any(f"{a} was made by acrl 0.0.9 and {b} by acrl " in note for note in data["notes"])

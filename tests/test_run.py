@@ -475,3 +475,66 @@ def test_a_recorded_address_never_holds_a_password(address: str, recorded: str) 
     from acrl.runtime._records import public_address
 
     assert public_address(address) == recorded
+
+
+# --- tampering (issue 11): acrl run takes nothing from unverified manifest fields ---------------------
+
+def test_an_edited_exp_id_is_refused_and_no_record_is_written_outside_the_runs_dir(tmp_path: Path) -> None:
+    """exp_id names the record's directory: one edited to ../x (bundle hash left as it was, or
+    recomputed by a forger) never makes `acrl run` write outside --runs-dir."""
+    project = make_project(tmp_path)
+    manifest = json.loads((project.bundle / "manifest.json").read_text())
+    (project.bundle / "manifest.json").write_text(json.dumps(dict(manifest, exp_id="../x")))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for extra in [(), ("--allow-modified",)]:
+        proc = acrl("run", str(project.bundle), *extra, "--skip", "gpus", "--runs-dir", str(project.runs))
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.startswith(f"{project.bundle / 'manifest.json'}: is not an acrl manifest: exp_id \"../x\"")
+        assert "Traceback" not in proc.stderr and "preflight" not in proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == before and not project.runs.exists()
+
+
+def test_an_edited_derived_section_is_refused_before_the_gpu_check(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    manifest = json.loads((project.bundle / "manifest.json").read_text())
+    forged = dict(manifest, derived=dict(manifest["derived"], actor_gpus=0, rollout_gpus=0))
+    (project.bundle / "manifest.json").write_text(json.dumps(forged))
+    proc = acrl("run", str(project.bundle), "--dry-run", "--runs-dir", str(project.runs))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "manifest: its bundle_hash" in proc.stderr and "preflight" not in proc.stdout
+    # run anyway: the GPUs needed come from spec.toml, not from the manifest's unverified copy
+    from acrl.runtime._preflight import read_bundle_info
+
+    info = read_bundle_info(project.bundle)
+    assert info.manifest["derived"]["actor_gpus"] == 1 == manifest["derived"]["actor_gpus"]
+
+
+def test_expect_hash_pins_the_reviewed_bundle(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    reviewed = json.loads((project.bundle / "manifest.json").read_text())["bundle_hash"]
+    proc = acrl("run", str(project.bundle), "--dry-run", "--skip", "gpus", "--expect-hash", f"sha256:{reviewed}",
+                "--runs-dir", str(project.runs))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[0] == f"{project.bundle}: intact, bundle sha256:{reviewed} (the expected hash)"
+    # train.sh edited and the manifest rewritten to match it: intact for verify, but not the reviewed bundle
+    train = project.bundle / "train.sh"
+    train.write_text("#!/usr/bin/env bash\necho \"edited by hand $ACRL_RUN_ID\"\nexit 3\n")
+    from acrl.compiler._verify import verify_bundle
+    from conftest import forge_manifest
+
+    forged = forge_manifest(project.bundle)
+    assert verify_bundle(project.bundle).intact
+    for extra in [(), ("--allow-modified",)]:
+        proc = acrl("run", str(project.bundle), *extra, "--skip", "gpus", "--expect-hash", reviewed,
+                    "--runs-dir", str(project.runs))
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert (f"  bundle hash: the files hash to sha256:{forged['bundle_hash']}, not the expected "
+                f"sha256:{reviewed}") in proc.stderr.splitlines()
+        assert "preflight" not in proc.stdout and not project.runs.exists()
+    # the hash of what is there now, pinned: it runs, and the record says which hash was pinned
+    proc = acrl("run", str(project.bundle), "--skip", "gpus", "--skip", "slime-parser",  # train.sh is ours now
+                "--expect-hash", forged["bundle_hash"].upper(), "--runs-dir", str(project.runs))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    record = only_record(project.runs)
+    assert record["expected_hash"] == forged["bundle_hash"] == record["bundle_hash"]
+    assert record["allow_modified"] is False

@@ -657,3 +657,17 @@ def test_bundle_modes(example: tuple[Bundle, Path]) -> None:
     _, bundle_dir = example
     assert (bundle_dir / "train.sh").stat().st_mode & stat.S_IXUSR
     assert (bundle_dir / "train.sh").read_bytes().startswith(b"#!/usr/bin/env bash\n")
+
+
+@pytest.mark.parametrize("forged", ["$(touch pwned)", "../../x", "0" * 63, "A" * 64, "", 5])
+def test_a_bundle_hash_that_is_not_a_sha256_stops_train_sh(forged: object, tmp_path: Path, toolbox: Toolbox) -> None:
+    """train.sh reads bundle_hash from manifest.json when it runs (it cannot hold its own hash): a
+    manifest edited after `acrl run` verified it, or a train.sh run by hand, never puts anything but
+    64 hex digits into the Ray submission id."""
+    compile_into(SMOKE, tmp_path / "b")
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    (tmp_path / "b" / "manifest.json").write_text(json.dumps(dict(manifest, bundle_hash=forged)))
+    run = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "manifest.json: bundle_hash is not a sha256" in run.stderr
+    assert run.calls == [] and not (tmp_path / "w" / "pwned").exists()

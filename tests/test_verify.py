@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from acrl.compiler._bundle import bundle_hash, sha256
+from acrl.compiler._bundle import manifest_hash, sha256
 from acrl.compiler._cli import acrl_main
 from acrl.compiler._compile import BUNDLE_FORMAT
 from acrl.compiler._verify import READABLE_FORMATS, verify_bundle
 from acrl.compiler._version import __version__
-from conftest import REPO, SpecWriter
+from conftest import REPO, SpecWriter, forge_manifest
 
 GOLDEN = REPO / "tests" / "golden" / "gsm8k-qwen2.5-3b-smoke"
 
@@ -34,6 +34,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def rewrite_manifest(bundle: Path, **changes: object) -> None:
+    """Edit manifest fields, leaving its bundle hash as it was."""
     manifest = json.loads((bundle / "manifest.json").read_text())
     manifest.update(changes)
     (bundle / "manifest.json").write_text(json.dumps(manifest))
@@ -85,14 +86,14 @@ def test_a_manifest_edited_to_match_an_edited_file_still_fails(bundle: Path,
     rewrite_manifest(bundle, files=files)
     result = verify_bundle(bundle)
     assert result.modified == () and not result.intact
-    assert result.recomputed_hash == bundle_hash(files)
+    assert result.recomputed_hash == manifest_hash(dict(manifest, files=files))
     code, out, _ = run(capsys, str(bundle))
-    assert code == 1 and "manifest: its bundle_hash" in out and "does not match its own file list" in out
+    assert code == 1 and "manifest: its bundle_hash" in out and "does not match its own contents" in out
 
 
 def test_another_acrl_version_with_the_same_format_is_verified_and_noted(bundle: Path,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    rewrite_manifest(bundle, acrl_version="0.0.9")
+    forge_manifest(bundle, acrl_version="0.0.9")
     code, out, _ = run(capsys, str(bundle))
     assert code == 0
     assert out.splitlines()[1] == (f"note: made by acrl 0.0.9 (this is acrl {__version__}); its bundle format "
@@ -105,7 +106,7 @@ def test_an_unreadable_bundle_format_is_an_error_naming_the_writer(bundle: Path,
     code, out, err = run(capsys, str(bundle))
     assert (code, out) == (2, "")
     assert err.startswith(f"{bundle / 'manifest.json'}: bundle format 99, written by acrl 9.0.0; acrl {__version__} "
-                          "reads bundle format 1\n  fix: verify it with acrl 9.0.0")
+                          f"reads bundle format {BUNDLE_FORMAT}\n  fix: verify it with acrl 9.0.0")
 
 
 @pytest.mark.parametrize(("damage", "message"), [
@@ -148,7 +149,8 @@ def test_not_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 def test_paths_named_by_the_manifest_are_never_opened(bundle: Path) -> None:
     manifest = json.loads((bundle / "manifest.json").read_text())
     files = dict(manifest["files"], **{"../outside": "0" * 64})
-    rewrite_manifest(bundle, files=files, bundle_hash=bundle_hash(files))
+    manifest.update(files=files, bundle_hash=manifest_hash(dict(manifest, files=files)))
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
     (bundle.parent / "outside").write_text("not part of the bundle")
     result = verify_bundle(bundle)
     assert result.removed == ("../outside",) and not result.intact
@@ -170,7 +172,7 @@ def test_json(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
                     "bundle_hash": json.loads((bundle / "manifest.json").read_text())["bundle_hash"],
                     "added": [], "removed": ["spec.toml"], "modified": [], "manifest_hash_ok": True,
                     "recomputed_hash": None, "not_regular": [], "derived_mismatch": [], "expected_hash": None,
-                    "expected_hash_ok": True, "notes": []}
+                    "expected_hash_ok": True, "unsafe_modes": [], "notes": []}
 
 
 def test_the_compiler_writes_a_format_verify_reads() -> None:
@@ -189,12 +191,9 @@ def test_verify_stays_light_for_the_executor() -> None:
     assert not [m for m in loaded if m.split(".")[0] in ("jinja2", "cattrs", "yaml", "tomli_w")]
 
 
-def rehash(bundle: Path) -> dict[str, str]:
+def rehash(bundle: Path) -> dict[str, object]:
     """Rewrite the manifest's file list and bundle_hash to match the files, as a forger would."""
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    files = {name: sha256((bundle / name).read_bytes()) for name in manifest["files"]}
-    rewrite_manifest(bundle, files=files, bundle_hash=bundle_hash(files))
-    return files
+    return forge_manifest(bundle)
 
 
 def test_a_full_rehash_passes_verify_but_not_expect_hash(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -203,11 +202,11 @@ def test_a_full_rehash_passes_verify_but_not_expect_hash(bundle: Path, capsys: p
     assert run(capsys, str(bundle), "--expect-hash", f"sha256:{recorded.upper()}")[0] == 0
     with open(bundle / "train.sh", "a") as f:
         f.write("echo pwned\n")
-    files = rehash(bundle)
+    forged = rehash(bundle)
     assert verify_bundle(bundle).intact  # the manifest describes itself: this cannot be caught from inside
     code, out, err = run(capsys, str(bundle), "--expect-hash", recorded)
     assert (code, err) == (1, "")
-    assert f"  bundle hash: the files hash to sha256:{bundle_hash(files)}, not the expected sha256:{recorded}" in out
+    assert f"  bundle hash: the files hash to sha256:{forged['bundle_hash']}, not the expected sha256:{recorded}" in out
     data = json.loads(run(capsys, str(bundle), "--expect-hash", recorded, "--json")[1])
     assert (data["intact"], data["expected_hash"], data["expected_hash_ok"]) == (False, recorded, False)
 
@@ -253,8 +252,8 @@ def test_a_symlinked_manifest_is_not_read(bundle: Path, tmp_path: Path, capsys: 
 
 def test_a_forged_derived_section_does_not_verify(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
     manifest = json.loads((bundle / "manifest.json").read_text())
-    rewrite_manifest(bundle, derived=dict(manifest["derived"], global_batch_size=999))
-    assert verify_bundle(bundle).intact  # the executor's check: hashes only
+    forge_manifest(bundle, derived=dict(manifest["derived"], global_batch_size=999))  # and its hash
+    assert verify_bundle(bundle).intact  # the executor's check: hashes only (a forger can rehash)
     result = verify_bundle(bundle, check_derived=True)
     assert result.derived_mismatch == ("global_batch_size: 999 in the manifest, spec.toml gives 256",)
     code, out, _ = run(capsys, str(bundle))
@@ -275,7 +274,9 @@ def test_the_derived_section_is_computed_from_spec_toml_as_the_compiler_does(tmp
         assert verify_bundle(directory, check_derived=True).derived_mismatch == ()
 
 
-def test_warnings_are_informational_and_not_covered(bundle: Path) -> None:
-    """Documented: no hash covers the manifest's compile warnings; verify does not check them."""
+def test_warnings_are_covered_by_the_bundle_hash(bundle: Path) -> None:
+    """The manifest's compile warnings are informational, and covered by the bundle hash like every
+    other manifest field (bundle format 2): forged warnings make the bundle modified."""
     rewrite_manifest(bundle, warnings=[{"severity": "warning", "message": "forged"}])
-    assert verify_bundle(bundle, check_derived=True).intact
+    result = verify_bundle(bundle, check_derived=True)
+    assert not result.intact and result.recomputed_hash is not None

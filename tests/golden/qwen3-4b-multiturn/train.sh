@@ -143,6 +143,7 @@ fi
 
 BUNDLE_HASH=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["bundle_hash"])' \
   "$BUNDLE_DIR/manifest.json") || die "cannot read the bundle hash from $BUNDLE_DIR/manifest.json"
+[[ $BUNDLE_HASH =~ ^[0-9a-f]{64}$ ]] || die "$BUNDLE_DIR/manifest.json: bundle_hash is not a sha256 (64 hex digits)"
 RUN_ID=${ACRL_RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)}
 [[ $RUN_ID =~ ^[A-Za-z0-9._-]+$ ]] || die "ACRL_RUN_ID may only hold letters, digits, '.', '_' and '-'"
 readonly SUBMISSION_ID="acrl-$EXP_ID-${BUNDLE_HASH:0:12}-$RUN_ID"
