@@ -46,30 +46,71 @@ def written_mode(name: str) -> int:
     return EXECUTABLE_MODE if name in EXECUTABLE else FILE_MODE
 
 
-def unsafe_modes(path: StrPath, names: Iterable[str]) -> list[tuple[str, int]]:
-    """(name, mode) of the bundle directory (``""``) and of each file of ``names`` in it whose
-    mode lets someone else change it after it was checked (group- or other-writable) or runs it
-    with other rights (set-user-ID, set-group-ID, sticky). Entries that are gone are left out."""
+def _private_group(uid: int, gid: int) -> bool:
+    """Whether group ``gid`` is user ``uid``'s own: its primary group, named after it, with no other
+    member (the user-private-group scheme, under which ``umask 002`` is the default and a git
+    checkout's files are group-writable without anyone else being able to write them)."""
+    import grp
+    import pwd
+
+    try:
+        user, group = pwd.getpwuid(uid), grp.getgrgid(gid)
+    except (KeyError, OverflowError):
+        return False
+    return user.pw_gid == gid and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
+
+
+def unsafe_bits(st: os.stat_result) -> int:
+    """The mode bits of ``st`` that let someone else change the entry after it was checked (other-
+    writable; group-writable unless the group is the owner's private group) or run it with other
+    rights (set-user-ID, set-group-ID, sticky)."""
+    import stat
+
+    bits = stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
+    if st.st_mode & stat.S_IWGRP and not _private_group(st.st_uid, st.st_gid):
+        bits |= stat.S_IWGRP
+    return stat.S_IMODE(st.st_mode) & bits
+
+
+def mode_differs(name: str, st: os.stat_result) -> bool:
+    """Whether the bundle entry ``name`` (``""`` or ``./`` for the directory) has a mode that
+    `acrl-compile --check` reports: unsafe bits, or a file whose owner-execute bit is not the one
+    write_bundle gives it. Other bits are left to the checkout's umask, as git leaves them (git keeps
+    only the execute bit), so a bundle checked out under ``umask 002`` or ``077`` is not stale."""
+    import stat
+
+    if unsafe_bits(st):
+        return True
+    if name in ("", "./"):
+        return False
+    return bool(st.st_mode & stat.S_IXUSR) != bool(written_mode(name) & stat.S_IXUSR)
+
+
+def unsafe_modes(path: StrPath, names: Iterable[str]) -> list[tuple[str, int, int]]:
+    """(name, mode, unsafe bits) of the bundle directory (``""``) and of each file of ``names`` in it
+    whose mode has :func:`unsafe_bits`. Entries that are gone are left out."""
     import stat
 
     found = []
     for name in ("", *names):
         try:
-            mode = stat.S_IMODE(os.lstat(os.path.join(path, name)).st_mode)
+            st = os.lstat(os.path.join(path, name))
         except OSError:
             continue
-        if mode & (stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX):
-            found.append((name, mode))
+        if bits := unsafe_bits(st):
+            found.append((name, stat.S_IMODE(st.st_mode), bits))
     return found
 
 
-def describe_mode(mode: int) -> str:
-    """``0775 (group-writable)``: the mode and what is unsafe about it."""
+def describe_mode(mode: int, bits: int | None = None) -> str:
+    """``0775 (group-writable)``: the mode and what is unsafe about it (``bits``; all of ``mode``'s
+    unsafe-looking bits when not given)."""
     import stat
 
+    bits = mode if bits is None else bits
     what = [word for bit, word in ((stat.S_IWGRP, "group-writable"), (stat.S_IWOTH, "other-writable"),
                                    (stat.S_ISUID, "set-user-ID"), (stat.S_ISGID, "set-group-ID"),
-                                   (stat.S_ISVTX, "sticky")) if mode & bit]
+                                   (stat.S_ISVTX, "sticky")) if bits & bit]
     return f"{mode:04o} ({', '.join(what)})" if what else f"{mode:04o}"
 
 
@@ -215,13 +256,14 @@ def _raise_write(path: str, exc: OSError) -> NoReturn:
 
 
 def _modes_ok(path: str) -> bool:
-    """Whether the directory ``path`` and its files have the modes write_bundle gives them (what
-    `acrl-compile --check` compares), so that an unchanged bundle is left as it is."""
-    import stat
-
+    """Whether the directory ``path`` and its files have modes `acrl-compile --check` accepts
+    (:func:`mode_differs`), so that an unchanged bundle is left as it is."""
     try:
-        if stat.S_IMODE(os.lstat(path).st_mode) != DIR_MODE:
+        if mode_differs("", os.lstat(path)):
             return False
+        return not any(mode_differs(name, os.lstat(os.path.join(path, name))) for name in os.listdir(path))
+    except OSError:
+        return False
         return all(stat.S_IMODE(os.lstat(os.path.join(path, name)).st_mode) == written_mode(name)
                    for name in os.listdir(path))
     except OSError:

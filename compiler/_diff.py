@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from ._bundle import DIR_MODE, MANIFEST, NOT_REGULAR, read_bundle, written_mode
+from ._bundle import DIR_MODE, MANIFEST, NOT_REGULAR, mode_differs, read_bundle, written_mode
 from ._bundle_view import KNOWN_FILES, TYPE_TAG, BundleView, flatten, read_view
 from ._errors import BundleReadError
 
@@ -302,18 +302,18 @@ def check_bundle(spec: str, compiled: Mapping[str, bytes], out: str) -> CheckRes
 
 def _mode_differences(out: str, names: list[str]) -> list[str]:
     """``name: mode 0775, the compile writes 0755`` for the directory ``out`` (``./``) and each file
-    of ``names`` in it whose permission bits (set-ID and sticky bits included) are not the ones
-    acrl-compile gives it (_bundle.write_bundle)."""
+    of ``names`` in it whose mode :func:`_bundle.mode_differs` from what acrl-compile writes: unsafe
+    bits, or the wrong owner-execute bit."""
     import stat
 
     lines = []
     for name, wanted in [("./", DIR_MODE), *((name, written_mode(name)) for name in sorted(names))]:
         try:
-            mode = stat.S_IMODE(os.lstat(os.path.join(out, name)).st_mode)
+            st = os.lstat(os.path.join(out, name))
         except OSError:
             continue
-        if mode != wanted:
-            lines.append(f"{name}: mode {mode:04o}, the compile writes {wanted:04o}")
+        if mode_differs(name, st):
+            lines.append(f"{name}: mode {stat.S_IMODE(st.st_mode):04o}, the compile writes {wanted:04o}")
     return lines
 
 

@@ -161,7 +161,8 @@ def verify_bundle(path: str | os.PathLike[str], *, check_derived: bool = False,
              for name in sorted(EXECUTABLE) if name in files and not os.access(os.path.join(where, name), os.X_OK)]
     result = verify_files(files, where=where, check_derived=check_derived, expect_hash=expect_hash)
     regular = [name for name in files if not name.endswith(("/", NOT_REGULAR))]
-    unsafe = tuple(f"{name or './'} {describe_mode(mode)}" for name, mode in unsafe_modes(where, sorted(regular)))
+    unsafe = tuple(f"{name or './'} {describe_mode(mode, bits)}"
+                   for name, mode, bits in unsafe_modes(where, sorted(regular)))
     return attrs.evolve(result, notes=(*result.notes, *modes), unsafe_modes=unsafe)
 
 

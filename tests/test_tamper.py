@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from acrl.compiler import _bundle
 from acrl.compiler._bundle import manifest_hash, sha256
 from acrl.compiler._cli import acrl_main, compile_main
 from acrl.compiler._compile import BUNDLE_FORMAT
@@ -214,6 +215,19 @@ UNSAFE_MODES = [("train.sh", 0o775, "group-writable"), ("train.sh", 0o757, "othe
                 ("", 0o777, "group-writable, other-writable"), ("", 0o1777, "group-writable, other-writable, sticky")]
 
 
+@pytest.fixture
+def shared_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundle's group has members other than its owner (not a user-private group)."""
+    monkeypatch.setattr(_bundle, "_private_group", lambda uid, gid: False)
+
+
+@pytest.fixture
+def private_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundle's group is its owner's private group (the scheme under which umask is 002)."""
+    monkeypatch.setattr(_bundle, "_private_group", lambda uid, gid: True)
+
+
+@pytest.mark.usefixtures("shared_group")
 @pytest.mark.parametrize(("name", "mode", "what"), UNSAFE_MODES)
 def test_an_unsafe_mode_is_flagged_by_verify(name: str, mode: int, what: str, tmp_path: Path) -> None:
     bundle = copy_golden(tmp_path)
@@ -226,6 +240,7 @@ def test_an_unsafe_mode_is_flagged_by_verify(name: str, mode: int, what: str, tm
         run_bundle(RunOptions(str(bundle), dry_run=True), out=io.StringIO())
 
 
+@pytest.mark.usefixtures("shared_group")
 def test_the_unsafe_mode_report_and_its_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bundle = copy_golden(tmp_path)
     os.chmod(bundle / "train.sh", 0o4777)
@@ -256,9 +271,44 @@ def compiled(tmp_path: Path, write_spec: SpecWriter, capsys: pytest.CaptureFixtu
     return spec, out
 
 
+@pytest.mark.usefixtures("private_group")
+@pytest.mark.parametrize(("mode", "what"), [(0o775, "group-writable"), (0o1775, "group-writable, sticky"),
+                                            (0o2775, "set-group-ID")])
+def test_group_write_in_the_owners_private_group_is_safe(mode: int, what: str, tmp_path: Path) -> None:
+    """Under the user-private-group scheme (umask 002) nobody but the owner can write a group-writable
+    file; only the other unsafe bits are reported."""
+    bundle = copy_golden(tmp_path)
+    os.chmod(bundle / "train.sh", mode)
+    result = verify_bundle(bundle)
+    expected = () if what == "group-writable" else (f"train.sh {mode:04o} ({what.removeprefix('group-writable, ')})",)
+    assert result.unsafe_modes == expected
+    assert result.intact == (not expected)
+
+
+def test_an_unknown_group_is_not_private() -> None:
+    assert not _bundle._private_group(os.getuid(), 2**31 - 7)
+    assert not _bundle._private_group(2**31 - 7, os.getgid())
+
+
+@pytest.mark.usefixtures("private_group")
+@pytest.mark.parametrize("umask", [0o002, 0o077, 0o022])
+def test_a_checkout_under_any_umask_is_not_stale(umask: int, compiled: tuple[Path, Path],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """git keeps only the execute bit: a bundle checked out under umask 002 (0775/0664) or 077
+    (0700/0600) is what the compile writes, for --check, verify and the write that leaves it as it is."""
+    spec, out = compiled
+    for path in [out, *out.iterdir()]:
+        os.chmod(path, (0o777 if path.is_dir() or path.name == "train.sh" else 0o666) & ~umask)
+    assert compile_main(["--check", str(spec), "-o", str(out)]) == 0, capsys.readouterr()
+    assert verify_bundle(out).intact
+    assert compile_main([str(spec), "-o", str(out)]) == 0
+    assert "unchanged" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("shared_group")
 @pytest.mark.parametrize(("name", "mode"), [("train.sh", 0o775), ("train.sh", 0o4755), ("train.sh", 0o644),
-                                            ("spec.toml", 0o666), ("custom_config.yaml", 0o600),
-                                            ("manifest.json", 0o755), ("./", 0o777), ("./", 0o700)])
+                                            ("spec.toml", 0o666), ("spec.toml", 0o2644),
+                                            ("manifest.json", 0o755), ("./", 0o777), ("./", 0o1755)])
 def test_check_compares_modes_with_what_the_compile_writes(name: str, mode: int, compiled: tuple[Path, Path],
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     spec, out = compiled
@@ -357,6 +407,7 @@ def test_verify_and_run_against_a_manifest_that_is_not_an_object(text: str, tmp_
         run_bundle(RunOptions(str(bundle), dry_run=True, allow_modified=True))
 
 
+@pytest.mark.usefixtures("shared_group")
 @pytest.mark.parametrize(("name", "mode"), [("train.sh", 0o775), ("spec.toml", 0o666), ("./", 0o777),
                                             ("train.sh", 0o644)])
 def test_force_restores_the_modes_check_asks_for(name: str, mode: int, compiled: tuple[Path, Path],
