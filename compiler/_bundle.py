@@ -264,7 +264,3 @@ def _modes_ok(path: str) -> bool:
         return not any(mode_differs(name, os.lstat(os.path.join(path, name))) for name in os.listdir(path))
     except OSError:
         return False
-        return all(stat.S_IMODE(os.lstat(os.path.join(path, name)).st_mode) == written_mode(name)
-                   for name in os.listdir(path))
-    except OSError:
-        return False
