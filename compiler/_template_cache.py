@@ -56,7 +56,7 @@ class TemplateCache(jinja2.FileSystemBytecodeCache):
                   env.variable_end_string, env.comment_start_string, env.comment_end_string,
                   env.line_statement_prefix, env.line_comment_prefix, env.trim_blocks, env.lstrip_blocks,
                   env.newline_sequence, env.keep_trailing_newline, env.autoescape, env.optimized,
-                  env.finalize, env.is_async, sorted(env.extensions))
+                  _code_of(env.finalize) if env.finalize else None, env.is_async, sorted(env.extensions))
         custom = sorted((kind, name, _code_of(function))
                         for kind, functions, defaults in (("filter", env.filters, jinja2.filters.FILTERS),
                                                           ("test", env.tests, jinja2.tests.TESTS))
