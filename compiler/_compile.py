@@ -36,6 +36,7 @@ from ._verify_flags import verify_flags
 from ._version import __version__
 
 BUNDLE_FORMAT = 1
+_NO_MODEL_ARGS = ModelArgs((), "args", "not resolved yet", "")  # for the rules checked before they are
 Target = Literal["ray", "kuberay"]
 TARGETS: tuple[Target, ...] = ("ray", "kuberay")
 
@@ -94,6 +95,12 @@ def compile_source(source: SpecSource, *, strict: bool = False, target: Target =
     spec, diagnostics = structure(source)
     if spec is None:
         raise SpecError(diagnostics)
+    # The rules on the spec alone ([model] type, [model.script_env], NUL bytes) come first: a spec they refuse
+    # never has a script sourced (or a template rendered) with its values.
+    early = validate(source, Context(spec, _NO_MODEL_ARGS, ()), before_sourcing=True)
+    if any(d.severity == "error" for d in early):
+        raise SpecError([attrs.evolve(d, severity="error") if strict and d.severity == "warning" else d
+                         for d in early])
     try:
         resolution = resolve_model_args(spec, Path(source.name).parent)
     except ModelArgsError as exc:
@@ -102,7 +109,8 @@ def compile_source(source: SpecSource, *, strict: bool = False, target: Target =
     model_args = resolution.model_args
     groups = build_argv(spec)
     verification = verify_flags(spec)
-    diagnostics = validate(source, Context(spec, model_args, groups, verification.check, resolution))
+    diagnostics = early + validate(source, Context(spec, model_args, groups, verification.check, resolution),
+                                   before_sourcing=False)
     if strict:
         diagnostics = [attrs.evolve(d, severity="error") if d.severity == "warning" else d for d in diagnostics]
     if target == "kuberay" and spec.kuberay.image is None:
