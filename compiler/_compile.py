@@ -26,7 +26,7 @@ from ._argv import (
 from ._bundle import MANIFEST, bundle_hash, sha256, write_bundle
 from ._errors import Diagnostic, SpecError
 from ._layers import EXTENDS, SWEEP, load_spec, resolve_extends
-from ._model_args import ModelArgs, ModelArgsError, resolve_model_args
+from ._model_args import ModelArgs, ModelArgsError, is_dir_here, resolve_model_args
 from ._model_args import _config_path as config_path
 from ._rules import Context, validate
 from ._source import SpecSource
@@ -153,7 +153,7 @@ def external_inputs(bundle: Bundle, spec_dir: Path) -> tuple[Path, ...] | None:
     the result (used by the compile cache); None when they cannot all be named: a model script
     sourced by bash may read anything, and a slime checkout was read file by file."""
     spec = bundle.spec
-    if bundle.model_args.source == "script" or Path(spec.slime.dir).is_dir():
+    if bundle.model_args.source == "script" or is_dir_here(Path(spec.slime.dir)):
         return None
     return (config_path(spec, spec_dir), Path(spec.slime.dir),  # Megatron's is read only with slime's
             *(Path(base) for base in bundle.base_paths))

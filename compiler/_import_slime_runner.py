@@ -238,14 +238,14 @@ def _model_args(spec: dict[str, dict[str, Any]], data: Mapping[str, Any]) -> tup
     import subprocess
     import tempfile
 
-    from ._model_args import model_type_problem
+    from ._model_args import is_file_here, model_type_problem
 
     slime_dir = spec.get("slime", {}).get("dir", "/root/slime")
     spec["model"]["args_source"] = "script"
     if not isinstance(data["model_type"], str) or model_type_problem(data["model_type"]) is not None:
         return [], set()  # never sourced: the compile that follows says why (ACRL-M009)
     script = Path(slime_dir) / "scripts" / "models" / f"{data['model_type']}.sh"
-    if not script.is_file():
+    if not is_file_here(script):
         return [Note("unresolved", f"MODEL_ARGS: {script} is not on this machine. SlimeRunner sourced it on the "
                      "cluster at every run; acrl sources it at compile time and freezes the result into "
                      "model_args.sh. Compile where slime is checked out at that path, or set [model] args_source = "

@@ -50,6 +50,23 @@ _SHELL_VARIABLES = frozenset({
 _SHELL_PREFIXES = ("BASH", "LD_", "DYLD_", "GCONV_", "GLIBC_", "MALLOC_", "PYTHON", "PERL", "RUBY", "NODE_")
 
 
+def is_dir_here(path: Path) -> bool:
+    """Whether ``path`` is a directory on this machine; False for a path no file system could hold (a name over
+    NAME_MAX, which Path.is_dir raises on instead of answering)."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def is_file_here(path: Path) -> bool:
+    """Like :func:`is_dir_here`, for a file."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def model_type_problem(model_type: str) -> str | None:
     """Why ``model_type`` cannot name slime's scripts/models/<type>.sh, or None when it can."""
     if _MODEL_TYPE.fullmatch(model_type) and ".." not in model_type:
@@ -279,7 +296,7 @@ def _from_script(spec: Spec) -> ModelArgs:
     for _name, message, hint in script_env_problems(spec.model.script_env):
         raise ModelArgsError(message, hint, "script_env")
     script = Path(spec.slime.dir) / "scripts" / "models" / f"{spec.model.type}.sh"
-    if not script.is_file():
+    if not is_file_here(script):
         raise ModelArgsError(
             f"model script {script} is not on this machine, so MODEL_ARGS cannot be resolved from it",
             "compile where slime is checked out (set [slime] dir), or give the architecture literally in "

@@ -8,14 +8,30 @@ import codecs
 import json
 import subprocess
 import sys
+import tempfile
+import tomllib
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import tomli_w
+import yaml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from test_train_sh import (
+    Toolbox,
+    expected_slime_argv,
+    make_env,
+    make_toolbox,
+    parsed_slime_argv,
+    run_train_sh,
+)
 
-from acrl.compiler import SpecError, compile_spec, write
-from acrl.compiler._render import environment
+from acrl.compiler import Spec, SpecError, compile_spec, write
+from acrl.compiler._render import custom_config, environment
 from conftest import MINIMAL, merge
 
 BIN = Path(sys.executable).parent
@@ -206,3 +222,209 @@ def test_comment_escapes_every_control_character(char: str) -> None:
     text = comment_text(f"a{char}b\\")
     assert char not in text and text.isprintable() and text.startswith("a\\") and text.endswith("b\\\\")
     assert codecs.decode(text, "unicode_escape") == f"a{char}b\\"  # Python's escapes: the value can be read back
+
+
+# --- every string field and free-form key of the spec, with hostile values ------------------------------------------
+
+@attrs.frozen
+class Slot:
+    """Where a string goes in a spec: a field's value, a free-form table's key or value, or a list's item."""
+
+    table: str
+    field: str
+    kind: str  # "value", "key", "table-value", "item", "table-item" (an item of a list value in a table)
+
+    @property
+    def id(self) -> str:
+        return f"{self.table}.{self.field}:{self.kind}"
+
+    def place(self, text: str) -> dict[str, Any]:
+        """Spec overrides putting ``text`` in this slot (with the keys it needs to be used)."""
+        value: Any = {"value": text, "item": [text], "key": {text: "v"}, "table-value": {SAMPLE_KEY: text},
+                      "table-item": {SAMPLE_KEY: ["a", text]}}[self.kind]
+        return merge(COMPANIONS.get(f"{self.table}.{self.field}", {}), {self.table: {self.field: value}})
+
+    def read(self, data: Any) -> Any:
+        """The slot's text in ``data`` (a spec as a TOML mapping)."""
+        node = data[self.table][self.field]
+        return {"value": lambda: node, "item": lambda: node[0],
+                "key": lambda: next(k for k, v in node.items() if v == "v"),
+                "table-value": lambda: node[SAMPLE_KEY], "table-item": lambda: node[SAMPLE_KEY][1]}[self.kind]()
+
+
+SAMPLE_KEY = "ACRL_TEST_NAME"  # a name every free-form table accepts: a variable name, a flag, a dataset name
+COMPANIONS: dict[str, dict[str, Any]] = {"eval.datasets": {"eval": {"interval": 5}}}
+
+
+def _admits(tp: Any, wanted: type) -> bool:
+    if tp is wanted:
+        return True
+    if typing.get_origin(tp) is typing.Literal:
+        return any(type(a) is wanted for a in typing.get_args(tp))
+    return typing.get_origin(tp) in (types.UnionType, typing.Union) and any(_admits(a, wanted)
+                                                                           for a in typing.get_args(tp))
+
+
+def _list_of_str(tp: Any) -> bool:
+    options = typing.get_args(tp) if typing.get_origin(tp) in (types.UnionType, typing.Union) else (tp,)
+    return any(typing.get_origin(o) is list and any(_admits(a, str) for a in typing.get_args(o)) for o in options)
+
+
+def string_slots() -> list[Slot]:
+    """Every place of the spec a string can go, from its attrs classes: a field added later is here too."""
+    slots = []
+    for table in attrs.fields(Spec):
+        assert isinstance(table.type, type) and attrs.has(table.type)
+        for field in attrs.fields(table.type):
+            tp = field.type
+            if typing.get_origin(tp) is dict:
+                value_type = typing.get_args(tp)[1]
+                slots.append(Slot(table.name, field.name, "key"))
+                if _admits(value_type, str):
+                    slots.append(Slot(table.name, field.name, "table-value"))
+                if _list_of_str(value_type):
+                    slots.append(Slot(table.name, field.name, "table-item"))
+            elif _list_of_str(tp):
+                slots.append(Slot(table.name, field.name, "item"))
+            elif _admits(tp, str):
+                slots.append(Slot(table.name, field.name, "value"))
+    return slots
+
+
+SLOTS = string_slots()
+# Slots whose every value but a few is refused (a choice, an ARN, a file read at compile time, a variable name):
+# for them the property is "a located error"; every other slot must also accept a plain value.
+CONSTRAINED = {"agentcore.runtime_arn:value", "agentcore.gateway_log_level:value",
+               "agentcore.reward_postprocessing:value", "model.args_source:value", "model.hf_config:value",
+               "model.megatron_to_hf_mode:value", "sglang.log_level:value", "sglang.log_level_http:value",
+               "algorithm.advantage_estimator:value", "algorithm.kl_loss_type:value", "train.mode:value",
+               "train.lr_decay_style:value", "train.attention_backend:value"}
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory: pytest.TempPathFactory) -> Toolbox:
+    return make_toolbox(tmp_path_factory.mktemp("toolbox"))
+
+
+def test_the_slots_cover_the_spec() -> None:
+    ids = {s.id for s in SLOTS}
+    assert {"model.type:value", "model.overrides:key", "model.overrides:table-value", "model.overrides:table-item",
+            "model.script_env:key", "model.script_env:table-value", "env.vars:key", "env.forward:item",
+            "extra.flags:key", "extra.args:item", "eval.datasets:key", "eval.datasets:table-value",
+            "cluster.address:value", "cuda.home:value", "wandb.key_env:value", "kuberay.image:value"} <= ids
+    assert ids >= CONSTRAINED
+
+
+@pytest.mark.parametrize("slot", SLOTS, ids=[s.id for s in SLOTS])
+def test_a_plain_value_compiles_in_every_unconstrained_slot(slot: Slot, tmp_path: Path) -> None:
+    """The property below is only as strong as the slots where values are accepted: all but the constrained."""
+    results = []
+    for plain in ("acrl-plain", "ACRL_PLAIN"):
+        try:
+            compile_spec(write_toml(tmp_path / "spec.toml", merge(MINIMAL, slot.place(plain))))
+            results.append(True)
+        except SpecError:
+            results.append(False)
+    assert any(results) is (slot.id not in CONSTRAINED)
+
+
+def run_bash(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, timeout=60, check=False)
+
+
+def check_hostile(slot: Slot, text: str, root: Path, toolbox: Toolbox, *, full_run: bool = False) -> str:
+    """Compile a spec with ``text`` in ``slot``; a spec that compiles must keep the text verbatim and run no code
+    when its scripts are sourced and run; one that does not must get located errors. Returns what happened."""
+    canary = root / "canary"
+    canary.mkdir(parents=True, exist_ok=True)
+    spec_path = write_toml(root / "spec.toml", merge(MINIMAL, slot.place(text.replace("MARKER", str(canary / "M")))))
+    text = text.replace("MARKER", str(canary / "M"))
+    try:
+        bundle = compile_spec(spec_path)
+    except SpecError as exc:
+        assert exc.diagnostics and all(d.line and d.file == str(spec_path) and d.severity == "error" and d.hint
+                                       for d in exc.diagnostics if d.severity == "error"), exc
+        assert not list(canary.iterdir())
+        return "refused"
+    out = root / "bundle"
+    write(bundle, out)
+    # the resolved spec keeps the value verbatim; the custom config is the data the compiler meant
+    if text:  # an empty optional value may resolve to its default (ref_load = "" is dir)
+        assert slot.read(tomllib.loads((out / "spec.toml").read_text(encoding="utf-8"))) == text
+    assert yaml.safe_load((out / "custom_config.yaml").read_text(encoding="utf-8")) == custom_config(bundle.spec)
+    json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    # model_args.sh sourced as train.sh does: the MODEL_ARGS the compiler froze, word for word
+    env = {"PATH": toolbox.path, "HOME": str(root), "LANG": "C.UTF-8"}
+    sourced = run_bash(["bash", "-euc", 'source "$1"; printf "%s\\0" "${MODEL_ARGS[@]}"', "t",
+                        str(out / "model_args.sh")], root, env)
+    assert sourced.returncode == 0, sourced.stderr[-2000:]
+    assert sourced.stdout.decode("utf-8").split("\0")[:-1] == list(bundle.model_args.args)
+    # train.sh with ACRL_PRINT_ARGV=1 (acrl run's preflight): the entrypoint's argv, word for word
+    run_env = {"WANDB_API_KEY": "k", **({bundle.spec.wandb.key_env: "k"} if bundle.spec.wandb.key_env else {})}
+    (root / "w1").mkdir()
+    log = root / "w1" / "calls.jsonl"
+    printed = run_bash(["bash", str(out / "train.sh")], root / "w1",  # bytes: a \r stays a \r
+                       make_env(toolbox, log, root / "w1", {**run_env, "ACRL_PRINT_ARGV": "1"}))
+    assert printed.returncode == 0, printed.stderr[-2000:]
+    assert not log.exists()  # nothing stopped, started or submitted
+    expected = expected_slime_argv(bundle, run_env, toolbox)
+    words: list[Any] = printed.stdout.decode("utf-8").split("\0")[:-1]
+    if "--train-env-vars" in words:
+        words[words.index("--train-env-vars") + 1] = json.loads(words[words.index("--train-env-vars") + 1])
+    assert words == expected
+    if full_run:  # submitted to the ray shim: the same argv, the spec's environment for the job
+        run = run_train_sh(out / "train.sh", toolbox, root / "w2", run_env)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert parsed_slime_argv(run) == expected
+        assert run.runtime_env["env_vars"].items() >= bundle.spec.env.vars.items()
+    assert not list(canary.iterdir()), "a spec value ran a command"
+    return "compiled"
+
+
+HOSTILE = [
+    "\ntouch MARKER\n#", "x\r\ntouch MARKER\r", "$(touch MARKER)", "`touch MARKER`", "';touch MARKER;'",
+    "\";touch MARKER;\"", "${IFS}$(touch${IFS}MARKER)", "\x1b]0;x\x07\x1b[2K", "\x01\x7f\x85\u2028\u2029\u202e",
+    "-Stouch MARKER", "--lr", "-", "~/*", "\\", "a\0b", "", " ", "x" * 100_000,
+]
+# one value holding all of them (but the NUL and the size, which are refused or slow on their own)
+ALL_IN_ONE = "-S" + "".join(h for h in HOSTILE if "\0" not in h and len(h) < 1000)
+
+
+@pytest.mark.parametrize("slot", SLOTS, ids=[s.id for s in SLOTS])
+def test_hostile_value_in_every_slot(slot: Slot, tmp_path: Path, tools: Toolbox) -> None:
+    check_hostile(slot, ALL_IN_ONE, tmp_path, tools)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slot", SLOTS, ids=[s.id for s in SLOTS])
+def test_every_hostile_value_in_every_slot_compiled_sourced_and_run(slot: Slot, tmp_path: Path,
+                                                                   tools: Toolbox) -> None:
+    outcomes = {}
+    for i, text in enumerate(HOSTILE):
+        if len(text) > 4096 and slot.id in PATH_LIKE:
+            continue  # over PATH_MAX: see PATH_LIKE
+        outcomes[i] = check_hostile(slot, text, tmp_path / str(i), tools, full_run=i == 0)
+    if slot.id not in CONSTRAINED and slot.kind not in ("key", "item"):  # names may be refused; values must pass
+        assert outcomes[0] == outcomes[2] == "compiled" or slot.id in VALIDATED, outcomes
+
+
+# [cuda] home goes into PATH and LD_LIBRARY_PATH, where a 100 KB entry makes python3 fail to start (not a shell
+# injection; a bound on path lengths is left to the input-size checks).
+PATH_LIKE = {"cuda.home:value"}
+# Values the rules check against a format (names, ARNs, addresses, paths the compile reads): a hostile one is
+# refused with a located error, which check_hostile asserts.
+VALIDATED = {"experiment.id:value", "agentcore.s3_bucket:value", "model.type:value", "wandb.key_env:value",
+             "kuberay.secret:value", "kuberay.namespace:value", "kuberay.service_account:value",
+             "cluster.address:value", "slime.commit:value"}
+
+
+FRAGMENTS = [*HOSTILE[:-1], "'", '"', "$", "`", "\n", "\r", "\x00", "\t", "#", ";", "|", "&", "(", ")", "{", "}",
+             "=", "--", "-", "MARKER", " ", "*", "?", "[", "!"]
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(slot=st.sampled_from(SLOTS),
+       text=st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(st.characters(exclude_categories=["Cs"]),
+                                                                    max_size=8)), max_size=6).map("".join))
+def test_any_text_in_any_slot(slot: Slot, text: str, tools: Toolbox) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        event(check_hostile(slot, text, Path(tmp), tools))
