@@ -18,7 +18,6 @@ change a byte of a bundle:
 from __future__ import annotations
 
 import hashlib
-import marshal
 import os
 import sys
 import tempfile
@@ -36,7 +35,17 @@ WRITABLE = True  # False: read compiled templates, never write them (`acrl-compi
 def _code_of(function: Any) -> bytes:
     """What a function does, as bytes; its repr (with an address: never the same twice) if it has no code."""
     code = getattr(function, "__code__", None)
-    return marshal.dumps(code) if isinstance(code, types.CodeType) else repr(function).encode()
+    return repr(_code_key(code)).encode() if isinstance(code, types.CodeType) else repr(function).encode()
+
+
+def _code_key(code: types.CodeType) -> tuple[Any, ...]:
+    """A code object's bytecode, names and constants (nested code included). Not marshal.dumps: its bytes depend on
+    reference counts (an object referenced elsewhere is written as a back-reference), which other code in the
+    process changes, so the same function could get another cache key."""
+    consts = tuple(_code_key(c) if isinstance(c, types.CodeType) else (type(c).__name__, repr(c))
+                   for c in code.co_consts)
+    return (code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+            code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags)
 
 
 class TemplateCache(jinja2.FileSystemBytecodeCache):

@@ -382,7 +382,7 @@ def check_hostile(slot: Slot, text: str, root: Path, toolbox: Toolbox, *, full_r
 HOSTILE = [
     "\ntouch MARKER\n#", "x\r\ntouch MARKER\r", "$(touch MARKER)", "`touch MARKER`", "';touch MARKER;'",
     "\";touch MARKER;\"", "${IFS}$(touch${IFS}MARKER)", "\x1b]0;x\x07\x1b[2K", "\x01\x7f\x85\u2028\u2029\u202e",
-    "-Stouch MARKER", "--lr", "-", "~/*", "\\", "a\0b", "", " ", "x" * 100_000,
+    "-Stouch MARKER", "--lr", "-", "~/*", "\\", "a\0b", "", " ", "plain-name-1\n", "x" * 100_000,
 ]
 # one value holding all of them (but the NUL and the size, which are refused or slow on their own)
 ALL_IN_ONE = "-S" + "".join(h for h in HOSTILE if "\0" not in h and len(h) < 1000)
