@@ -31,6 +31,7 @@ from test_train_sh import (
 )
 
 from acrl.compiler import Spec, SpecError, compile_spec, write
+from acrl.compiler._kuberay import rayjob_documents
 from acrl.compiler._render import custom_config, environment
 from conftest import MINIMAL, merge
 
@@ -335,7 +336,8 @@ def check_hostile(slot: Slot, text: str, root: Path, toolbox: Toolbox, *, full_r
     when its scripts are sourced and run; one that does not must get located errors. Returns what happened."""
     canary = root / "canary"
     canary.mkdir(parents=True, exist_ok=True)
-    spec_path = write_toml(root / "spec.toml", merge(MINIMAL, slot.place(text.replace("MARKER", str(canary / "M")))))
+    data = merge(MINIMAL, slot.place(text.replace("MARKER", str(canary / "M"))))
+    spec_path = write_toml(root / "spec.toml", data)
     text = text.replace("MARKER", str(canary / "M"))
     try:
         bundle = compile_spec(spec_path)
@@ -370,6 +372,7 @@ def check_hostile(slot: Slot, text: str, root: Path, toolbox: Toolbox, *, full_r
     if "--train-env-vars" in words:
         words[words.index("--train-env-vars") + 1] = json.loads(words[words.index("--train-env-vars") + 1])
     assert words == expected
+    check_kuberay(data, root, run_env)
     if full_run:  # submitted to the ray shim: the same argv, the spec's environment for the job
         run = run_train_sh(out / "train.sh", toolbox, root / "w2", run_env)
         assert run.returncode == 0, run.stderr[-2000:]
@@ -377,6 +380,30 @@ def check_hostile(slot: Slot, text: str, root: Path, toolbox: Toolbox, *, full_r
         assert run.runtime_env["env_vars"].items() >= bundle.spec.env.vars.items()
     assert not list(canary.iterdir()), "a spec value ran a command"
     return "compiled"
+
+
+def check_kuberay(data: dict[str, Any], root: Path, run_env: dict[str, str]) -> None:
+    """rayjob.yaml reads back as the documents the compiler built, and its entrypoint, run by a shell as Ray runs
+    it, starts python3 with exactly the bundle's argv."""
+    spec_path = write_toml(root / "kuberay.toml", merge({"kuberay": {"image": "registry.example/s:1"}}, data))
+    kuberay = compile_spec(spec_path, target="kuberay")
+    documents = list(yaml.safe_load_all(kuberay.files["rayjob.yaml"].decode("utf-8")))
+    assert documents == rayjob_documents(kuberay.spec, kuberay.argv(), kuberay.files["custom_config.yaml"])
+    fake = root / "fake-python"
+    fake.mkdir(exist_ok=True)
+    (fake / "python3").write_text("#!/bin/sh\nprintf '%s\\0' \"$@\"\n", encoding="utf-8")
+    (fake / "python3").chmod(0o755)
+    (root / "w3").mkdir(exist_ok=True)
+    ran_job = run_bash(["sh", "-c", documents[1]["spec"]["entrypoint"]], root / "w3",
+                       {"PATH": f"{fake}:/usr/bin:/bin", "HOME": str(root), **run_env})
+    assert ran_job.returncode == 0, ran_job.stderr[-2000:]
+    spec = kuberay.spec
+    train = "train_async.py" if spec.train.mode == "async" else "train.py"
+    assert ran_job.stdout.decode("utf-8").split("\0")[:-1] == [
+        f"{spec.slime.dir.rstrip('/')}/{train}", *kuberay.argv(), "--custom-config-path",
+        "/acrl/config/custom_config.yaml", "--use-wandb",
+        *(["--wandb-project", spec.wandb.project] if spec.wandb.project else []),
+        *(["--wandb-group", spec.wandb.group] if spec.wandb.group else [])]
 
 
 HOSTILE = [
@@ -428,3 +455,38 @@ FRAGMENTS = [*HOSTILE[:-1], "'", '"', "$", "`", "\n", "\r", "\x00", "\t", "#", "
 def test_any_text_in_any_slot(slot: Slot, text: str, tools: Toolbox) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         event(check_hostile(slot, text, Path(tmp), tools))
+
+
+# --- the writers escape even values that did not pass the rules (defence in depth) ---------------------------------
+
+def test_writers_escape_values_the_rules_would_have_refused(tmp_path: Path) -> None:
+    from acrl.compiler import _render
+    from acrl.compiler._kuberay import rayjob_yaml
+    from acrl.compiler._render import UnescapedValueError
+
+    bundle = compile_spec(write_toml(tmp_path / "spec.toml", merge(MINIMAL, {"kuberay": {"image": "r/i:1"}})))
+    payload = f"x\ntouch {tmp_path / 'MARKER'}\r\u2028#"
+    spec = attrs.evolve(bundle.spec, experiment=attrs.evolve(bundle.spec.experiment, id=payload),
+                        model=attrs.evolve(bundle.spec.model, type=payload),
+                        kuberay=attrs.evolve(bundle.spec.kuberay, secret=payload))
+    out = tmp_path / "b"
+    out.mkdir()
+    files = {"train.sh": _render.train_sh(spec, bundle.groups),
+             "model_args.sh": _render.model_args_sh(spec, bundle.model_args),
+             "custom_config.yaml": _render.custom_config_yaml(spec),
+             "rayjob.yaml": rayjob_yaml(spec, bundle.argv(), b"x: 1\n")}
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+        comments = [line for line in data.decode("utf-8").split("\n") if line.startswith("#")]
+        assert comments and not any(c in line for line in comments for c in "\r\u2028"), name
+    for name in ("custom_config.yaml", "rayjob.yaml"):  # the header is two comment lines, then the data
+        text = files[name].decode("utf-8")
+        assert [line.startswith("#") for line in text.split("\n")[:2]] == [True, name == "rayjob.yaml"]
+        list(yaml.safe_load_all(text))
+    assert source_model_args(out) == list(bundle.model_args.args)
+    printed = run_bash(["bash", str(out / "train.sh")], out, {"PATH": "/usr/bin:/bin", "ACRL_PRINT_ARGV": "1"})
+    assert printed.returncode == 0, printed.stderr[-2000:]
+    assert not ran(tmp_path)
+    for key_env in ("A}; touch MARKER; #", "1A", "A-B"):
+        with pytest.raises(UnescapedValueError):
+            _render.train_sh(attrs.evolve(spec, wandb=attrs.evolve(spec.wandb, key_env=key_env)), bundle.groups)
