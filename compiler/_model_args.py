@@ -38,7 +38,7 @@ _SOURCE_TIMEOUT_S = 10
 # A slime model type names scripts/models/<type>.sh: letters, digits, '.', '_' and '-' (qwen2.5-3B, glm4-32B,
 # deepseek-v3), never a path ('/', '..') or anything a shell, a comment line or a file name could misread.
 _MODEL_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # at most 128: a longer name is a mistake (or a value)
 # Variables that change how bash, the dynamic loader, libc or an interpreter the script may start behaves: set
 # for the script, they would run code of their own (BASH_ENV, BASH_FUNC_x%%, PS4 with xtrace, LD_PRELOAD, ...).
 _SHELL_VARIABLES = frozenset({
@@ -81,14 +81,16 @@ def script_env_problems(script_env: Mapping[str, str]) -> list[tuple[str, str, s
     or the loader behaves, a value with a NUL byte (no environment can hold one). Messages never show values."""
     out = []
     for name, value in script_env.items():
-        if not _ENV_NAME.fullmatch(name):
-            out.append((name, f"{name!r} is not an environment variable name", "use letters, digits and '_'"))
+        if not ENV_NAME.fullmatch(name):
+            shown = repr(name) if len(name) <= 80 else f"{name[:60]!r}... ({len(name)} characters)"
+            out.append((name, f"{shown} is not an environment variable name",
+                        "use 1-128 letters, digits and '_', not starting with a digit"))
         elif name in _SHELL_VARIABLES or name.startswith(_SHELL_PREFIXES):
             out.append((name, f"{name} changes how bash, the loader or the system behaves when the model script is "
                         "sourced, so it cannot be set for the script",
                         "set only the knobs the script reads (e.g. MODEL_ARGS_ROTARY_BASE); remove this name"))
         if "\0" in value:
-            out.append((name, f"the value of {name if _ENV_NAME.fullmatch(name) else repr(name)} holds a NUL byte, "
+            out.append((name, f"the value of {name if ENV_NAME.fullmatch(name) else repr(name[:80])} holds a NUL byte, "
                         "which no environment variable can hold", "remove the \\u0000 from the value"))
     return out
 

@@ -27,7 +27,7 @@ from ._flags import (
     without_credentials,
 )
 from ._memory import engine_parallel, estimate_memory, expert_tensor_parallel, extra_flags, memory_problems
-from ._model_args import ModelArgs, Resolution, model_type_problem, script_env_problems
+from ._model_args import ENV_NAME, ModelArgs, Resolution, model_type_problem, script_env_problems
 from ._source import SpecSource
 from ._spec import Spec
 
@@ -539,8 +539,10 @@ def _env_names(ctx: Context) -> Iterator[Finding]:
     script is sourced with [model.script_env] as its environment, so none of its names may change how bash, the
     loader or libc behave (BASH_ENV, ENV, BASH_FUNC_*, SHELLOPTS, PS4, IFS, PATH, LD_*, ...) and no value may hold a
     NUL byte. Checked before anything is sourced."""
-    yield from _env_names_valid([(ctx.spec.wandb.key_env, "wandb.key_env")],
-                                "name the variable, e.g. WANDB_API_KEY; never the key itself")
+    if not ENV_NAME.fullmatch(ctx.spec.wandb.key_env):  # never shown: it may be the key itself
+        yield Finding("[wandb] key_env is not the name of an environment variable (1-128 letters, digits and '_', "
+                      "not starting with a digit)", "name the variable, e.g. WANDB_API_KEY; never the key itself",
+                      keys=("wandb.key_env",))
     for name, message, hint in script_env_problems(ctx.spec.model.script_env):
         yield Finding(message, hint, keys=(f"model.script_env.{name}",))
 

@@ -104,6 +104,21 @@ def test_a_trailing_newline_does_not_pass_a_format_rule(table: str, key: str, ru
     assert [d.rule for d in info.value.diagnostics] == [rule]
 
 
+@pytest.mark.parametrize("key_env", ["sk-live-0123456789abcdef", "A" * 129, "1KEY", "KEY NAME"])
+def test_wandb_key_env_must_be_a_short_name_and_is_never_echoed(key_env: str, tmp_path: Path) -> None:
+    """A 100 KB name made the KubeRay entrypoint too long to run; a key pasted in place of the name is not
+    repeated in the message."""
+    spec = write_toml(tmp_path / "spec.toml", merge(MINIMAL, {"wandb": {"key_env": key_env}}))
+    with pytest.raises(SpecError) as info:
+        compile_spec(spec)
+    (d,) = info.value.diagnostics
+    assert d.rule == "ACRL-S002" and key_env not in d.message and key_env not in (d.hint or "")
+
+
+def test_wandb_key_env_of_128_characters_is_a_name(tmp_path: Path) -> None:
+    compile_spec(write_toml(tmp_path / "spec.toml", merge(MINIMAL, {"wandb": {"key_env": "K" * 128}})))
+
+
 @pytest.fixture
 def slime_dir(tmp_path: Path) -> Path:
     models = tmp_path / "slime" / "scripts" / "models"
