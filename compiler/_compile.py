@@ -26,7 +26,7 @@ from ._argv import (
 from ._bundle import MANIFEST, manifest_hash, sha256, write_bundle
 from ._errors import Diagnostic, SpecError
 from ._layers import EXTENDS, SWEEP, load_spec, resolve_extends
-from ._model_args import ModelArgs, ModelArgsError, resolve_model_args
+from ._model_args import ModelArgs, ModelArgsError, is_dir_here, resolve_model_args
 from ._model_args import _config_path as config_path
 from ._rules import Context, validate
 from ._source import SpecSource
@@ -37,6 +37,7 @@ from ._version import __version__
 
 # 2: the bundle hash covers every manifest field (_bundle.manifest_hash); 1: only the file list.
 BUNDLE_FORMAT = 2
+_NO_MODEL_ARGS = ModelArgs((), "args", "not resolved yet", "")  # for the rules checked before they are
 Target = Literal["ray", "kuberay"]
 TARGETS: tuple[Target, ...] = ("ray", "kuberay")
 
@@ -95,6 +96,12 @@ def compile_source(source: SpecSource, *, strict: bool = False, target: Target =
     spec, diagnostics = structure(source)
     if spec is None:
         raise SpecError(diagnostics)
+    # The rules on the spec alone ([model] type, [model.script_env], NUL bytes) come first: a spec they refuse
+    # never has a script sourced (or a template rendered) with its values.
+    early = validate(source, Context(spec, _NO_MODEL_ARGS, ()), before_sourcing=True)
+    if any(d.severity == "error" for d in early):
+        raise SpecError([attrs.evolve(d, severity="error") if strict and d.severity == "warning" else d
+                         for d in early])
     try:
         resolution = resolve_model_args(spec, Path(source.name).parent)
     except ModelArgsError as exc:
@@ -103,7 +110,8 @@ def compile_source(source: SpecSource, *, strict: bool = False, target: Target =
     model_args = resolution.model_args
     groups = build_argv(spec)
     verification = verify_flags(spec)
-    diagnostics = validate(source, Context(spec, model_args, groups, verification.check, resolution))
+    diagnostics = early + validate(source, Context(spec, model_args, groups, verification.check, resolution),
+                                   before_sourcing=False)
     if strict:
         diagnostics = [attrs.evolve(d, severity="error") if d.severity == "warning" else d for d in diagnostics]
     if target == "kuberay" and spec.kuberay.image is None:
@@ -146,7 +154,7 @@ def external_inputs(bundle: Bundle, spec_dir: Path) -> tuple[Path, ...] | None:
     the result (used by the compile cache); None when they cannot all be named: a model script
     sourced by bash may read anything, and a slime checkout was read file by file."""
     spec = bundle.spec
-    if bundle.model_args.source == "script" or Path(spec.slime.dir).is_dir():
+    if bundle.model_args.source == "script" or is_dir_here(Path(spec.slime.dir)):
         return None
     return (config_path(spec, spec_dir), Path(spec.slime.dir),  # Megatron's is read only with slime's
             *(Path(base) for base in bundle.base_paths))

@@ -238,10 +238,14 @@ def _model_args(spec: dict[str, dict[str, Any]], data: Mapping[str, Any]) -> tup
     import subprocess
     import tempfile
 
+    from ._model_args import is_file_here, model_type_problem
+
     slime_dir = spec.get("slime", {}).get("dir", "/root/slime")
-    script = Path(slime_dir) / "scripts" / "models" / f"{data['model_type']}.sh"
     spec["model"]["args_source"] = "script"
-    if not script.is_file():
+    if not isinstance(data["model_type"], str) or model_type_problem(data["model_type"]) is not None:
+        return [], set()  # never sourced: the compile that follows says why (ACRL-M009)
+    script = Path(slime_dir) / "scripts" / "models" / f"{data['model_type']}.sh"
+    if not is_file_here(script):
         return [Note("unresolved", f"MODEL_ARGS: {script} is not on this machine. SlimeRunner sourced it on the "
                      "cluster at every run; acrl sources it at compile time and freezes the result into "
                      "model_args.sh. Compile where slime is checked out at that path, or set [model] args_source = "
@@ -251,11 +255,11 @@ def _model_args(spec: dict[str, dict[str, Any]], data: Mapping[str, Any]) -> tup
     # the ones the bundle's MODEL_ARGS will hold, and the script sees none of this shell's secrets
     try:
         with tempfile.TemporaryDirectory(prefix="acrl-import-") as empty:
-            out = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", "LC_ALL=C", f"HOME={empty}", "bash",
-                                  "--noprofile", "--norc", "-c", 'source "$1" >/dev/null 2>&1; '
+            out = subprocess.run(["bash", "--noprofile", "--norc", "-c", 'source "$1" >/dev/null 2>&1; '
                                   'printf "%s\\0" "${MODEL_ARGS[@]}"', "acrl", str(script)],
+                                 env={"PATH": "/usr/bin:/bin", "LC_ALL": "C", "HOME": empty},
                                  cwd=empty, capture_output=True, timeout=10, check=False).stdout
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, ValueError, subprocess.TimeoutExpired):
         return [], set()  # the compile that follows says why
     return [], {t for t in out.decode("utf-8", "replace").split("\0") if t.startswith("--")}
 

@@ -132,9 +132,11 @@ def rayjob_yaml(spec: Spec, argv: list[str], custom_config: bytes) -> bytes:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
 
     Dumper.add_representer(str, text)
-    header = (f"# KubeRay RayJob of {spec.experiment.id}: {worker_replicas(spec)} worker pod(s) x "
+    from ._render import comment_text  # spec values on a comment line: every control character escaped
+
+    header = (f"# KubeRay RayJob of {comment_text(spec.experiment.id)}: {worker_replicas(spec)} worker pod(s) x "
               f"{spec.cluster.gpus_per_node} GPU(s) ({actor_gpus(spec)} for the training actor).\n"
-              f"# Secrets come from the Secret {spec.kuberay.secret!r} (keys named as the variables).\n")
+              f"# Secrets come from the Secret '{comment_text(spec.kuberay.secret)}' (keys named as the variables).\n")
     body = yaml.dump_all(rayjob_documents(spec, argv, custom_config), Dumper=Dumper, sort_keys=False,
                          allow_unicode=True, default_flow_style=False, width=100)
     return (header + body).encode("utf-8")

@@ -5,8 +5,10 @@ Four sources:
 - ``catalog``: acrl's built-in catalog, written from the models' published config.json (_catalog.py);
 - ``hf``: the checkpoint's own config.json, translated by _hf_config.py;
 - ``script``: slime's scripts/models/<type>.sh, sourced by bash in a clean environment
-  (``env -i``, an empty temporary working directory, only the knobs the spec names), so the result
-  does not depend on the caller's environment or on files that a glob could match.
+  (``subprocess.run(env=...)``: only PATH, LC_ALL, HOME and the knobs the spec names; an empty temporary
+  working directory), so the result does not depend on the caller's environment or on files that a glob
+  could match. Nothing is sourced unless [model] type is a slime model name (:func:`model_type_problem`)
+  and every [model.script_env] name and value passed :func:`script_env_problems`.
 The result is compared with the checkpoint's config.json when it is on this machine, else, for a script, with the
 catalog entry of the same name.
 """
@@ -32,6 +34,65 @@ _ENV_REF = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 _ASSIGNED = re.compile(r"^\s*(?:export\s+|local\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_][A-Za-z0-9_]*)=", re.M)
 _BASH_SPECIAL = frozenset({"BASH_SOURCE", "BASH", "PWD", "HOME", "PATH", "IFS", "RANDOM", "LINENO"})
 _SOURCE_TIMEOUT_S = 10
+
+# A slime model type names scripts/models/<type>.sh: letters, digits, '.', '_' and '-' (qwen2.5-3B, glm4-32B,
+# deepseek-v3), never a path ('/', '..') or anything a shell, a comment line or a file name could misread.
+_MODEL_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # at most 128: a longer name is a mistake (or a value)
+# Variables that change how bash, the dynamic loader, libc or an interpreter the script may start behaves: set
+# for the script, they would run code of their own (BASH_ENV, BASH_FUNC_x%%, PS4 with xtrace, LD_PRELOAD, ...).
+_SHELL_VARIABLES = frozenset({
+    "ENV", "SHELLOPTS", "BASHOPTS", "PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "IFS", "CDPATH",
+    "GLOBIGNORE", "EXECIGNORE", "FUNCNEST", "POSIXLY_CORRECT", "INPUTRC", "HISTFILE", "MAIL", "MAILPATH",
+    "MAILCHECK", "TMOUT", "PATH", "HOME", "SHELL", "TERM", "LC_ALL", "LANG", "LOCPATH", "NLSPATH",
+    "HOSTALIASES", "RESOLV_HOST_CONF", "TMPDIR", "PWD", "OLDPWD",
+})
+_SHELL_PREFIXES = ("BASH", "LD_", "DYLD_", "GCONV_", "GLIBC_", "MALLOC_", "PYTHON", "PERL", "RUBY", "NODE_")
+
+
+def is_dir_here(path: Path) -> bool:
+    """Whether ``path`` is a directory on this machine; False for a path no file system could hold (a name over
+    NAME_MAX, which Path.is_dir raises on instead of answering)."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def is_file_here(path: Path) -> bool:
+    """Like :func:`is_dir_here`, for a file."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def model_type_problem(model_type: str) -> str | None:
+    """Why ``model_type`` cannot name slime's scripts/models/<type>.sh, or None when it can."""
+    if _MODEL_TYPE.fullmatch(model_type) and ".." not in model_type:
+        return None
+    return ("is not a slime model name: it names scripts/models/<type>.sh and is written into model_args.sh, so "
+            "it may only hold 1-128 letters, digits, '.', '_' and '-', starting with a letter or digit, without '..'")
+
+
+def script_env_problems(script_env: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(name, message, fix) for each [model.script_env] entry that must not reach the model script's environment:
+    a name that is not a variable name (``-S...`` was once read by ``env`` as an option), one that changes how bash
+    or the loader behaves, a value with a NUL byte (no environment can hold one). Messages never show values."""
+    out = []
+    for name, value in script_env.items():
+        if not ENV_NAME.fullmatch(name):
+            shown = repr(name) if len(name) <= 80 else f"{name[:60]!r}... ({len(name)} characters)"
+            out.append((name, f"{shown} is not an environment variable name",
+                        "use 1-128 letters, digits and '_', not starting with a digit"))
+        elif name in _SHELL_VARIABLES or name.startswith(_SHELL_PREFIXES):
+            out.append((name, f"{name} changes how bash, the loader or the system behaves when the model script is "
+                        "sourced, so it cannot be set for the script",
+                        "set only the knobs the script reads (e.g. MODEL_ARGS_ROTARY_BASE); remove this name"))
+        if "\0" in value:
+            out.append((name, f"the value of {name if ENV_NAME.fullmatch(name) else repr(name[:80])} holds a NUL byte, "
+                        "which no environment variable can hold", "remove the \\u0000 from the value"))
+    return out
 
 
 @attrs.frozen
@@ -230,25 +291,31 @@ def _digest(tokens: tuple[str, ...]) -> str:
 def _from_script(spec: Spec) -> ModelArgs:
     import subprocess  # only specs that source a script pay for it
 
+    # The compile reports these first, located (ACRL-M009, ACRL-S002); checked again: never source otherwise.
+    type_problem = model_type_problem(spec.model.type)
+    if type_problem is not None:
+        raise ModelArgsError(f"[model] type {type_problem}", "use the name of a file in slime's scripts/models")
+    for _name, message, hint in script_env_problems(spec.model.script_env):
+        raise ModelArgsError(message, hint, "script_env")
     script = Path(spec.slime.dir) / "scripts" / "models" / f"{spec.model.type}.sh"
-    if not script.is_file():
+    if not is_file_here(script):
         raise ModelArgsError(
             f"model script {script} is not on this machine, so MODEL_ARGS cannot be resolved from it",
             "compile where slime is checked out (set [slime] dir), or give the architecture literally in "
             "[model.args] with args_source = \"args\"")
     text = script.read_bytes()
     knobs = _env_knobs(text.decode("utf-8", "replace"))
-    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
-    env.update({k: v for k, v in spec.model.script_env.items()})
     with tempfile.TemporaryDirectory(prefix="acrl-model-args-") as empty:
-        env["HOME"] = empty
+        # the environment is given to the process, never as words of a command line (where a name could be
+        # read as an option of `env`); the spec's knobs cannot replace PATH, HOME or LC_ALL (script_env_problems)
+        env = {**spec.model.script_env, "PATH": "/usr/bin:/bin", "LC_ALL": "C", "HOME": empty}
         try:
             proc = subprocess.run(
-                ["env", "-i", *(f"{k}={v}" for k, v in sorted(env.items())), "bash", "--noprofile", "--norc",
+                ["bash", "--noprofile", "--norc",
                  "-c", 'source "$1" >/dev/null || exit; declare -p MODEL_ARGS >/dev/null 2>&1 || exit 64; '
                        'printf "%s\\0" "${MODEL_ARGS[@]}"', "acrl-model-args", str(script)],
-                cwd=empty, capture_output=True, timeout=_SOURCE_TIMEOUT_S, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+                env=env, cwd=empty, capture_output=True, timeout=_SOURCE_TIMEOUT_S, check=False)
+        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
             raise ModelArgsError(f"sourcing {script} failed: {exc}", "check that bash is installed and the "
                                  "script does not wait for input") from None
     if proc.returncode == 64:

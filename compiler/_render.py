@@ -1,14 +1,19 @@
 """Stage 5, render: the bundle's files as bytes.
 
-Shell files come from Jinja templates (StrictUndefined, every value through the ``sh`` filter);
-YAML, JSON and TOML files are data serialized by their libraries, never assembled by hand.
+Shell files come from Jinja templates (StrictUndefined). No value reaches them unescaped: the environment's
+``finalize`` hook refuses every ``{{ }}`` whose value did not come out of one of the escaping filters below
+(``sh``/``shwords`` for shell words, ``comment`` for comment lines, ``envname``/``name``/``num`` re-check a value
+that was validated before), so a template line that forgets a filter fails to render instead of emitting raw
+spec text. YAML, JSON and TOML files are data serialized by their libraries, never assembled by hand.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 import shlex
+import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -55,8 +60,81 @@ def custom_config(spec: Spec) -> dict[str, Any]:
     }
 
 
-def _sh(value: object) -> str:
-    return shlex.quote(str(value))
+class Escaped(str):
+    """Text an escaping filter produced: the only kind of value the templates may emit."""
+
+    __slots__ = ()
+
+
+class UnescapedValueError(Exception):
+    """A template emitted a value that did not go through an escaping filter (a bug in a template)."""
+
+
+def _finalize(value: object) -> str:
+    if type(value) is not Escaped:
+        raise UnescapedValueError(f"template emits {type(value).__name__} without an escaping filter "
+                                  "(sh, shwords, comment, envname, name or num)")
+    return value
+
+
+def _sh(value: object) -> Escaped:
+    """One shell word: single-quoted unless it is plain. A NUL byte cannot be in an argument: refused."""
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise UnescapedValueError(f"sh: {type(value).__name__} is not a string or an integer")
+    text = str(value)
+    if "\0" in text:
+        raise UnescapedValueError("sh: a value holds a NUL byte, which no shell word or argument can hold")
+    return Escaped(shlex.quote(text))
+
+
+def _shwords(values: object) -> Escaped:
+    """A list of shell words, each quoted by ``sh``, joined by spaces."""
+    if isinstance(values, str) or not isinstance(values, list | tuple):
+        raise UnescapedValueError(f"shwords: {type(values).__name__} is not a list of words")
+    return Escaped(" ".join(_sh(v) for v in values))
+
+
+# Characters that end or disturb a line in a shell file, an editor or a terminal: the C0 and C1 controls, DEL,
+# the Unicode line and paragraph separators, and format characters (bidirectional overrides among them).
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def comment_text(value: object) -> str:
+    """``value`` as text fit for one comment line: a backslash and every control, format or separator character
+    is written as its Python escape (``\\n``, ``\\x00``, ``\\u2028``), so no value can end the comment."""
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise UnescapedValueError(f"comment: {type(value).__name__} is not a string or an integer")
+    return "".join("\\\\" if c == "\\" else ascii(c)[1:-1] if unicodedata.category(c) in _UNSAFE_CATEGORIES else c
+                   for c in str(value))
+
+
+def _comment(value: object) -> Escaped:
+    return Escaped(comment_text(value))
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _envname(value: object, width: int = 0) -> Escaped:
+    """An environment variable name, checked again (the rules checked it), padded with spaces to ``width``."""
+    if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
+        raise UnescapedValueError(f"envname: a {type(value).__name__} is not an environment variable name")
+    return Escaped(value.ljust(width))
+
+
+def _name(value: object) -> Escaped:
+    """A plain name (letters, digits, '.', '_', '-'; no '..'), checked again: safe unquoted anywhere in a script."""
+    if not isinstance(value, str) or not _NAME.fullmatch(value) or ".." in value:
+        raise UnescapedValueError(f"name: a {type(value).__name__} is not a plain name")
+    return Escaped(value)
+
+
+def _num(value: object) -> Escaped:
+    """An integer (never a bool or a string that looks like one)."""
+    if type(value) is not int:
+        raise UnescapedValueError(f"num: {type(value).__name__} is not an integer")
+    return Escaped(str(value))
 
 
 @functools.cache
@@ -75,8 +153,9 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        finalize=_finalize,
     )
-    env.filters["sh"] = _sh
+    env.filters.update(sh=_sh, shwords=_shwords, comment=_comment, envname=_envname, name=_name, num=_num)
     env.bytecode_cache = TemplateCache.open(env)
     return env
 
@@ -134,7 +213,7 @@ def model_args_sh(spec: Spec, model_args: ModelArgs) -> bytes:
 def custom_config_yaml(spec: Spec) -> bytes:
     import yaml  # the YAML library is only needed here
 
-    header = f"# --custom-config-path of {spec.experiment.id}: read by the rollout integration.\n"
+    header = f"# --custom-config-path of {comment_text(spec.experiment.id)}: read by the rollout integration.\n"
     body = yaml.safe_dump(custom_config(spec), sort_keys=False, allow_unicode=True, default_flow_style=False)
     return (header + body).encode("utf-8")
 

@@ -9,6 +9,7 @@ toolkit's own pitfalls. docs/rules.md is generated from this catalog.
 from __future__ import annotations
 
 import re
+import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import attrs
@@ -26,7 +27,7 @@ from ._flags import (
     without_credentials,
 )
 from ._memory import engine_parallel, estimate_memory, expert_tensor_parallel, extra_flags, memory_problems
-from ._model_args import ModelArgs, Resolution
+from ._model_args import ENV_NAME, ModelArgs, Resolution, model_type_problem, script_env_problems
 from ._source import SpecSource
 from ._spec import Spec
 
@@ -92,14 +93,18 @@ class Rule:
     keys: tuple[str, ...]
     title: str
     check: Check
+    # Checked on the spec alone, before MODEL_ARGS are resolved (a model script sourced): the compile stops on its
+    # errors, so no value these rules refuse reaches a shell, a file name or a template.
+    before_sourcing: bool = False
 
 
 RULES: list[Rule] = []
 
 
-def rule(rule_id: str, severity: str, keys: Sequence[str], title: str) -> Callable[[Check], Check]:
+def rule(rule_id: str, severity: str, keys: Sequence[str], title: str, *,
+         before_sourcing: bool = False) -> Callable[[Check], Check]:
     def register(check: Check) -> Check:
-        RULES.append(Rule(rule_id, severity, tuple(keys), title, check))
+        RULES.append(Rule(rule_id, severity, tuple(keys), title, check, before_sourcing))
         return check
     return register
 
@@ -371,7 +376,7 @@ _ARN = re.compile(r"^arn:aws(-[a-z]+)*:bedrock-agentcore:[a-z]{2}(-[a-z]+)+-\d:\
 @rule("ACRL-T003", "error", ["agentcore.runtime_arn"], "AgentCore Runtime ARN format")
 def _arn(ctx: Context) -> Iterator[Finding]:
     """agentcore.runtime_arn must be an AgentCore Runtime ARN."""
-    if not _ARN.match(ctx.spec.agentcore.runtime_arn):
+    if not _ARN.fullmatch(ctx.spec.agentcore.runtime_arn):
         yield Finding(f"{ctx.spec.agentcore.runtime_arn!r} is not an AgentCore Runtime ARN",
                       "copy it from `bedrock-agentcore-starter-toolkit launch`: "
                       "arn:aws:bedrock-agentcore:REGION:ACCOUNT_ID:runtime/NAME-ID")
@@ -384,7 +389,7 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 def _bucket(ctx: Context) -> Iterator[Finding]:
     """agentcore.s3_bucket must be a valid S3 bucket name (not a URL)."""
     b = ctx.spec.agentcore.s3_bucket
-    bad = (not _BUCKET.match(b) or ".." in b or ".-" in b or "-." in b
+    bad = (not _BUCKET.fullmatch(b) or ".." in b or ".-" in b or "-." in b
            or re.fullmatch(r"\d+\.\d+\.\d+\.\d+", b) or b.startswith(("xn--", "sthree-"))
            or b.endswith(("-s3alias", "--ol-s3")))
     if bad:
@@ -399,9 +404,20 @@ _EXP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 @rule("ACRL-T005", "error", ["experiment.id"], "experiment id safe for paths and Ray ids")
 def _exp_id(ctx: Context) -> Iterator[Finding]:
     """experiment.id must be safe as a directory name and a Ray submission id."""
-    if not _EXP_ID.match(ctx.spec.experiment.id) or ".." in ctx.spec.experiment.id:
+    if not _EXP_ID.fullmatch(ctx.spec.experiment.id) or ".." in ctx.spec.experiment.id:
         yield Finding(f"{ctx.spec.experiment.id!r} cannot name a directory and a Ray submission id",
                       "use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+
+
+@rule("ACRL-M009", "error", ["model.type"], "model type is a slime model name", before_sourcing=True)
+def _model_type(ctx: Context) -> Iterator[Finding]:
+    """[model] type names slime's scripts/models/<type>.sh and is written into model_args.sh: letters, digits, '.',
+    '_' and '-' only (qwen2.5-3B, glm4-32B), never a path or a line break. Checked before anything is sourced."""
+    problem = model_type_problem(ctx.spec.model.type)
+    if problem is not None:
+        yield Finding(f"this [model] type {problem}",
+                      "use the file name of slime's scripts/models/<type>.sh without .sh (e.g. qwen2.5-3B); see "
+                      "`acrl models`")
 
 
 # --- flags ---------------------------------------------------------------------------------------
@@ -516,12 +532,19 @@ def _env_names_valid(names: Iterable[tuple[str, str]], hint: str = "use letters,
             yield Finding(f"{name!r} is not an environment variable name", hint, keys=(key,))
 
 
-@rule("ACRL-S002", "error", ["wandb.key_env", "model.script_env"], "environment names are names")
+@rule("ACRL-S002", "error", ["wandb.key_env", "model.script_env"], "environment names are names",
+      before_sourcing=True)
 def _env_names(ctx: Context) -> Iterator[Finding]:
-    """wandb.key_env and model.script_env must be environment variable names (never the key itself)."""
-    yield from _env_names_valid([(ctx.spec.wandb.key_env, "wandb.key_env")],
-                                "name the variable, e.g. WANDB_API_KEY; never the key itself")
-    yield from _env_names_valid((n, f"model.script_env.{n}") for n in ctx.spec.model.script_env)
+    """wandb.key_env and model.script_env must be environment variable names (never the key itself). The model
+    script is sourced with [model.script_env] as its environment, so none of its names may change how bash, the
+    loader or libc behave (BASH_ENV, ENV, BASH_FUNC_*, SHELLOPTS, PS4, IFS, PATH, LD_*, ...) and no value may hold a
+    NUL byte. Checked before anything is sourced."""
+    if not ENV_NAME.fullmatch(ctx.spec.wandb.key_env):  # never shown: it may be the key itself
+        yield Finding("[wandb] key_env is not the name of an environment variable (1-128 letters, digits and '_', "
+                      "not starting with a digit)", "name the variable, e.g. WANDB_API_KEY; never the key itself",
+                      keys=("wandb.key_env",))
+    for name, message, hint in script_env_problems(ctx.spec.model.script_env):
+        yield Finding(message, hint, keys=(f"model.script_env.{name}",))
 
 
 @rule("ACRL-S003", "error", ["cluster.address"], "no credentials in the Ray address")
@@ -709,11 +732,14 @@ def _script_vs_catalog(ctx: Context) -> Iterator[Finding]:
                       f"name a copy in [model] hf_config){other}")
 
 
-def validate(source: SpecSource, ctx: Context) -> list[Diagnostic]:
-    """Run every rule. A diagnostic points at the first of its keys the spec wrote, else at the
-    nearest written table of one of them."""
+def validate(source: SpecSource, ctx: Context, *, before_sourcing: bool | None = None) -> list[Diagnostic]:
+    """Run every rule (``before_sourcing``: only the rules that are, or are not, checked before MODEL_ARGS are
+    resolved). A diagnostic points at the first of its keys the spec wrote, else at the nearest written table of
+    one of them."""
     out: list[Diagnostic] = []
     for r in RULES:
+        if before_sourcing is not None and r.before_sourcing != before_sourcing:
+            continue
         for finding in r.check(ctx):
             keys = [_path(k) for k in (*finding.keys, *r.keys)]
             path = next((k for k in keys if k in source.positions), None) or \
@@ -723,10 +749,25 @@ def validate(source: SpecSource, ctx: Context) -> list[Diagnostic]:
     return out
 
 
+def _tables() -> tuple[str, ...]:
+    """"table.key." of every free-form table of the spec ([model.overrides], [env.vars], ...): a name after it is
+    one key, whatever dots it holds."""
+    from ._spec import Spec
+
+    tables = [table for table in attrs.fields(Spec) if isinstance(table.type, type) and attrs.has(table.type)]
+    return tuple(f"{table.name}.{field.name}." for table in tables
+                 for field in attrs.fields(typing.cast(type, table.type)) if typing.get_origin(field.type) is dict)
+
+
+_TABLES = _tables()
+
+
 def _path(key: str) -> tuple[str | int, ...]:
     parts: list[str | int] = []
-    for p in key.split(".", 2) if key.startswith(("extra.flags.", "env.vars.", "model.script_env.")) \
-            else key.split("."):
+    if key.startswith(_TABLES):
+        head, table, name = key.split(".", 2)
+        return (head, table, name)  # a table's key is a string, even one made of digits
+    for p in key.split("."):
         parts.append(int(p) if p.isdigit() else p)
     return tuple(parts)
 

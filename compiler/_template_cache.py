@@ -18,7 +18,6 @@ change a byte of a bundle:
 from __future__ import annotations
 
 import hashlib
-import marshal
 import os
 import sys
 import tempfile
@@ -36,7 +35,17 @@ WRITABLE = True  # False: read compiled templates, never write them (`acrl-compi
 def _code_of(function: Any) -> bytes:
     """What a function does, as bytes; its repr (with an address: never the same twice) if it has no code."""
     code = getattr(function, "__code__", None)
-    return marshal.dumps(code) if isinstance(code, types.CodeType) else repr(function).encode()
+    return repr(_code_key(code)).encode() if isinstance(code, types.CodeType) else repr(function).encode()
+
+
+def _code_key(code: types.CodeType) -> tuple[Any, ...]:
+    """A code object's bytecode, names and constants (nested code included). Not marshal.dumps: its bytes depend on
+    reference counts (an object referenced elsewhere is written as a back-reference), which other code in the
+    process changes, so the same function could get another cache key."""
+    consts = tuple(_code_key(c) if isinstance(c, types.CodeType) else (type(c).__name__, repr(c))
+                   for c in code.co_consts)
+    return (code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+            code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags)
 
 
 class TemplateCache(jinja2.FileSystemBytecodeCache):
@@ -56,7 +65,7 @@ class TemplateCache(jinja2.FileSystemBytecodeCache):
                   env.variable_end_string, env.comment_start_string, env.comment_end_string,
                   env.line_statement_prefix, env.line_comment_prefix, env.trim_blocks, env.lstrip_blocks,
                   env.newline_sequence, env.keep_trailing_newline, env.autoescape, env.optimized,
-                  env.finalize, env.is_async, sorted(env.extensions))
+                  _code_of(env.finalize) if env.finalize else None, env.is_async, sorted(env.extensions))
         custom = sorted((kind, name, _code_of(function))
                         for kind, functions, defaults in (("filter", env.filters, jinja2.filters.FILTERS),
                                                           ("test", env.tests, jinja2.tests.TESTS))

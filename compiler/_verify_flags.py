@@ -11,6 +11,7 @@ from pathlib import Path
 
 import attrs
 
+from ._model_args import is_dir_here
 from ._spec import Spec
 
 FlagChecker = Callable[[str], tuple[str, Sequence[str]]]  # flag -> (known|unknown|unverifiable, close)
@@ -27,10 +28,10 @@ def verify_flags(spec: Spec) -> FlagVerification:
     slime_dir = Path(spec.slime.dir)
     megatron_dir = Path(spec.slime.megatron_dir)
     accepted = None
-    if slime_dir.is_dir():  # the reader is only imported where there is something to read
+    if is_dir_here(slime_dir):  # the reader is only imported where there is something to read
         from ._slime_source import read_accepted_flags
 
-        accepted = read_accepted_flags(slime_dir, megatron_dir if megatron_dir.is_dir() else None)
+        accepted = read_accepted_flags(slime_dir, megatron_dir if is_dir_here(megatron_dir) else None)
     if accepted is None:
         return FlagVerification(None, (
             f"flags not verified: no slime checkout at {spec.slime.dir} on this machine (compile where slime "

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import pytest
@@ -185,3 +186,15 @@ def test_concurrent_compiles_share_the_cache_safely(cache_home: Path, tmp_path: 
     with monkeypatch.context() as m:
         forbid_template_compiles(m)
         assert compile_files() == expected
+
+
+def test_the_key_of_a_filter_does_not_depend_on_reference_counts() -> None:
+    """marshal.dumps writes an object referenced elsewhere as a back-reference, so its bytes for the same code
+    change when other code in the process holds one of its constants (the filters' keys then changed in the
+    middle of a test session, and the cache was missed)."""
+    namespace: dict[str, Any] = {}
+    exec(compile("def f(v):\n    return v * 1.2345\n", "filter", "exec"), namespace)
+    function = namespace["f"]
+    before = _template_cache._code_of(function)
+    held = [c for c in function.__code__.co_consts if isinstance(c, float)]
+    assert held and _template_cache._code_of(function) == before
