@@ -1,0 +1,195 @@
+"""Secrets never reach a bundle file, an argv, Ray job metadata, a log or an error message.
+
+First the one notion of "looks secret" (compiler/_secrets.py), table-tested on both sides; then one
+row per secret placement of issue 11, each checked end to end: the compile (or import, or run) is
+refused or cleans the value, and the secret string appears in none of the bundle's files, the
+command's output, the argv and environment the ray shim recorded, run.json or train.log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from acrl.compiler._secrets import (
+    MASK,
+    address_has_credentials,
+    is_credential_flag,
+    is_env_name,
+    is_secret_name,
+    looks_secret_value,
+    redact,
+    refuse_forward,
+    without_credentials,
+)
+
+# Made-up secrets of each shape (none is real).
+WANDB_KEY = "3f9a1c7e5b2d4f6a8c0e1b3d5f7a9c2e4b6d8f0a"
+AWS_ACCESS_KEY_ID = "AKIAZ7Q2EXAMPLE4KJ3M"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLE9K"
+OPENAI_KEY = "sk-proj-Qm3vT8xZ1pL6nW4rY9sK2hB7cD5fG0aE"
+HF_TOKEN = "hf_QmvTxZpLnWrYsKhBcDfGaEjUiOoPlMkNbVcX"
+GH_TOKEN = "ghp_Qm3vT8xZ1pL6nW4rY9sK2hB7cD5fG0aEjU4i"
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+RANDOM_TOKEN = "Xy7pQ2mN9vL4kR8sT1wZ5bC3dF6gH0jA2eK9"
+PASSWORD = "hunter2-Zq9"
+
+SECRET_NAMES = ["WANDB_API_KEY", "API_KEY", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID",
+                "AWS_SESSION_TOKEN", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "GITHUB_TOKEN", "DB_PASSWORD", "DB_PASS",
+                "MY_SECRET", "PASSWORD", "TOKEN", "SECRET", "WANDB_KEY", "KEY", "wandb_api_key", "API_KEY_2",
+                "SSL_KEYFILE_PASSWORD", "GOOGLE_APPLICATION_CREDENTIALS", "OPENAI_APIKEY"]
+ORDINARY_NAMES = ["MAX_TOKENS_PER_GPU", "MAX_TOKENS", "KEY_PATH", "PYTHONHASHSEED", "TOKENIZER_PATH",
+                  "TOKENIZERS_PARALLELISM", "NUM_TOKENS", "PAD_TOKEN", "EOS_TOKEN", "SSL_KEYFILE", "KEY_FILE",
+                  "WANDB_API_KEY_FILE", "SECRET_NAME", "PASSWORD_FILE", "INPUT_KEY", "LABEL_KEY",
+                  "CUDA_VISIBLE_DEVICES", "MONKEY", "BYPASS", "TOKEN_ID", "PWD", "MODEL_ARGS_ROTARY_BASE", "PASSES",
+                  "NCCL_DEBUG", "HTTPS_PROXY", "KEYS_DIR"]
+
+
+@pytest.mark.parametrize("name", SECRET_NAMES)
+def test_secret_names(name: str) -> None:
+    assert is_secret_name(name)
+    assert refuse_forward(name) is not None
+
+
+@pytest.mark.parametrize("name", ORDINARY_NAMES)
+def test_ordinary_names_are_not_secret(name: str) -> None:
+    assert not is_secret_name(name)
+    assert refuse_forward(name) is None
+
+
+@pytest.mark.parametrize("name", ["WANDB_API_KEY", "ACRL_RAY_ADDRESS", "RAY_ADDRESS", "RAY_API_SERVER_ADDRESS",
+                                  "AWS_PROFILE", "AWS_REGION", "AWS_SHARED_CREDENTIALS_FILE", "MY_WB", "my_wb"])
+def test_never_forwarded(name: str) -> None:
+    assert refuse_forward(name, key_env="MY_WB") is not None
+
+
+SECRET_VALUES = [WANDB_KEY, AWS_ACCESS_KEY_ID, AWS_SECRET, OPENAI_KEY, HF_TOKEN, GH_TOKEN, JWT, RANDOM_TOKEN,
+                 WANDB_KEY.upper(), "http://user:pw@head:8265", "user:pw@head:8265", "https://u:p@proxy:3128",
+                 f"https://{GH_TOKEN}@github.com/org/repo", "http://proxy:3128,http://u:pw@other:3128",
+                 f"--wandb-key={WANDB_KEY}", "-----BEGIN RSA PRIVATE KEY-----"]
+ORDINARY_VALUES = ["http://head:8265", "head:8265", "/models/Qwen3-4B", "Qwen/Qwen3-4B", "git@github.com:org/r.git",
+                   "ssh://git@github.com/org/r", "me@example.com", "qwen3-4b-grpo-lr1e-6-bs256-20261121",
+                   "s3://bucket/prefix/run-0001", "rayproject/ray@sha256:" + "ab" * 32, "Qwen3-30B-A3B-Instruct-2507",
+                   "1000000", "deepseek-ai/DeepSeek-V3-0324", "MODEL_ARGS_ROTARY_BASE", "low_var_kl",
+                   "/root/.cache/huggingface/hub/models--Qwen--Qwen3-4B/snapshots/0123456789abcdef0123456789abcdef",
+                   "agentcore_rl_toolkit.backends.slime.integration.rollout.generate_rollout",
+                   "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/agent-abc123"]
+
+
+@pytest.mark.parametrize("value", SECRET_VALUES)
+def test_secret_values(value: str) -> None:
+    assert looks_secret_value(value)
+    assert MASK in redact(f"value = {value!r}")
+
+
+@pytest.mark.parametrize("value", ORDINARY_VALUES)
+def test_ordinary_values_are_not_secret(value: str) -> None:
+    assert not looks_secret_value(value)
+    assert redact(f"x = {value!r}") == f"x = {value!r}"
+
+
+def test_a_commit_is_not_a_wandb_key_under_a_commit_name() -> None:
+    commit = "fa3c990af6f18efd3fd9922698bf4bf4048d1263"
+    assert looks_secret_value(commit)  # the shape alone is a W&B key's
+    assert not looks_secret_value(commit, "commit") and not looks_secret_value(commit, "SLIME_COMMIT")
+    assert redact(f'commit = "{commit}"') == f'commit = "{commit}"'
+
+
+CREDENTIAL_FLAGS = ["--wandb-key", "--wandb-k", "--wandb-ke", "--WANDB-KEY", "--wandb_key", "--Wandb_Key",
+                    f"--wandb-key={WANDB_KEY}", "--wandb-k=x", "--sglang-api-key", "--sglang-ap", "--sglang-admin-api",
+                    "--router-oracle-password", "--router-oracle-pa", "--router-control-plane-api-keys",
+                    "--sglang-ssl-keyfile-password", "--sglang-ssl-keyfile-p", "--my-api-key", "--hf-token",
+                    "--Sglang_Api_Key=x", "--aws-secret-access-key"]
+ORDINARY_FLAGS = ["--wandb-", "--wandb", "--wandb-keys", "--input-key", "--max-tokens-per-gpu", "--sglang-ssl-keyfile",
+                  "--fim-pad-token", "--tls-key-path", "--router-tls-key-path", "--wandb-project", "--label-key",
+                  "wandb-key", "--rollout-stop-token-ids", "--sglang-a", "--log-probs-max-tokens-per-gpu",
+                  "--multimodal-keys", "--linear-num-key-heads", "--apply-query-key-layer-scaling"]
+
+
+@pytest.mark.parametrize("token", CREDENTIAL_FLAGS)
+def test_credential_flags(token: str) -> None:
+    assert is_credential_flag(token)
+
+
+@pytest.mark.parametrize("token", ORDINARY_FLAGS)
+def test_ordinary_flags(token: str) -> None:
+    assert not is_credential_flag(token)
+
+
+@given(st.sampled_from(["--wandb-key", "--sglang-api-key", "--router-oracle-password", "--sglang-admin-api-key"]),
+       st.data())
+def test_every_spelling_of_a_credential_flag(flag: str, data: st.DataObject) -> None:
+    """Any case, any '-' as '_', any abbreviation argparse expands to the flag alone, any =value."""
+    from acrl.compiler._secrets import CREDENTIAL_FLAGS as KNOWN
+
+    cut = data.draw(st.integers(len(KNOWN[flag]), len(flag)))
+    body = "".join(data.draw(st.sampled_from([c, c.upper(), "_" if c == "-" else c])) for c in flag[2:cut])
+    suffix = data.draw(st.sampled_from(["", "=x", f"={WANDB_KEY}"]))
+    assert is_credential_flag(f"--{body}{suffix}")
+
+
+@pytest.mark.parametrize(("address", "shown"), [
+    ("http://user:pw@head:8265", "http://head:8265"), ("user:pw@head:8265", "head:8265"),
+    ("https://tok@head", "https://head"), ("http://head:8265", "http://head:8265"), ("head:8265", "head:8265"),
+])
+def test_without_credentials(address: str, shown: str) -> None:
+    assert without_credentials(address) == shown
+    assert address_has_credentials(address) == (address != shown)
+
+
+@pytest.mark.parametrize("name", ["WANDB_API_KEY", "MY_WANDB_KEY", "WB", "_KEY"])
+def test_key_env_names(name: str) -> None:
+    assert is_env_name(name)
+
+
+@pytest.mark.parametrize("name", [WANDB_KEY, WANDB_KEY.upper(), AWS_ACCESS_KEY_ID, "wandb_api_key", OPENAI_KEY,
+                                  "A" * 65, "Q7ZK2M9XRT4W8B3N5P1C6V0Y", "WANDB-API-KEY", "1KEY"])
+def test_key_env_refuses_tokens(name: str) -> None:
+    assert not is_env_name(name)
+
+
+@pytest.mark.parametrize(("line", "secret"), [
+    (f'WANDB_API_KEY = "{PASSWORD}"', PASSWORD),
+    (f'vars = {{ DB_PASSWORD = "{PASSWORD}", X = "1" }}', PASSWORD),
+    (f"env.vars.DB_PASSWORD='{PASSWORD}'", PASSWORD),
+    (f'address = "http://admin:{PASSWORD}@head:8265"', PASSWORD),
+    (f'--set cluster.address="admin:{PASSWORD}@head:8265"', PASSWORD),
+    (f'"--wandb-tags" = ["--wandb-key", "{PASSWORD}"]', PASSWORD),
+    (f"--wandb-k {PASSWORD}", PASSWORD),
+    (f"--WANDB_KEY={PASSWORD}", PASSWORD),
+    (f'key_env = "{WANDB_KEY}"', WANDB_KEY),
+    (f"HTTPS_PROXY = 'http://u:{PASSWORD}@proxy:3128'", PASSWORD),
+    (f"the key {OPENAI_KEY} leaked", OPENAI_KEY),
+])
+def test_redact(line: str, secret: str) -> None:
+    shown = redact(line)
+    assert secret not in shown
+    assert MASK in shown
+
+
+def test_redact_known_strings() -> None:
+    assert redact(f"{PASSWORD} is not a name", [PASSWORD]) == f"{MASK} is not a name"
+
+
+def test_redact_golden_wording() -> None:
+    assert redact('  3 | DB_PASSWORD = "hunter2"') == "  3 | DB_PASSWORD = ***"
+    assert redact("http://admin:hunter2@head:8265") == "http://***@head:8265"
+
+
+# --- the importer: an ordinary name is imported, not refused as a secret --------------------------
+
+def test_import_max_tokens_per_gpu_from_a_variable(tmp_path: Path) -> None:
+    """The toolkit's example passes --max-tokens-per-gpu ${MAX_TOKENS_PER_GPU}: its value is imported
+    (the old heuristic took TOKENS for a secret word and fell back silently to 9216)."""
+    from acrl.compiler._import_train_sh import import_train_sh
+
+    script = tmp_path / "train.sh"
+    script.write_text('#!/bin/bash\nMAX_TOKENS_PER_GPU=12288\n'
+                      'ray job submit --address="http://127.0.0.1:8265" -- python3 /root/slime/train.py \\\n'
+                      '  --max-tokens-per-gpu ${MAX_TOKENS_PER_GPU} --use-dynamic-batch-size\n', encoding="utf-8")
+    imported = import_train_sh(script)
+    assert imported.spec["train"]["max_tokens_per_gpu"] == 12288
+    assert not [n for n in imported.notes if "MAX_TOKENS_PER_GPU" in n.message]
