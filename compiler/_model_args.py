@@ -243,11 +243,12 @@ def _from_script(spec: Spec) -> ModelArgs:
     with tempfile.TemporaryDirectory(prefix="acrl-model-args-") as empty:
         env["HOME"] = empty
         try:
+            # env= (not `env -i K=V`): a [model] script_env value never reaches a process argument list
             proc = subprocess.run(
-                ["env", "-i", *(f"{k}={v}" for k, v in sorted(env.items())), "bash", "--noprofile", "--norc",
+                ["bash", "--noprofile", "--norc",
                  "-c", 'source "$1" >/dev/null || exit; declare -p MODEL_ARGS >/dev/null 2>&1 || exit 64; '
                        'printf "%s\\0" "${MODEL_ARGS[@]}"', "acrl-model-args", str(script)],
-                cwd=empty, capture_output=True, timeout=_SOURCE_TIMEOUT_S, check=False)
+                cwd=empty, env=env, capture_output=True, timeout=_SOURCE_TIMEOUT_S, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ModelArgsError(f"sourcing {script} failed: {exc}", "check that bash is installed and the "
                                  "script does not wait for input") from None

@@ -242,16 +242,19 @@ _ASSIGNMENT = re.compile(r"""(?P<key>"[^"\n]*"|'[^'\n]*'|[A-Za-z0-9_.\-]+)(?P<eq
                          r"""(?P<value>"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|[^\s,}\]]+)""")
 
 
-def redact(text: str, secrets: Iterable[str] = ()) -> str:
+def redact(text: str, secrets: Iterable[str] = (), *, code: bool = True) -> str:
     """``text`` with every secret in it shown as ``***``: the strings ``secrets`` (values known to
-    be secret), the password of an address, provider tokens, the value of a secret-named
-    ``KEY=VALUE`` or ``KEY = "VALUE"`` (a source line, a ``--set``), and the value after a
-    credential flag (``--wandb-key X``, ``--wandb-key=X``)."""
+    be secret), the password of an address and provider tokens; and, where ``text`` is code (a
+    source line, a ``--set KEY=VALUE``, a command line), the value of a secret-named ``KEY=VALUE``
+    or ``KEY = "VALUE"`` and the value after a credential flag (``--wandb-key X``,
+    ``--wandb-key=X``). Prose (``code=False``) keeps its ``TABLE.KEY=VALUE`` placeholders."""
     for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
         text = text.replace(secret, MASK)
     text = _SCHEME_USERINFO.sub(lambda m: m.group(0).split("://", 1)[0] + f"://{MASK}@", text)
     text = re.sub(r"(^|[\s,;=(\"'])[^\s/@:,;=(\"']+:[^\s/@]+@(?=[^\s/@])", lambda m: f"{m.group(1)}{MASK}@", text)
     text = TOKEN.sub(MASK, text)
+    if not code:
+        return text
 
     def assignment(m: re.Match[str]) -> str:
         key = m.group("key").strip("\"'").rsplit(".", 1)[-1]

@@ -8,7 +8,9 @@ command's output, the argv and environment the ray shim recorded, run.json or tr
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -25,6 +27,7 @@ from acrl.compiler._secrets import (
     refuse_forward,
     without_credentials,
 )
+from conftest import SpecWriter
 
 # Made-up secrets of each shape (none is real).
 WANDB_KEY = "3f9a1c7e5b2d4f6a8c0e1b3d5f7a9c2e4b6d8f0a"
@@ -193,3 +196,93 @@ def test_import_max_tokens_per_gpu_from_a_variable(tmp_path: Path) -> None:
     imported = import_train_sh(script)
     assert imported.spec["train"]["max_tokens_per_gpu"] == 12288
     assert not [n for n in imported.notes if "MAX_TOKENS_PER_GPU" in n.message]
+
+
+# --- every secret placement of issue 11, at compile time ------------------------------------------
+# Each row: spec overrides (or raw TOML lines appended to the minimal spec), --set arguments, the rule
+# ids that must refuse it, and the secret string. The compile must fail naming those rules, write
+# nothing, and show the secret nowhere: not in the text error, not in --json.
+
+COMPILE_ROWS: list[tuple[str, dict[str, Any], list[str], set[str], str]] = [
+    ("env-vars-ray-address-url", {"env": {"vars": {"RAY_ADDRESS": f"http://admin:{PASSWORD}@head:8265"}}}, [],
+     {"ACRL-S003"}, PASSWORD),
+    ("env-vars-https-proxy-url", {"env": {"vars": {"HTTPS_PROXY": f"http://u:{PASSWORD}@proxy:3128"}}}, [],
+     {"ACRL-S003"}, PASSWORD),
+    ("env-vars-bare-address", {"env": {"vars": {"HEAD": f"admin:{PASSWORD}@head:8265"}}}, [], {"ACRL-S003"},
+     PASSWORD),
+    ("env-vars-token-value", {"env": {"vars": {"WANDB_NOTES": OPENAI_KEY}}}, [], {"ACRL-S003"}, OPENAI_KEY),
+    ("env-vars-wandb-key-value", {"env": {"vars": {"SOMETHING": WANDB_KEY}}}, [], {"ACRL-S003"}, WANDB_KEY),
+    ("env-vars-secret-name", {"env": {"vars": {"DB_PASSWORD": PASSWORD}}}, [], {"ACRL-S001"}, PASSWORD),
+    ("env-vars-key-env-name", {"wandb": {"key_env": "MY_WB"}, "env": {"vars": {"MY_WB": PASSWORD}}}, [],
+     {"ACRL-S001"}, PASSWORD),
+    ("forward-key-env", {"wandb": {"key_env": "MY_WB"}, "env": {"forward": ["MY_WB"]}}, [], {"ACRL-S001"}, ""),
+    ("forward-wandb-api-key", {"env": {"forward": ["WANDB_API_KEY"]}}, [], {"ACRL-S001"}, ""),
+    ("forward-acrl-ray-address", {"env": {"forward": ["ACRL_RAY_ADDRESS"]}}, [], {"ACRL-S001"}, ""),
+    ("forward-ray-address", {"env": {"forward": ["RAY_ADDRESS"]}}, [], {"ACRL-S001"}, ""),
+    ("forward-aws", {"env": {"forward": ["AWS_PROFILE"]}}, [], {"ACRL-S001"}, ""),
+    ("key-env-wandb-key", {"wandb": {"key_env": "a" + WANDB_KEY[1:]}}, [], {"ACRL-S004"}, WANDB_KEY[1:]),
+    ("key-env-lowercase", {"wandb": {"key_env": "wandb_key"}}, [], {"ACRL-S004"}, ""),
+    ("key-env-aws-key-id", {"wandb": {"key_env": AWS_ACCESS_KEY_ID}}, [], {"ACRL-S004"}, AWS_ACCESS_KEY_ID),
+    ("f001-abbreviation", {"extra": {"flags": {"--wandb-k": PASSWORD}}}, [], {"ACRL-F001"}, PASSWORD),
+    ("f001-case", {"extra": {"flags": {"--WANDB-KEY": PASSWORD}}}, [], {"ACRL-F001"}, PASSWORD),
+    ("f001-underscore", {"extra": {"flags": {"wandb_key": PASSWORD}}}, [], {"ACRL-F001"}, PASSWORD),
+    ("f001-list-token", {"extra": {"flags": {"--wandb-tags": ["--wandb-key", PASSWORD]}}}, [], {"ACRL-F001"},
+     PASSWORD),
+    ("f001-args-equals", {"extra": {"args": [f"--wandb-key={PASSWORD}"]}}, [], {"ACRL-F001"}, PASSWORD),
+    ("f001-args-abbreviation", {"extra": {"args": ["--sglang-ap", PASSWORD]}}, [], {"ACRL-F001"}, PASSWORD),
+    ("f001-model-args", {"model": {"args": {"wandb-key": PASSWORD}}}, [], {"ACRL-F001"}, PASSWORD),
+    ("flag-value-token", {"extra": {"flags": {"--wandb-group": HF_TOKEN}}}, [], {"ACRL-S003"}, HF_TOKEN),
+    ("script-env-secret-name", {"model": {"script_env": {"HF_TOKEN": PASSWORD}}}, [], {"ACRL-S001"}, PASSWORD),
+    ("script-env-secret-value", {"model": {"script_env": {"MODEL_ARGS_X": f"http://u:{PASSWORD}@h"}}}, [],
+     {"ACRL-S003"}, PASSWORD),
+    ("cluster-address", {"cluster": {"address": f"http://admin:{PASSWORD}@head:8265"}}, [], {"ACRL-S003"},
+     PASSWORD),
+    ("set-secret-name", {}, [f'env.vars.DB_PASSWORD="{PASSWORD}"'], {"ACRL-S001"}, PASSWORD),
+    ("set-address", {}, [f'cluster.address="admin:{PASSWORD}@head:8265"'], {"ACRL-S003"}, PASSWORD),
+    ("set-not-toml", {}, [f"env.vars.DB_PASSWORD={PASSWORD}"], set(), PASSWORD),
+    ("set-token-value", {}, [f'env.vars.NOTES="{OPENAI_KEY}"'], {"ACRL-S003"}, OPENAI_KEY),
+]
+
+
+@pytest.mark.parametrize(("overrides", "sets", "rules", "secret"), [row[1:] for row in COMPILE_ROWS],
+                         ids=[row[0] for row in COMPILE_ROWS])
+def test_compile_refuses_and_never_shows_the_secret(overrides: dict[str, Any], sets: list[str], rules: set[str],
+                                                    secret: str, write_spec: SpecWriter, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from acrl.compiler._cli import compile_main
+
+    spec = write_spec(overrides)
+    out = tmp_path / "bundle"
+    set_args = [a for s in sets for a in ("--set", s)]
+    for json_flag in ([], ["--json"]):
+        code = compile_main([str(spec), "-o", str(out), "--no-cache", *json_flag, *set_args])
+        captured = capsys.readouterr()
+        shown = captured.out + captured.err
+        assert code == 1, shown
+        found = set(re.findall(r"ACRL-[A-Z]\d{3}", shown))
+        assert rules <= found, shown
+        assert not out.exists()
+        if secret:
+            assert secret not in shown, shown
+
+
+def test_the_source_line_under_the_caret_is_masked(write_spec: SpecWriter, capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: Path) -> None:
+    from acrl.compiler._cli import compile_main
+
+    spec = write_spec()
+    spec.write_text(spec.read_text() + f'\n[env.vars]\nDB_PASSWORD = "{PASSWORD}"\n')
+    assert compile_main([str(spec), "-o", str(tmp_path / "b"), "--no-cache"]) == 1
+    err = capsys.readouterr().err
+    assert "ACRL-S001" in err and PASSWORD not in err
+    assert f"| DB_PASSWORD = {MASK}" in err  # golden: the line is shown, its value masked
+
+
+def test_set_is_shown_masked(write_spec: SpecWriter, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from acrl.compiler._cli import compile_main
+
+    code = compile_main([str(write_spec()), "-o", str(tmp_path / "b"), "--no-cache",
+                         "--set", f'cluster.address="http://admin:{PASSWORD}@head:8265"'])
+    err = capsys.readouterr().err
+    assert code == 1 and PASSWORD not in err
+    assert err.startswith(f'--set cluster.address="http://{MASK}@head:8265": error:')
