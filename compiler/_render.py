@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ._argv import ArgGroup
 from ._flags import parse_flags
 from ._model_args import ModelArgs
+from ._secrets import RUNTIME_FORWARD_CHECK, runtime_policy
 from ._spec import Spec
 from ._version import __version__
 
@@ -26,7 +27,7 @@ TEMPLATE_VARIABLES = {
         "acrl_version", "exp_id", "slime_dir", "megatron_dir", "entrypoint", "groups", "extra_args",
         "cuda_home", "fix_torch_memory_saver", "wandb_key_env", "wandb_args", "ray_address",
         "stop_stale_processes", "ray_stop_timeout", "start_ray_head", "head_gpus", "dashboard_port",
-        "env_vars_json", "forward",
+        "env_vars_json", "forward", "secret_policy_json", "forward_check",
     }),
     "model_args.sh.jinja": frozenset({
         "acrl_version", "model_type", "provenance_source", "provenance_from", "provenance_sha256",
@@ -111,6 +112,8 @@ def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
         "dashboard_port": c.dashboard_port,
         "env_vars_json": json.dumps(spec.env.vars, sort_keys=True),
         "forward": spec.env.forward,
+        "secret_policy_json": json.dumps(runtime_policy(spec.wandb.key_env), sort_keys=True),
+        "forward_check": RUNTIME_FORWARD_CHECK.rstrip("\n"),
     })
 
 

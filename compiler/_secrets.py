@@ -270,6 +270,28 @@ def redact(text: str, secrets: Iterable[str] = (), *, code: bool = True) -> str:
                   and not m.group("value").startswith("--") else m.group(0), text)
 
 
+# train.sh's run-time check of each [env] forward variable, in Python (train.sh runs it with python3
+# inside a single-quoted bash string: no single quote here). It mirrors refuse_forward() and
+# has_credentials_in_url() / TOKEN on the policy below; tests/test_secrets.py checks they agree.
+RUNTIME_FORWARD_CHECK = """\
+def refused(name, value, policy):
+    upper = name.upper()
+    words = [w for w in upper.replace("-", "_").split("_") if w]
+    while words and words[-1].isdigit():
+        words.pop()
+    last, before = (words[-1] if words else ""), (words[-2] if len(words) > 1 else "")
+    if upper in policy["names"] or upper.startswith(tuple(policy["prefixes"])):
+        return "it holds a secret or an address that may carry user:password"
+    if "_".join(words) in policy["secret_names"] or upper in policy["secret_names"] or (
+            last in policy["last_words"] and ((before == "API" and last in ("KEY", "KEYS"))
+                                              or before not in policy["not_before"].get(last, []))):
+        return "its name says it holds a secret"
+    if any(re.search(p, value) for p in policy["url"]) or re.search(policy["token"], value):
+        return "its value holds credentials"
+    return ""
+"""
+
+
 def runtime_policy(key_env: str) -> dict[str, object]:
     """What train.sh checks at run time, before it builds the Ray job's environment: names it never
     forwards, and the patterns of a secret-shaped value. Generated into train.sh from this module."""

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_train_sh import Run, Toolbox, compile_into, make_toolbox, run_train_sh
 
 from acrl.compiler._secrets import (
     MASK,
@@ -286,3 +287,103 @@ def test_set_is_shown_masked(write_spec: SpecWriter, capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert code == 1 and PASSWORD not in err
     assert err.startswith(f'--set cluster.address="http://{MASK}@head:8265": error:')
+
+
+# --- train.sh at run time: what it forwards, what it prints ----------------------------------------
+
+@pytest.fixture(scope="module")
+def toolbox(tmp_path_factory: pytest.TempPathFactory) -> Toolbox:
+    return make_toolbox(tmp_path_factory.mktemp("toolbox"))
+
+
+def _everything_shown(run: Run) -> str:
+    """What a run exposes: its output, every argv the shims recorded (--runtime-env-json included)."""
+    return "\n".join([run.stdout, run.stderr, *("\0".join(argv) for argv in run.argvs)])
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("HTTPS_PROXY", f"http://u:{PASSWORD}@proxy:3128"),
+    ("NO_SECRET_NAME", f"admin:{PASSWORD}@head:8265"),
+    ("NOTES", f"{OPENAI_KEY}"),
+])
+def test_train_sh_refuses_to_forward_a_credential_value(name: str, value: str, write_spec: SpecWriter,
+                                                        tmp_path: Path, toolbox: Toolbox) -> None:
+    """A forwarded variable's value is known only at run time: one holding credentials stops train.sh
+    before `ray job submit`, naming the variable and not showing the value."""
+    compile_into(write_spec({"env": {"forward": ["WANDB_ENTITY", name]}}), tmp_path / "b")
+    run = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w", {name: value})
+    assert run.returncode != 0
+    assert not run.find("ray", "job", "submit")
+    assert f"[env] forward: {name} is not copied" in run.stderr
+    secret = OPENAI_KEY if value == OPENAI_KEY else PASSWORD
+    assert secret not in _everything_shown(run)
+
+
+@pytest.mark.parametrize("name", ["HF_TOKEN", "WANDB_API_KEY", "ACRL_RAY_ADDRESS", "RAY_ADDRESS", "AWS_PROFILE",
+                                  "MY_WB"])
+def test_train_sh_refuses_a_secret_name_in_an_edited_forward_list(name: str, write_spec: SpecWriter,
+                                                                  tmp_path: Path, toolbox: Toolbox) -> None:
+    """The compiler refuses these names (ACRL-S001); train.sh refuses them too, from the same list, if a
+    bundle was edited (acrl run --allow-modified) to forward one."""
+    compile_into(write_spec({"wandb": {"key_env": "MY_WB"}}), tmp_path / "b")
+    script = tmp_path / "b" / "train.sh"
+    text = script.read_text(encoding="utf-8")
+    assert "ACRL_FORWARD=WANDB_ENTITY " in text
+    script.write_text(text.replace("ACRL_FORWARD=WANDB_ENTITY ", f"ACRL_FORWARD={name} "), encoding="utf-8")
+    run = run_train_sh(script, toolbox, tmp_path / "w", {name: f"http://admin:{PASSWORD}@head:8265"})
+    assert PASSWORD not in _everything_shown(run)
+    if name == "RAY_ADDRESS":  # train.sh unsets it before anything (the ray CLI would read it): nothing to copy
+        assert run.returncode == 0 and "RAY_ADDRESS" not in run.runtime_env["env_vars"]
+        return
+    assert run.returncode != 0 and not run.find("ray", "job", "submit")
+    assert f"[env] forward: {name} is not copied" in run.stderr
+
+
+def test_train_sh_forwards_ordinary_variables(write_spec: SpecWriter, tmp_path: Path, toolbox: Toolbox) -> None:
+    compile_into(write_spec({"env": {"forward": ["HTTPS_PROXY", "MAX_TOKENS_PER_GPU"]}}), tmp_path / "b")
+    run = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w",
+                       {"HTTPS_PROXY": "http://proxy:3128", "MAX_TOKENS_PER_GPU": "9216"})
+    assert run.returncode == 0, run.stderr
+    assert run.runtime_env["env_vars"]["HTTPS_PROXY"] == "http://proxy:3128"
+    assert run.runtime_env["env_vars"]["MAX_TOKENS_PER_GPU"] == "9216"
+
+
+def test_train_sh_never_shows_the_wandb_key(write_spec: SpecWriter, tmp_path: Path, toolbox: Toolbox) -> None:
+    """With the key set, W&B is on and the key is in no argv, no runtime env and no output; without it,
+    train.sh names the variable (never a value)."""
+    compile_into(write_spec({"wandb": {"key_env": "TEAM_WANDB_KEY"}}), tmp_path / "b")
+    run = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w", {"TEAM_WANDB_KEY": WANDB_KEY})
+    assert run.returncode == 0, run.stderr
+    assert "--use-wandb" in run.slime_argv
+    assert WANDB_KEY not in _everything_shown(run)
+    assert "WANDB_API_KEY" not in run.runtime_env["env_vars"] and "TEAM_WANDB_KEY" not in run.runtime_env["env_vars"]
+    off = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w2", {})
+    assert "W&B off: TEAM_WANDB_KEY is not set" in off.stderr
+
+
+def test_runtime_check_agrees_with_the_compiler() -> None:
+    """train.sh's Python check (generated from compiler/_secrets.py) and refuse_forward() agree."""
+    import re as re_module
+
+    from acrl.compiler._secrets import RUNTIME_FORWARD_CHECK, TOKEN, has_credentials_in_url, runtime_policy
+
+    space: dict[str, Any] = {"re": re_module}
+    exec(RUNTIME_FORWARD_CHECK, space)  # the exact text train.sh runs
+    policy = runtime_policy("MY_WB")
+    for name in [*SECRET_NAMES, *ORDINARY_NAMES, "MY_WB", "AWS_REGION", "RAY_ADDRESS", "ACRL_RAY_ADDRESS"]:
+        assert bool(space["refused"](name, "plain", policy)) == (refuse_forward(name, "MY_WB") is not None), name
+    for value in [*SECRET_VALUES, *ORDINARY_VALUES]:
+        expected = has_credentials_in_url(value) or bool(TOKEN.search(value))
+        assert bool(space["refused"]("HTTPS_PROXY", value, policy)) == expected, value
+
+
+@given(st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,30}", fullmatch=True))
+def test_runtime_check_agrees_on_any_name(name: str) -> None:
+    import re as re_module
+
+    from acrl.compiler._secrets import RUNTIME_FORWARD_CHECK, runtime_policy
+
+    space: dict[str, Any] = {"re": re_module}
+    exec(RUNTIME_FORWARD_CHECK, space)
+    assert bool(space["refused"](name, "plain", runtime_policy("MY_WB"))) == \
+        (refuse_forward(name, "MY_WB") is not None)
