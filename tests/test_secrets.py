@@ -8,13 +8,17 @@ command's output, the argv and environment the ray shim recorded, run.json or tr
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_run import NO_AWS, make_project, only_record, tool_env
 from test_train_sh import Run, Toolbox, compile_into, make_toolbox, run_train_sh
 
 from acrl.compiler._secrets import (
@@ -387,3 +391,64 @@ def test_runtime_check_agrees_on_any_name(name: str) -> None:
     exec(RUNTIME_FORWARD_CHECK, space)
     assert bool(space["refused"](name, "plain", runtime_policy("MY_WB"))) == \
         (refuse_forward(name, "MY_WB") is not None)
+
+
+# --- acrl run: an authenticated address comes from the environment only ----------------------------
+
+def _acrl_run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "acrl.runtime._cli", "run", *args, *NO_AWS],
+                          capture_output=True, text=True, env=env, timeout=180)
+
+
+def _all_files_text(*roots: Path) -> str:
+    return "\n".join(p.read_text(encoding="utf-8", errors="replace") for root in roots for p in root.rglob("*")
+                     if p.is_file())
+
+
+@pytest.mark.parametrize("address", [f"http://admin:{PASSWORD}@head:8265", f"admin:{PASSWORD}@10.1.2.3:8265",
+                                     f"https://{GH_TOKEN}@ray.example"])
+def test_acrl_run_refuses_an_address_with_credentials_on_the_command_line(address: str, tmp_path: Path) -> None:
+    """--address is in the process list and the shell's history: with user:password it is a usage error (exit 2),
+    before anything is read, run or recorded, and the message never shows the password."""
+    runs = tmp_path / "runs"
+    proc = _acrl_run(str(tmp_path / "no-bundle"), "--address", address, "--runs-dir", str(runs),
+                     env=tool_env())
+    assert proc.returncode == 2, proc.stderr
+    secret = GH_TOKEN if GH_TOKEN in address else PASSWORD
+    assert secret not in proc.stdout + proc.stderr
+    assert "ACRL_RAY_ADDRESS" in proc.stderr and "Traceback" not in proc.stderr
+    assert not runs.exists()
+
+
+def test_acrl_run_takes_an_authenticated_address_from_the_environment(tmp_path: Path, toolbox: Toolbox) -> None:
+    """ACRL_RAY_ADDRESS=http://admin:PASSWORD@head: the run goes to that cluster (the ray job commands get the
+    address in their environment), and the password is in no bundle file, no output, no argv the ray stand-in
+    recorded, not run.json, not train.log, not the preflight table (the gpus check names the cluster)."""
+    project = make_project(tmp_path)
+    address = f"http://admin:{PASSWORD}@127.0.0.1:9"
+    log = tmp_path / "shim-calls.jsonl"
+    env = tool_env(PATH=toolbox.path, ACRL_SHIM_LOG=str(log), ACRL_RAY_ADDRESS=address)
+    proc = _acrl_run(str(project.bundle), "--runs-dir", str(project.runs), env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    jobs = [c for c in calls if c["argv"][:2] == ["ray", "job"]]
+    assert jobs and {c["env"]["RAY_API_SERVER_ADDRESS"] for c in jobs} == {address}
+    assert not [c for c in calls if any(PASSWORD in word for word in c["argv"])]
+    assert PASSWORD not in proc.stdout + proc.stderr
+    assert PASSWORD not in _all_files_text(project.bundle, project.runs)  # run.json and train.log included
+    record = only_record(project.runs)
+    assert record["ray_address"] == "http://127.0.0.1:9"
+    gpus = next(r for r in record["preflight"] if r["name"] == "gpus")
+    assert gpus["status"] == "skipped" and "http://127.0.0.1:9" in gpus["detail"]
+    assert re.search(r"gpus\s+skipped.*http://127\.0\.0\.1:9", proc.stdout)
+
+
+@pytest.mark.parametrize("address", [f"http://admin:{PASSWORD}@head:8265", f"admin:{PASSWORD}@head:8265"])
+def test_preflight_never_shows_the_password_of_the_address(address: str, tmp_path: Path) -> None:
+    """The gpus check's detail names the cluster (a library caller may pass any address): without user:password."""
+    from acrl.runtime import _preflight
+
+    info = _preflight.BundleInfo(tmp_path, {}, {}, (), address)
+    result = _preflight.run_check(next(c for c in _preflight.CHECKS if c.name == "gpus"), info)
+    assert result.status == "skipped" and "head:8265" in result.detail
+    assert PASSWORD not in _preflight.format_table([result]) + json.dumps(result.as_json())
