@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_import_slime_runner import minimal
 from test_run import NO_AWS, make_project, only_record, tool_env
 from test_train_sh import Run, Toolbox, compile_into, make_toolbox, run_train_sh
 
@@ -452,3 +453,43 @@ def test_preflight_never_shows_the_password_of_the_address(address: str, tmp_pat
     result = _preflight.run_check(next(c for c in _preflight.CHECKS if c.name == "gpus"), info)
     assert result.status == "skipped" and "head:8265" in result.detail
     assert PASSWORD not in _preflight.format_table([result]) + json.dumps(result.as_json())
+
+
+# --- the importers never copy a credential -----------------------------------------------------
+
+def test_import_train_sh_never_copies_a_credential(tmp_path: Path) -> None:
+    from acrl.compiler._import import render_spec
+    from acrl.compiler._import_train_sh import import_train_sh
+
+    script = tmp_path / "train.sh"
+    script.write_text('#!/bin/bash\n'
+                      'ray job submit --address="http://127.0.0.1:8265" -- python3 /root/slime/train.py \\\n'
+                      f'  --wandb-k {WANDB_KEY} --Sglang_Api_Key={OPENAI_KEY} --wandb-group {HF_TOKEN} \\\n'
+                      f'  --router-oracle-pa {PASSWORD} --num-epoch 2\n', encoding="utf-8")
+    imported = import_train_sh(script)
+    shown = render_spec(imported) + "\n".join(n.message for n in imported.notes)
+    for secret in (WANDB_KEY, OPENAI_KEY, HF_TOKEN, PASSWORD):
+        assert secret not in shown
+    refused = {n.message.split(" ", 1)[0] for n in imported.notes if "carries a secret" in n.message}
+    assert {"--wandb-k", "--wandb-group", "--router-oracle-pa"} <= refused
+    assert any("--Sglang_Api_Key" in n.message for n in imported.notes)
+
+
+def test_import_slime_runner_never_copies_a_credential(tmp_path: Path) -> None:
+    import yaml
+
+    from acrl.compiler._import import render_spec
+    from acrl.compiler._import_slime_runner import import_slime_runner
+
+    slime_dir = tmp_path / "slime"
+    (slime_dir / "scripts" / "models").mkdir(parents=True)
+    (slime_dir / "scripts" / "models" / "tiny.sh").write_text("MODEL_ARGS=(--num-layers 2)\n", encoding="utf-8")
+    fields = {**minimal(slime_dir), "extra_flags": ["--wandb-k", WANDB_KEY, f"--WANDB_KEY={OPENAI_KEY}",
+                                                    "--wandb-group", HF_TOKEN, "--num-epoch", "2"]}
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(fields), encoding="utf-8")
+    imported = import_slime_runner(config)
+    shown = render_spec(imported) + "\n".join(n.message for n in imported.notes)
+    for secret in (WANDB_KEY, OPENAI_KEY, HF_TOKEN):
+        assert secret not in shown
+    assert imported.spec["extra"]["args"] == ["--num-epoch", "2"]
