@@ -18,6 +18,7 @@ import attrs
 from ._flags import is_number, is_secret_env_name
 from ._import import Imported, ImportInputError, Note
 from ._import_train_sh_map import INLINE_FLAG, Occurrence, SpecBuilder
+from ._secrets import looks_secret_value
 from ._shell_eval import Shell, Text, Value
 from ._shell_words import Command, ShellSyntaxError, Word, lex
 
@@ -273,7 +274,8 @@ def _occurrences(argv: list[Text], builder: SpecBuilder) -> list[Occurrence]:
         elif out:
             out[-1].values.append(token)
         else:
-            shown = f"a word from the secret {token.secret}" if token.secret else repr(token.text)
+            shown = f"a word from the secret {token.secret}" if token.secret else \
+                "a word that looks secret (not shown)" if looks_secret_value(token.text) else repr(token.text)
             builder.note("unresolved" if token.problem else "difference",
                          f"{shown} before any flag: {token.problem or 'not a flag'}; left out", token)
     return out

@@ -22,6 +22,7 @@ from test_import_slime_runner import minimal
 from test_run import NO_AWS, make_project, only_record, tool_env
 from test_train_sh import Run, Toolbox, compile_into, make_toolbox, run_train_sh
 
+from acrl.compiler._import import render_spec
 from acrl.compiler._secrets import (
     MASK,
     address_has_credentials,
@@ -493,3 +494,19 @@ def test_import_slime_runner_never_copies_a_credential(tmp_path: Path) -> None:
     for secret in (WANDB_KEY, OPENAI_KEY, HF_TOKEN):
         assert secret not in shown
     assert imported.spec["extra"]["args"] == ["--num-epoch", "2"]
+
+
+def test_import_train_sh_notes_never_echo_a_secret_shaped_word(tmp_path: Path) -> None:
+    """A stray word the importer reports (left out, not a flag) is named only when it does not look secret."""
+    from acrl.compiler._import_train_sh import import_train_sh
+
+    script = tmp_path / "train.sh"
+    script.write_text('#!/bin/bash\n'
+                      'ray job submit --address="http://127.0.0.1:8265" -- python3 /root/slime/train.py \\\n'
+                      f'  {OPENAI_KEY} --num-epoch 2 --wandb-project "${{PROJ:-http://u:{PASSWORD}@proxy:3128}}"\n',
+                      encoding="utf-8")
+    imported = import_train_sh(script)
+    notes = "\n".join(n.message for n in imported.notes)
+    assert "looks secret (not shown) before any flag" in notes
+    assert "--wandb-project carries a secret" in notes
+    assert PASSWORD not in notes + render_spec(imported) and OPENAI_KEY not in notes
