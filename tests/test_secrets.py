@@ -510,3 +510,31 @@ def test_import_train_sh_notes_never_echo_a_secret_shaped_word(tmp_path: Path) -
     assert "looks secret (not shown) before any flag" in notes
     assert "--wandb-project carries a secret" in notes
     assert PASSWORD not in notes + render_spec(imported) and OPENAI_KEY not in notes
+
+
+def test_script_env_values_reach_no_argument_list(write_spec: SpecWriter, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """[model] script_env goes to slime's model script in its environment at compile time, never as `env K=V`
+    words of a process's argv; a value holding credentials is then refused (ACRL-S003)."""
+    from acrl.compiler import compile_spec
+    from acrl.compiler._errors import SpecError
+
+    models = tmp_path / "slime" / "scripts" / "models"
+    models.mkdir(parents=True)
+    (models / "toy.sh").write_text('MODEL_ARGS=(--num-layers 2 --rotary-base "${MODEL_ARGS_ROTARY_BASE:-10000}")\n')
+    argvs: list[list[str]] = []
+    real_run = subprocess.run
+
+    def recording_run(args: Any, *rest: Any, **kwargs: Any) -> Any:
+        argvs.append([str(a) for a in args])
+        return real_run(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", recording_run)
+    spec = write_spec({"slime": {"dir": str(tmp_path / "slime")},
+                       "model": {"type": "toy", "args": None, "args_source": "script",
+                                 "script_env": {"MODEL_ARGS_ROTARY_BASE": f"http://u:{PASSWORD}@h"}}})
+    with pytest.raises(SpecError) as refused:
+        compile_spec(spec)
+    assert "ACRL-S003" in {d.rule for d in refused.value.diagnostics}
+    assert PASSWORD not in str(refused.value)
+    assert argvs and not [argv for argv in argvs if any(PASSWORD in word for word in argv)]
