@@ -229,6 +229,8 @@ COMPILE_ROWS: list[tuple[str, dict[str, Any], list[str], set[str], str]] = [
     ("forward-aws", {"env": {"forward": ["AWS_PROFILE"]}}, [], {"ACRL-S001"}, ""),
     ("key-env-wandb-key", {"wandb": {"key_env": "a" + WANDB_KEY[1:]}}, [], {"ACRL-S004"}, WANDB_KEY[1:]),
     ("key-env-lowercase", {"wandb": {"key_env": "wandb_key"}}, [], {"ACRL-S004"}, ""),
+    ("key-env-not-a-name", {"wandb": {"key_env": WANDB_KEY}}, [], {"ACRL-S002"}, WANDB_KEY),
+    ("key-env-token", {"wandb": {"key_env": OPENAI_KEY}}, [], {"ACRL-S002"}, OPENAI_KEY),
     ("key-env-aws-key-id", {"wandb": {"key_env": AWS_ACCESS_KEY_ID}}, [], {"ACRL-S004"}, AWS_ACCESS_KEY_ID),
     ("f001-abbreviation", {"extra": {"flags": {"--wandb-k": PASSWORD}}}, [], {"ACRL-F001"}, PASSWORD),
     ("f001-case", {"extra": {"flags": {"--WANDB-KEY": PASSWORD}}}, [], {"ACRL-F001"}, PASSWORD),
