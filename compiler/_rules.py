@@ -581,7 +581,8 @@ def _value_credentials(ctx: Context) -> Iterator[Finding]:
                       "in the environment: ACRL_RAY_ADDRESS=... bash train.sh (or acrl run with ACRL_RAY_ADDRESS "
                       "exported)", keys=("cluster.address",))
     for key, name, text in _spec_strings(ctx.spec):
-        if key in ("cluster.address", "wandb.key_env") or (key.startswith(_FLAG_TABLES) and is_credential_flag(text)):
+        if (key == "cluster.address" and address_has_credentials(text)) or key == "wandb.key_env" or \
+                (key.startswith(_FLAG_TABLES) and is_credential_flag(text)):
             continue  # reported above, by ACRL-S004 or by ACRL-F001
         if has_credentials_in_url(text):
             yield Finding("the value holds a URL with user:password@, which would be written into the bundle "

@@ -540,3 +540,65 @@ def test_script_env_values_reach_no_argument_list(write_spec: SpecWriter, tmp_pa
     assert "ACRL-S003" in {d.rule for d in refused.value.diagnostics}
     assert PASSWORD not in str(refused.value)
     assert argvs and not [argv for argv in argvs if any(PASSWORD in word for word in argv)]
+
+
+# --- the class: a credential in ANY string of the spec is refused and never shown ---------------------
+
+def _string_settings() -> list[tuple[str, Any]]:
+    """(dotted key, type) of every setting of the spec that holds strings, tables and arrays included."""
+    import typing
+
+    import attrs
+
+    from acrl.compiler._spec import Spec
+
+    def walk(cls: Any, prefix: str) -> list[tuple[str, Any]]:
+        hints = typing.get_type_hints(cls)
+        out: list[tuple[str, Any]] = []
+        for field in attrs.fields(cls):
+            hint = hints[field.name]
+            out += walk(hint, f"{prefix}{field.name}.") if attrs.has(hint) else \
+                [(f"{prefix}{field.name}", hint)] if "str" in repr(hint) else []
+        return out
+    return walk(Spec, "")
+
+
+def _placed(key: str, hint: Any, secret: str) -> dict[str, Any]:
+    """Spec overrides that put ``secret`` at ``key``: as the value, a table's value or an array's item."""
+    shape = repr(hint)
+    value: Any = secret
+    if shape.startswith(("dict", "typing.Dict")):
+        value = {"some-flag" if key.startswith(("model.", "extra.")) and key != "model.script_env" else "SOME_VAR":
+                 secret}
+    elif shape.startswith(("list", "typing.List")):
+        value = [{"name": "eval", "path": secret}] if key == "eval.datasets" else [secret]
+    table, leaf = key.split(".")
+    return {table: {leaf: value}}
+
+
+STRING_SETTINGS = _string_settings()
+
+
+def test_every_string_setting_is_covered() -> None:
+    keys = {key for key, _ in STRING_SETTINGS}
+    assert {"cluster.address", "env.vars", "model.script_env", "extra.flags", "extra.args", "wandb.group",
+            "data.path", "kuberay.image"} <= keys and len(keys) >= 40
+
+
+@pytest.mark.parametrize("secret", [f"http://admin:{PASSWORD}@host:8265", OPENAI_KEY], ids=["url", "token"])
+@pytest.mark.parametrize(("key", "hint"), STRING_SETTINGS, ids=[key for key, _ in STRING_SETTINGS])
+def test_a_credential_anywhere_in_the_spec_is_refused_and_not_shown(key: str, hint: Any, secret: str,
+                                                                    write_spec: SpecWriter, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from acrl.compiler._cli import compile_main
+
+    shown_secret = PASSWORD if PASSWORD in secret else secret
+    spec = write_spec(_placed(key, hint, secret))
+    for target in ("ray", "kuberay"):
+        out = tmp_path / f"bundle-{target}"
+        for json_flag in ([], ["--json"]):
+            code = compile_main([str(spec), "-o", str(out), "--no-cache", "--target", target, *json_flag])
+            captured = capsys.readouterr()
+            assert code == 1, captured.out + captured.err
+            assert shown_secret not in captured.out + captured.err
+            assert not out.exists()
