@@ -109,7 +109,7 @@ def is_env_name(name: str) -> bool:
 
 # http://u:p@h, and https://TOKEN@h (a user part alone counts when it is token-shaped: not ssh://git@h)
 _SCHEME_USERINFO = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://(?:[^\s/@?#:]*:[^\s/@?#]*|[^\s/@?#:]{20,})@")
-_BARE_USERINFO = re.compile(r"(?:^|[\s,;=(\"'])[^\s/@:,;=(\"']+:[^\s/@]+@[^\s/@]")  # u:p@head:8265
+_BARE_USERINFO = re.compile(r"(?:^|[\s,;=(\"'])[^\s/@:,;=(\"']+:[^\s/@]+@[A-Za-z0-9\[]")  # u:p@head:8265
 _ADDRESS_USERINFO = re.compile(r"^([^/]*//)?[^/]*@")  # any userinfo at the start of an address
 _TOKEN_PATTERNS = (
     r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_-]{20,}",            # OpenAI / Anthropic style keys
@@ -251,7 +251,8 @@ def redact(text: str, secrets: Iterable[str] = (), *, code: bool = True) -> str:
     for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
         text = text.replace(secret, MASK)
     text = _SCHEME_USERINFO.sub(lambda m: m.group(0).split("://", 1)[0] + f"://{MASK}@", text)
-    text = re.sub(r"(^|[\s,;=(\"'])[^\s/@:,;=(\"']+:[^\s/@]+@(?=[^\s/@])", lambda m: f"{m.group(1)}{MASK}@", text)
+    text = re.sub(r"(^|[\s,;=(\"'])[^\s/@:,;=(\"']+:[^\s/@]+@(?=[A-Za-z0-9\[])", lambda m: f"{m.group(1)}{MASK}@",
+                  text)
     text = TOKEN.sub(MASK, text)
     if not code:
         return text

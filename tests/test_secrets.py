@@ -602,3 +602,10 @@ def test_a_credential_anywhere_in_the_spec_is_refused_and_not_shown(key: str, hi
             assert code == 1, captured.out + captured.err
             assert shown_secret not in captured.out + captured.err
             assert not out.exists()
+
+
+def test_redaction_keeps_the_wording_of_messages() -> None:
+    """Prose that names the pattern (user:password@) is not a credential."""
+    for text in ("the Ray address carries credentials (user:password@), which would be written",
+                 "the value holds a URL with user:password@, which", "give u:p@ nothing"):
+        assert redact(text, code=False) == text and not looks_secret_value(text)
