@@ -293,6 +293,17 @@ def refused(name, value, policy):
 """
 
 
+def masked_overrides(overrides: list[dict[str, object]]) -> list[dict[str, object]]:
+    """``[{"key": ..., "value": ...}]`` (a sweep point's values) with each value that looks secret, or
+    sits under a secret-named key, shown as ``***``."""
+    import json
+
+    def secret(key: str, value: object) -> bool:
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        return redact(f"{key}={text}") != f"{key}={text}" or looks_secret_value(text, key.rsplit(".", 1)[-1])
+    return [{**o, "value": MASK} if secret(str(o.get("key", "")), o.get("value")) else o for o in overrides]
+
+
 def runtime_policy(key_env: str) -> dict[str, object]:
     """What train.sh checks at run time, before it builds the Ray job's environment: names it never
     forwards, and the patterns of a secret-shaped value. Generated into train.sh from this module."""

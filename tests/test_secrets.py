@@ -609,3 +609,27 @@ def test_redaction_keeps_the_wording_of_messages() -> None:
     for text in ("the Ray address carries credentials (user:password@), which would be written",
                  "the value holds a URL with user:password@, which", "give u:p@ nothing"):
         assert redact(text, code=False) == text and not looks_secret_value(text)
+
+
+@pytest.mark.parametrize(("grid", "secret"), [
+    ('"env.vars.HTTPS_PROXY" = ["http://u:hunter2-Zq9@p:1", "http://p:2"]', PASSWORD),
+    ('"env.vars.DB_PASSWORD" = ["hunter2-Zq9", "x"], "env.vars.N" = ["1"]', PASSWORD),
+    (f'"wandb.group" = ["{OPENAI_KEY}", "g"]', OPENAI_KEY),
+])
+def test_a_sweep_point_with_a_secret_is_refused_and_not_shown(grid: str, secret: str, write_spec: SpecWriter,
+                                                              tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A point's name is made of its values: the error, --json and sweep.json (--keep-going) show it masked."""
+    from acrl.compiler._cli import compile_main
+
+    spec = write_spec()
+    spec.write_text(spec.read_text() + f"\n[sweep]\ngrid = {{ {grid} }}\n", encoding="utf-8")
+    for extra in ([], ["--json"], ["--keep-going"], ["--keep-going", "--json"]):
+        out = tmp_path / f"out{len(extra)}{extra[-1] if extra else ''}"
+        code = compile_main([str(spec), "-o", str(out), "--no-cache", *extra])
+        captured = capsys.readouterr()
+        assert code == 1, captured.out + captured.err
+        assert secret not in captured.out + captured.err
+        assert not out.exists() or secret not in _all_files_text(out)
+        if "--keep-going" in extra:
+            assert (out / "sweep.json").is_file()
