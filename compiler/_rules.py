@@ -423,9 +423,19 @@ def _escape_hatch(ctx: Context) -> Iterator[tuple[str, str]]:
             yield token.split("=", 1)[0], f"extra.args.{i}"
 
 
-def _spec_strings(spec: Spec) -> Iterator[tuple[str, str, str]]:
+_SCANNED: list[Any] = [None, ()]  # the last spec scanned and its strings: three rules read them per compile
+
+
+def _spec_strings(spec: Spec) -> tuple[tuple[str, str, str], ...]:
     """(dotted key, key name, string) of every string the spec holds: values, list items, and the
     names of the free-form tables ([extra.flags], [model.args], [env] vars, ...)."""
+    if _SCANNED[0] is not spec:
+        _SCANNED[:] = [spec, tuple(_walk_strings(spec))]
+    strings: tuple[tuple[str, str, str], ...] = _SCANNED[1]
+    return strings
+
+
+def _walk_strings(spec: Spec) -> Iterator[tuple[str, str, str]]:
     def walk(node: object, key: str, name: str) -> Iterator[tuple[str, str, str]]:
         if isinstance(node, str):
             yield key, name, node

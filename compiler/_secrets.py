@@ -165,6 +165,8 @@ def _looks_random(value: str, *, minimum: int = 32) -> bool:
 def looks_secret_value(value: str, name: str | None = None) -> bool:
     """True when ``value`` looks like a credential. ``name`` is the key or variable holding it, when
     known: a whole-value 40-hex string under a commit-like name (``SLIME_COMMIT``) is a commit."""
+    if len(value) < 15 and "@" not in value:  # shorter than any token shape: most spec strings
+        return False
     if has_credentials_in_url(value) or TOKEN.search(value):
         return True
     bare = value.strip()
