@@ -40,7 +40,9 @@ SECRET_LAST_WORDS = frozenset({"TOKEN", "PASSWORD", "PASSWD", "PASS", "PASSPHRAS
 # (PAD_TOKEN, EOS_TOKEN, INPUT_KEY, LABEL_KEY: slime's --input-key names a dataset column).
 NOT_SECRET_BEFORE = {
     "TOKEN": frozenset({"PAD", "EOS", "BOS", "UNK", "SEP", "CLS", "MASK", "SPECIAL", "START", "END", "STOP",
-                        "IMAGE", "VIDEO", "AUDIO", "FIM", "MIDDLE", "PREFIX", "SUFFIX"}),
+                        "IMAGE", "VIDEO", "AUDIO", "FIM", "MIDDLE", "PREFIX", "SUFFIX", "MAX", "MIN", "NUM", "NEW",
+                        "FIRST", "LAST", "NEXT", "PER"}),
+    "PASS": frozenset({"NUM", "FIRST", "SECOND", "LAST", "MULTI", "SINGLE", "ONE", "TWO", "FORWARD", "BACKWARD"}),
     "KEY": frozenset({"INPUT", "LABEL", "REWARD", "METADATA", "PROMPT", "RESPONSE", "TOOL", "TOOLS", "SORT",
                       "PARTITION", "CACHE", "DATA", "FIELD", "TEXT", "MESSAGE", "MESSAGES", "MULTIMODAL", "PUBLIC",
                       "QUERY", "PRIMARY", "FOREIGN", "GROUP", "HOT"}),
