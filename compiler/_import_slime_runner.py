@@ -19,7 +19,7 @@ from typing import Any, Literal
 from ._errors import UsageError
 from ._flags import is_number, known_absent_flags
 from ._import import Imported, ImportInputError, Note
-from ._secrets import is_credential_flag, looks_secret_value
+from ._secrets import drop_secret_values, is_credential_flag, looks_secret_value
 from ._spec import TOOLKIT_SLIME_COMMIT
 
 Kind = Literal["str", "int", "float", "bool", "str?", "int?", "flags"]
@@ -153,6 +153,9 @@ def import_slime_runner(path: Path, *, num_rollout: int | None = None) -> Import
     notes += script_notes
     notes += _extra_flags(spec, data.get("extra_flags") or [], model_flags, where.get("extra_flags", "extra_flags"))
     notes += _differences(spec)
+    notes += [Note("difference", f"{key}: its value looks like a secret (a token, or a URL with user:password): "
+                   "it is not copied into the spec; give it on the cluster, in the environment", key)
+              for key in drop_secret_values(spec)]  # type: ignore[arg-type]
     return Imported(spec=spec, notes=tuple(notes), source=str(path))
 
 

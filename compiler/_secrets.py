@@ -297,6 +297,42 @@ def refused(name, value, policy):
 """
 
 
+def secret_values(data: Mapping[str, object], prefix: str = "") -> list[str]:
+    """Dotted keys of the strings of plain spec ``data`` (tables, arrays, values) that look secret:
+    a user:password URL or a token anywhere, or any value of a secret-named key."""
+    found: list[str] = []
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        items = value if isinstance(value, list) else [value]
+        if isinstance(value, Mapping):
+            found += secret_values(value, f"{dotted}.")
+        elif dotted == "kuberay.secret":  # the name of a Kubernetes Secret, not one
+            continue
+        elif any(isinstance(v, str) and (looks_secret_value(v, str(key)) or is_secret_name(str(key))
+                                         or (str(key).startswith("--") and is_credential_flag(str(key))))
+                 for v in items) or any(isinstance(v, str) and is_credential_flag(v) for v in items):
+            found.append(dotted)
+        elif any(isinstance(v, Mapping) for v in items):
+            for i, v in enumerate(items):
+                if isinstance(v, Mapping):
+                    found += secret_values(v, f"{dotted}.{i}.")
+    return found
+
+
+def drop_secret_values(data: dict[str, object]) -> list[str]:
+    """Remove from plain spec ``data`` (in place) every value :func:`secret_values` finds; return
+    their dotted keys."""
+    found = secret_values(data)
+    for key in found:
+        node: object = data
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node[int(part)] if isinstance(node, list) else node[part]  # type: ignore[index]
+        if isinstance(node, dict):
+            node.pop(parts[-1], None)
+    return found
+
+
 def masked_overrides(overrides: list[dict[str, object]]) -> list[dict[str, object]]:
     """``[{"key": ..., "value": ...}]`` (a sweep point's values) with each value that looks secret, or
     sits under a secret-named key, shown as ``***``."""

@@ -638,3 +638,43 @@ def test_a_sweep_point_with_a_secret_is_refused_and_not_shown(grid: str, secret:
         assert not out.exists() or secret not in _all_files_text(out)
         if "--keep-going" in extra:
             assert (out / "sweep.json").is_file()
+
+
+def test_import_slime_runner_leaves_out_any_secret_shaped_field(tmp_path: Path) -> None:
+    """Whatever field a secret sits in (wandb_group, a data path with user:password), the imported spec
+    leaves it out, with a note naming the key (never the value)."""
+    import yaml
+
+    from acrl.compiler._import_slime_runner import import_slime_runner
+
+    slime_dir = tmp_path / "slime"
+    (slime_dir / "scripts" / "models").mkdir(parents=True)
+    (slime_dir / "scripts" / "models" / "tiny.sh").write_text("MODEL_ARGS=(--num-layers 2)\n", encoding="utf-8")
+    fields = {**minimal(slime_dir), "wandb_group": OPENAI_KEY, "wandb_project": "ok-project",
+              "data_path": f"https://u:{PASSWORD}@data.example/train.jsonl"}
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(fields), encoding="utf-8")
+    imported = import_slime_runner(config)
+    shown = render_spec(imported) + "\n".join(n.message for n in imported.notes)
+    assert OPENAI_KEY not in shown and PASSWORD not in shown
+    assert "group" not in imported.spec["wandb"] and imported.spec["wandb"]["project"] == "ok-project"
+    assert "path" not in imported.spec["data"]
+    assert {n.where for n in imported.notes if "looks like a secret" in n.message} == {"wandb.group", "data.path"}
+
+
+@pytest.mark.parametrize(("data", "found"), [
+    ({"wandb": {"group": OPENAI_KEY, "project": "p"}}, ["wandb.group"]),
+    ({"env": {"vars": {"DB_PASSWORD": "x", "N": "1"}}}, ["env.vars.DB_PASSWORD"]),
+    ({"extra": {"flags": {"--wandb-k": "x"}, "args": ["--a", "--wandb-key=x"]}}, ["extra.flags.--wandb-k",
+                                                                                  "extra.args"]),
+    ({"kuberay": {"secret": "acrl-secrets"}, "slime": {"commit": "fa3c990af6f18efd3fd9922698bf4bf4048d1263"}}, []),
+    ({"eval": {"datasets": [{"name": "a", "path": f"http://u:{PASSWORD}@h/x"}]}}, ["eval.datasets.0.path"]),
+])
+def test_drop_secret_values(data: dict[str, Any], found: list[str]) -> None:
+    import copy
+
+    from acrl.compiler._secrets import drop_secret_values
+
+    kept = copy.deepcopy(data)
+    assert drop_secret_values(kept) == found
+    assert not [k for k in found if PASSWORD in json.dumps(kept) or OPENAI_KEY in json.dumps(kept)]
