@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import attrs
 
+from ._secrets import redact
+
 
 class AcrlError(Exception):
     """Base class of every error acrl reports to a user. ``exit_code`` is the CLI's exit status."""
@@ -62,28 +64,29 @@ class Diagnostic:
         return f"[{table}] {leaf}" if table else leaf
 
     def format(self) -> str:
-        """Render as ``file:line:col: severity: [table] key: message`` plus the line and a hint."""
-        head = ": ".join(p for p in (self.location, self.severity, self.table_and_key) if p)
+        """Render as ``file:line:col: severity: [table] key: message`` plus the line and a hint. A
+        secret in the source line, the ``--set KEY=VALUE`` or the message is shown as ``***``."""
+        head = ": ".join(p for p in (redact(self.location), self.severity, self.table_and_key) if p)
         rule = f" ({self.rule})" if self.rule else ""
-        out = [f"{head}: {self.message}{rule}"]
+        out = [f"{head}: {redact(self.message, code=False)}{rule}"]
         if self.source_line and self.line is not None:
-            out.append(f"  {self.line:>4} | {self.source_line}")
+            out.append(f"  {self.line:>4} | {redact(self.source_line)}")
             if self.column:
                 out.append("       | " + " " * (self.column - 1) + "^")
         if self.hint:
-            out.append(f"  fix: {self.hint}")
+            out.append(f"  fix: {redact(self.hint, code=False)}")
         return "\n".join(out)
 
     def as_json(self) -> dict[str, object]:
         return {
             "severity": self.severity,
             "rule": self.rule or None,
-            "file": self.file,
+            "file": redact(self.file),
             "key": self.key,
             "line": self.line,
             "column": self.column,
-            "message": self.message,
-            "hint": self.hint or None,
+            "message": redact(self.message, code=False),
+            "hint": redact(self.hint, code=False) or None,
         }
 
 

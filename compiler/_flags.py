@@ -3,20 +3,10 @@ known to be absent at the slime commits acrl has facts about."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 
+from . import _secrets
 from ._spec import FlagValue
-
-# A flag names a credential when its last words say so. Flags that merely name a data field
-# (--input-key, --reward-key, --ssl-keyfile, --tls-key-path, --max-tokens-per-gpu) do not match.
-_CREDENTIAL_FLAG = re.compile(
-    r"^--(?:wandb-key|(?:.*-)?(?:api-keys?|password|passwd|secret|secret-key|access-key|"
-    r"session-token|auth-token|hf-token|bearer-token))$"
-)
-_SECRET_ENV_NAME = re.compile(r"(KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|SESSION)S?(_|$)")
-_NOT_SECRET_ENV = frozenset({"PYTHONHASHSEED", "KEY_PATH"})
-_USERINFO = re.compile(r"^([^/]*//)?[^/]*@")  # the user:password@ of an address, scheme or not
 
 # Facts from slime's own parsers at the commits acrl knows. A flag listed for a commit does not
 # exist there: slime would silently ignore it (all its parsers use parse_known_args).
@@ -51,19 +41,20 @@ def known_absent_flags(commit: str) -> Mapping[str, str] | None:
 
 
 def is_credential_flag(flag: str) -> bool:
-    """True for flags whose value is a credential (slime logs its whole namespace to W&B)."""
-    return bool(_CREDENTIAL_FLAG.match(flag))
+    """True for flags whose value is a credential (slime logs its whole namespace to W&B): see
+    :func:`._secrets.is_credential_flag` (case, ``_``, ``=value`` and abbreviations included)."""
+    return _secrets.is_credential_flag(flag)
 
 
 def without_credentials(address: str) -> str:
-    """``address`` without its user:password@ part: ``http://u:p@head:8265`` -> ``http://head:8265``,
-    ``u:p@head:8265`` -> ``head:8265``. train.sh's log redacts with the same pattern, in bash."""
-    return _USERINFO.sub(r"\1", address)
+    """``address`` without its user:password@ part (:func:`._secrets.without_credentials`)."""
+    return _secrets.without_credentials(address)
 
 
 def is_secret_env_name(name: str) -> bool:
-    """True for environment variable names that look like they hold a secret."""
-    return name.upper() not in _NOT_SECRET_ENV and bool(_SECRET_ENV_NAME.search(name.upper()))
+    """True for environment variable names that look like they hold a secret
+    (:func:`._secrets.is_secret_name`)."""
+    return _secrets.is_secret_name(name)
 
 
 def normalize_flag(name: str) -> str:

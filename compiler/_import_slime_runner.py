@@ -17,8 +17,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from ._errors import UsageError
-from ._flags import is_credential_flag, is_number, known_absent_flags
+from ._flags import is_number, known_absent_flags
 from ._import import Imported, ImportInputError, Note
+from ._secrets import drop_secret_values, is_credential_flag, looks_secret_value
 from ._spec import TOOLKIT_SLIME_COMMIT
 
 Kind = Literal["str", "int", "float", "bool", "str?", "int?", "flags"]
@@ -152,6 +153,9 @@ def import_slime_runner(path: Path, *, num_rollout: int | None = None) -> Import
     notes += script_notes
     notes += _extra_flags(spec, data.get("extra_flags") or [], model_flags, where.get("extra_flags", "extra_flags"))
     notes += _differences(spec)
+    notes += [Note("difference", f"{key}: its value looks like a secret (a token, or a URL with user:password): "
+                   "it is not copied into the spec; give it on the cluster, in the environment", key)
+              for key in drop_secret_values(spec)]  # type: ignore[arg-type]
     return Imported(spec=spec, notes=tuple(notes), source=str(path))
 
 
@@ -315,10 +319,11 @@ def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags:
     for segment in segments[1:]:
         flag, _, inline = segment[0].partition("=")
         values = [inline, *segment[1:]] if "=" in segment[0] else segment[1:]
-        if is_credential_flag(flag):
+        if is_credential_flag(flag) or any(looks_secret_value(v) for v in values):
             notes.append(Note("difference", f"extra_flags: {flag} carries a credential; neither it nor its value was "
                               "copied (slime logs its whole argument namespace). Export the secret where train.sh "
-                              "runs" + (" as WANDB_API_KEY ([wandb] key_env)" if "wandb" in flag else ""), where))
+                              "runs" + (" as WANDB_API_KEY ([wandb] key_env)" if "wandb" in flag.lower() else ""),
+                              where))
         elif flag in absent:
             notes.append(Note("difference", f"extra_flags: {flag} is left out: it does not exist at the targeted "
                               f"slime {TOOLKIT_SLIME_COMMIT[:7]} ({absent[flag]}), so slime ignored it", where))

@@ -10,6 +10,7 @@ Secrets are never copied: only the name of their variable.
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import attrs
 from ._flags import is_number, is_secret_env_name
 from ._import import Imported, ImportInputError, Note
 from ._import_train_sh_map import INLINE_FLAG, Occurrence, SpecBuilder
+from ._secrets import drop_secret_values, looks_secret_value
 from ._shell_eval import Shell, Text, Value
 from ._shell_words import Command, ShellSyntaxError, Word, lex
 
@@ -238,7 +240,11 @@ def _build(reader: _Reader, torch_memory_saver: bool) -> Imported:
     builder.model(reader.model_type, [t for t in argv if t.origin == "MODEL_ARGS"], reader.model_args_file)
     builder.flags(_occurrences([t for t in argv if t.origin != "MODEL_ARGS"], builder))
     spec = builder.finish()
-    return Imported(spec, tuple(builder.unique_notes()), str(path))
+    spec = copy.deepcopy(spec)
+    left_out = [Note("difference", f"{key}: its value looks like a secret (a token, or a URL with user:password): "
+                     "it is not copied into the spec; give it on the cluster, in the environment", key)
+                for key in drop_secret_values(spec)]
+    return Imported(spec, (*builder.unique_notes(), *left_out), str(path))
 
 
 def _address(shell: Shell, command: Command) -> Text | None:
@@ -273,7 +279,8 @@ def _occurrences(argv: list[Text], builder: SpecBuilder) -> list[Occurrence]:
         elif out:
             out[-1].values.append(token)
         else:
-            shown = f"a word from the secret {token.secret}" if token.secret else repr(token.text)
+            shown = f"a word from the secret {token.secret}" if token.secret else \
+                "a word that looks secret (not shown)" if looks_secret_value(token.text) else repr(token.text)
             builder.note("unresolved" if token.problem else "difference",
                          f"{shown} before any flag: {token.problem or 'not a flag'}; left out", token)
     return out

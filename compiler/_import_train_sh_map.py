@@ -11,8 +11,9 @@ from typing import Any
 import attrs
 
 from ._flag_index import CoerceError, FlagKey, coerce, extra_value, flag_index
-from ._flags import is_credential_flag, known_absent_flags, without_credentials
+from ._flags import known_absent_flags
 from ._import import Note, NoteKind
+from ._secrets import is_credential_flag, looks_secret_value, without_credentials
 from ._shell_eval import Shell, Text
 from ._spec import TOOLKIT_SLIME_COMMIT
 
@@ -126,7 +127,7 @@ class SpecBuilder:
             args: dict[str, Any] = {}
             for occurrence in _group(tokens, self):
                 secret = next((v.secret for v in occurrence.values if v.secret), None)
-                if is_credential_flag(occurrence.flag) or secret:
+                if is_credential_flag(occurrence.flag) or secret or _secret_shaped(occurrence.values):
                     self.note("difference", f"MODEL_ARGS: {occurrence.flag} carries a secret"
                               f"{f' ({secret})' if secret else ''}: it is not copied into the spec", occurrence.token)
                     continue
@@ -154,7 +155,7 @@ class SpecBuilder:
             key = index.get(flag)
             problem = next((v for v in values if v.problem), None)
             secret = next((v.secret for v in values if v.secret), None)
-            if is_credential_flag(flag) or secret:
+            if is_credential_flag(flag) or secret or _secret_shaped(values):
                 name = secret or self.spec["wandb"].get("key_env", "WANDB_API_KEY")
                 self.note("difference", f"{flag} carries a secret: it is not copied into the spec; acrl reads "
                                         f"secrets from the environment only ([wandb] key_env names {name})", token)
@@ -304,3 +305,9 @@ def _group(tokens: list[Text], builder: SpecBuilder) -> list[Occurrence]:
         elif out:
             out[-1].values.append(token)
     return out
+
+
+def _secret_shaped(values: Iterable[Text]) -> bool:
+    """A value written literally in the script that looks like a credential (a pasted key, a URL with
+    user:password): never copied into the spec, whatever flag it follows."""
+    return any(not v.problem and looks_secret_value(v.text) for v in values)

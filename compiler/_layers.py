@@ -22,6 +22,7 @@ from typing import Any, get_args, get_origin
 import attrs
 
 from ._errors import Diagnostic, SpecError
+from ._secrets import redact
 from ._source import NO_LINE, KeyPath, Position, SpecSource, _Scanner, decode_spec, read_spec
 from ._spec import Spec
 
@@ -203,7 +204,9 @@ def parse_assignment(arg: str, *, where: str) -> tuple[KeyPath, Any]:
     except tomllib.TOMLDecodeError:
         parsed = {}
     if set(parsed) != {"value"}:
-        what = "an empty value" if not text else f"{text!r} is not a TOML value"
+        secret = redact(arg) != arg  # a secret-named key or a secret-shaped value: never echoed
+        what = "an empty value" if not text else "the value is not a TOML value" if secret else \
+            f"{text!r} is not a TOML value"
         raise fail(f"{what} (a string must be quoted)",
                    f"quote strings: --set '{shown}=\"value\"'; numbers, true/false, [arrays] and {{tables}} "
                    "are written as in TOML", shown)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ._argv import ArgGroup
 from ._flags import parse_flags
 from ._model_args import ModelArgs
+from ._secrets import RUNTIME_FORWARD_CHECK, runtime_policy
 from ._spec import Spec
 from ._version import __version__
 
@@ -31,7 +32,7 @@ TEMPLATE_VARIABLES = {
         "acrl_version", "exp_id", "slime_dir", "megatron_dir", "entrypoint", "groups", "extra_args",
         "cuda_home", "fix_torch_memory_saver", "wandb_key_env", "wandb_args", "ray_address",
         "stop_stale_processes", "ray_stop_timeout", "start_ray_head", "head_gpus", "dashboard_port",
-        "env_vars_json", "forward",
+        "env_vars_json", "forward", "secret_policy_json", "forward_check",
     }),
     "model_args.sh.jinja": frozenset({
         "acrl_version", "model_type", "provenance_source", "provenance_from", "provenance_sha256",
@@ -73,7 +74,7 @@ class UnescapedValueError(Exception):
 def _finalize(value: object) -> str:
     if type(value) is not Escaped:
         raise UnescapedValueError(f"template emits {type(value).__name__} without an escaping filter "
-                                  "(sh, shwords, comment, envname, name or num)")
+                                  "(sh, shwords, comment, envname, name, num or sqbody)")
     return value
 
 
@@ -130,6 +131,14 @@ def _name(value: object) -> Escaped:
     return Escaped(value)
 
 
+def _sqbody(value: object) -> Escaped:
+    """acrl's own text (never a spec value) for the inside of a single-quoted shell string, e.g. Python
+    code for ``python3 -c '...'``: refused if it holds a single quote, which would end the string."""
+    if not isinstance(value, str) or "'" in value or "\0" in value:
+        raise UnescapedValueError("sqbody: not text that a single-quoted shell string can hold")
+    return Escaped(value)
+
+
 def _num(value: object) -> Escaped:
     """An integer (never a bool or a string that looks like one)."""
     if type(value) is not int:
@@ -155,7 +164,8 @@ def environment() -> jinja2.Environment:
         autoescape=False,
         finalize=_finalize,
     )
-    env.filters.update(sh=_sh, shwords=_shwords, comment=_comment, envname=_envname, name=_name, num=_num)
+    env.filters.update(sh=_sh, shwords=_shwords, comment=_comment, envname=_envname, name=_name, num=_num,
+                       sqbody=_sqbody)
     env.bytecode_cache = TemplateCache.open(env)
     return env
 
@@ -190,6 +200,8 @@ def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
         "dashboard_port": c.dashboard_port,
         "env_vars_json": json.dumps(spec.env.vars, sort_keys=True),
         "forward": spec.env.forward,
+        "secret_policy_json": json.dumps(runtime_policy(spec.wandb.key_env), sort_keys=True),
+        "forward_check": RUNTIME_FORWARD_CHECK.rstrip("\n"),
     })
 
 

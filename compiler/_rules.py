@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import attrs
 
@@ -19,15 +20,22 @@ from ._catalog import entry
 from ._errors import Diagnostic
 from ._flags import (
     flags_in,
-    is_credential_flag,
-    is_secret_env_name,
     known_absent_flags,
     normalize_flag,
     parse_flags,
-    without_credentials,
 )
 from ._memory import engine_parallel, estimate_memory, expert_tensor_parallel, extra_flags, memory_problems
 from ._model_args import ENV_NAME, ModelArgs, Resolution, model_type_problem, script_env_problems
+from ._secrets import (
+    address_has_credentials,
+    has_credentials_in_url,
+    is_credential_flag,
+    is_env_name,
+    is_secret_name,
+    looks_secret_value,
+    redact,
+    refuse_forward,
+)
 from ._source import SpecSource
 from ._spec import Spec
 
@@ -431,14 +439,53 @@ def _escape_hatch(ctx: Context) -> Iterator[tuple[str, str]]:
             yield token.split("=", 1)[0], f"extra.args.{i}"
 
 
-@rule("ACRL-F001", "error", ["extra.flags", "extra.args"], "no credentials in flags")
+_SCANNED: list[Any] = [None, ()]  # the last spec scanned and its strings: three rules read them per compile
+
+
+def _spec_strings(spec: Spec) -> tuple[tuple[str, str, str], ...]:
+    """(dotted key, key name, string) of every string the spec holds: values, list items, and the
+    names of the free-form tables ([extra.flags], [model.args], [env] vars, ...)."""
+    if _SCANNED[0] is not spec:
+        _SCANNED[:] = [spec, tuple(_walk_strings(spec))]
+    strings: tuple[tuple[str, str, str], ...] = _SCANNED[1]
+    return strings
+
+
+def _walk_strings(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    def walk(node: object, key: str, name: str) -> Iterator[tuple[str, str, str]]:
+        if isinstance(node, str):
+            yield key, name, node
+        elif isinstance(node, list | tuple):
+            for i, item in enumerate(node):
+                yield from walk(item, f"{key}.{i}", name)
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                yield f"{key}.{k}", str(k), str(k)  # a table's own key can be a flag: "--wandb-key" = ...
+                yield from walk(v, f"{key}.{k}", str(k))
+        elif attrs.has(type(node)):
+            for field in attrs.fields(cast(Any, type(node))):
+                yield from walk(getattr(node, field.name), f"{key}.{field.name}".lstrip("."), field.name)
+    return walk(spec, "", "")
+
+
+_FLAG_TABLES = ("extra.flags.", "extra.args.", "model.args.", "model.overrides.")
+
+
+@rule("ACRL-F001", "error", ["extra.flags", "extra.args", "model.args", "model.overrides"],
+      "no credentials in flags")
 def _credentials(ctx: Context) -> Iterator[Finding]:
-    """No flag in the escape hatch may carry a credential (--wandb-key, --*-api-key, --*-password, ...): slime logs its
-    whole argument namespace to W&B."""
-    for flag, key in _escape_hatch(ctx):
-        if is_credential_flag(flag):
-            yield Finding(f"{flag} would put a credential in train.sh, the process list and W&B (slime logs "
-                          "its whole argument namespace)",
+    """No argv token may pass a credential (--wandb-key, --sglang-api-key, --*-password, ...), in any case, with
+    '_', as --flag=value or as an argparse abbreviation (--wandb-k), as a table key or inside a list value: slime
+    logs its whole argument namespace to W&B."""
+    seen = set()
+    for key, _, text in _spec_strings(ctx.spec):
+        if not key.startswith(_FLAG_TABLES):
+            continue
+        token = normalize_flag(text) if key.count(".") == 2 and text == key.split(".", 2)[2] else text
+        if is_credential_flag(token) and key not in seen:
+            seen.add(key)
+            yield Finding(f"{token.split('=', 1)[0]} passes a credential: it would be written into train.sh, the "
+                          "process list and W&B (slime logs its whole argument namespace)",
                           "remove it and export the secret in the cluster's environment (for W&B: "
                           "WANDB_API_KEY, named by [wandb] key_env)", keys=(key,))
 
@@ -505,20 +552,27 @@ def _abbreviations(ctx: Context) -> Iterator[Finding]:
 
 # --- security ------------------------------------------------------------------------------------
 
-@rule("ACRL-S001", "error", ["env.vars", "env.forward"], "no secrets in the job environment")
+@rule("ACRL-S001", "error", ["env.vars", "env.forward", "model.script_env"], "no secrets in the job environment")
 def _secret_env(ctx: Context) -> Iterator[Finding]:
-    """[env] vars and forwarded variables must not look like secrets: they end up in train.sh or in the Ray job's
-    metadata."""
-    for name in ctx.spec.env.vars:
-        if is_secret_env_name(name):
-            yield Finding(f"{name} looks like a secret: [env] vars are written into train.sh and the Ray "
-                          "job's runtime environment (visible in the dashboard)",
-                          "export it in the cluster's environment instead", keys=(f"env.vars.{name}",))
+    """[env] vars and [model] script_env names must not look like secrets (they are written into train.sh, the Ray
+    job's metadata and the model script's environment); [env] forward must not name a secret, the W&B key's
+    variable ([wandb] key_env), ACRL_RAY_ADDRESS / RAY_ADDRESS (which may hold user:password) or AWS_*: train.sh
+    would copy its value into the Ray job's metadata."""
+    key_env = ctx.spec.wandb.key_env
+    for table, names in (("env.vars", ctx.spec.env.vars), ("model.script_env", ctx.spec.model.script_env)):
+        for name in names:
+            if is_secret_name(name) or name.upper() == key_env.upper():
+                yield Finding(f"{name} looks like a secret: [{table.split('.')[0]}] {table.split('.')[1]} are "
+                              "written into train.sh, the bundle and the job's environment (visible in the Ray "
+                              "dashboard)", "export it in the cluster's environment instead",
+                              keys=(f"{table}.{name}",))
     for i, name in enumerate(ctx.spec.env.forward):
-        if is_secret_env_name(name):
-            yield Finding(f"forwarding {name} would put a secret in the Ray job's metadata",
-                          "export it on the cluster (a local head started by train.sh inherits the "
-                          "launching shell's environment)", keys=(f"env.forward.{i}",))
+        why = refuse_forward(name, key_env)
+        if why is not None:
+            yield Finding(f"forwarding {name} would copy its value into the Ray job's metadata "
+                          f"(--runtime-env-json): {why}",
+                          "remove it from [env] forward and export it on the cluster (a local head started by "
+                          "train.sh inherits the launching shell's environment)", keys=(f"env.forward.{i}",))
     yield from _env_names_valid([*((n, f"env.vars.{n}") for n in ctx.spec.env.vars),
                                  *((n, f"env.forward.{i}") for i, n in enumerate(ctx.spec.env.forward))])
 
@@ -547,15 +601,41 @@ def _env_names(ctx: Context) -> Iterator[Finding]:
         yield Finding(message, hint, keys=(f"model.script_env.{name}",))
 
 
-@rule("ACRL-S003", "error", ["cluster.address"], "no credentials in the Ray address")
-def _address_credentials(ctx: Context) -> Iterator[Finding]:
-    """[cluster] address must not carry a user or password (``http://user:secret@head:8265``): it would be written
-    into train.sh and spec.toml."""
+@rule("ACRL-S003", "error", ["cluster.address", "env.vars", "model.script_env", "extra.flags", "extra.args"],
+      "no credentials in spec values")
+def _value_credentials(ctx: Context) -> Iterator[Finding]:
+    """No string value of the spec may hold a credential: a URL or address with user:password@ ([cluster] address,
+    an [env] vars HTTPS_PROXY, a flag value), or a token-shaped value (a W&B key, sk-..., AKIA..., hf_..., a JWT).
+    Every value reaches train.sh, spec.toml, an argv or the Ray job's metadata."""
     address = ctx.spec.cluster.address or ""
-    if without_credentials(address) != address:
+    if address_has_credentials(address):
         yield Finding("the Ray address carries credentials (user:password@), which would be written into the "
-                      "bundle", "give the address without them in the spec, and the authenticated one at run time: "
-                      "ACRL_RAY_ADDRESS=... bash train.sh, or acrl run --address ...")
+                      "bundle", "give the address without them in the spec, and the authenticated one at run time "
+                      "in the environment: ACRL_RAY_ADDRESS=... bash train.sh (or acrl run with ACRL_RAY_ADDRESS "
+                      "exported)", keys=("cluster.address",))
+    for key, name, text in _spec_strings(ctx.spec):
+        if (key == "cluster.address" and address_has_credentials(text)) or key == "wandb.key_env" or \
+                (key.startswith(_FLAG_TABLES) and is_credential_flag(text)):
+            continue  # reported above, by ACRL-S004 or by ACRL-F001
+        if has_credentials_in_url(text):
+            yield Finding("the value holds a URL with user:password@, which would be written into the bundle "
+                          "and the job's environment", "remove the credentials from the spec: export the "
+                          "authenticated URL in the cluster's environment", keys=(key,))
+        elif looks_secret_value(text, name):
+            yield Finding("the value looks like a secret (an API key or token), which would be written into the "
+                          "bundle", "remove it from the spec and export it in the cluster's environment; name its "
+                          "variable where acrl asks for one ([wandb] key_env)", keys=(key,))
+
+
+@rule("ACRL-S004", "error", ["wandb.key_env"], "wandb.key_env names a variable, not a key")
+def _key_env_shape(ctx: Context) -> Iterator[Finding]:
+    """[wandb] key_env must be an environment-variable-shaped name (upper case letters, digits and '_', at most 64)
+    that is not itself token-shaped: train.sh prints it on every run without W&B. The value is never echoed."""
+    if _ENV_NAME.fullmatch(ctx.spec.wandb.key_env) and not is_env_name(ctx.spec.wandb.key_env):
+        yield Finding("[wandb] key_env must name the environment variable that holds the key (upper case letters, "
+                      "digits and '_'); the value given looks like a key, or is not such a name",
+                      "write key_env = \"WANDB_API_KEY\" and export the key itself in that variable on the cluster; "
+                      "if a real key was written here, revoke it")
 
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -746,6 +826,10 @@ def validate(source: SpecSource, ctx: Context, *, before_sourcing: bool | None =
                 next((k for k in keys if source.position(k) is not None), keys[0])
             out.append(source.diagnostic(path, finding.message, hint=finding.hint, severity=r.severity,
                                          rule=r.id))
+    secrets = spec_secrets(ctx.spec)
+    if secrets:  # whatever a rule says, a value the spec holds that looks secret is shown as ***
+        out = [attrs.evolve(d, message=redact(d.message, secrets, code=False), hint=redact(d.hint, secrets, code=False),
+                            source_line=redact(d.source_line, secrets)) for d in out]
     return out
 
 
@@ -762,10 +846,30 @@ def _tables() -> tuple[str, ...]:
 _TABLES = _tables()
 
 
+def spec_secrets(spec: Spec) -> set[str]:
+    """The strings of ``spec`` that look secret (ACRL-S003's, and a [wandb] key_env that is not a name), for
+    redacting every message about the spec."""
+    found = {text for key, name, text in _spec_strings(spec) if looks_secret_value(text, name)}
+    if not is_env_name(spec.wandb.key_env):
+        found.add(spec.wandb.key_env)
+    for names in (spec.env.vars, spec.model.script_env):  # the value of a secret-named variable
+        found |= {v for k, v in names.items() if is_secret_name(k) or k.upper() == spec.wandb.key_env.upper()}
+    tokens: list[str] = [*spec.extra.args]
+    for table in (spec.extra.flags, spec.model.args, spec.model.overrides):
+        for flag, value in table.items():
+            tokens += [normalize_flag(flag), *(map(str, value) if isinstance(value, list) else [str(value)])]
+    for i, token in enumerate(tokens):  # what follows a credential flag, or its =value
+        if is_credential_flag(token):
+            found.add(token.split("=", 1)[1] if "=" in token else tokens[i + 1] if i + 1 < len(tokens) else "")
+    return {f for f in found if f}
+
+
 def _path(key: str) -> tuple[str | int, ...]:
     parts: list[str | int] = []
     if key.startswith(_TABLES):
         head, table, name = key.split(".", 2)
+        if item := re.fullmatch(r"(.+)\.(\d+)", name):  # a list item of a table key
+            return (head, table, item.group(1), int(item.group(2)))
         return (head, table, name)  # a table's key is a string, even one made of digits
     for p in key.split("."):
         parts.append(int(p) if p.isdigit() else p)

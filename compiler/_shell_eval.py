@@ -22,6 +22,7 @@ import attrs
 
 from ._flags import is_secret_env_name
 from ._import import Note
+from ._secrets import looks_secret_value
 from ._shell_words import Part, ShellSyntaxError, Word, lex_loose
 
 _PARAM = re.compile(r"(#?)([A-Za-z_]\w*|[0-9]+|[@*#?$!-])(\[[^\]]*\])?(.*)", re.DOTALL)
@@ -167,7 +168,8 @@ class Shell:
         resolved = _merge(texts, "".join(t.text for t in texts), line)
         if resolved.problem:
             return [resolved]
-        shown = "(a secret: not shown)" if is_secret_env_name(name) or resolved.secret else repr(resolved.text)
+        shown = "(a secret: not shown)" if is_secret_env_name(name) or resolved.secret or \
+            looks_secret_value(resolved.text) else repr(resolved.text)
         note = Note("default", f"{name} is not set in the script: its default {shown} is used (the environment may "
                                "override it)", self.where(line))
         secret = name if is_secret_env_name(name) else resolved.secret

@@ -32,6 +32,7 @@ import attrs
 from ._compile import Bundle, Target, compile_source, manifest_file_name
 from ._errors import Diagnostic, SpecError
 from ._layers import dotted, overlay
+from ._secrets import masked_overrides, redact
 from ._source import NO_LINE, KeyPath, Position, SpecSource
 from ._sweep_points import MAX_POINTS, Point, Value, sweep_points
 
@@ -83,7 +84,7 @@ def compile_points(base: SpecSource, points: tuple[Point, ...], *, strict: bool 
             bundle = compile_source(point_source(base, point), strict=strict, target=target)
         except SpecError as exc:
             results.append(PointResult(point, None, tuple(
-                attrs.evolve(d, message=f"sweep point {point.name}: {d.message}") for d in exc.diagnostics)))
+                attrs.evolve(d, message=f"sweep point {redact(point.name)}: {d.message}") for d in exc.diagnostics)))
             continue
         results.append(PointResult(point, bundle))
     return tuple(results)
@@ -100,7 +101,7 @@ def sweep_index(source_name: str, results: tuple[PointResult, ...]) -> bytes:
     points = [{"name": r.point.name, "directory": r.point.directory, "exp_id": r.bundle.exp_id,
                "bundle_hash": r.bundle.bundle_hash, "overrides": r.point.overrides()}
               for r in results if r.bundle is not None]
-    invalid = [{"name": r.point.name, "overrides": r.point.overrides(),
+    invalid = [{"name": redact(r.point.name), "overrides": masked_overrides(r.point.overrides()),
                 "errors": [attrs.evolve(d, file=manifest_file_name(d.file)).as_json() for d in r.diagnostics
                            if d.severity == "error"]}
                for r in results if r.bundle is None]

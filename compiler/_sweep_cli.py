@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ._bundle import read_file
 from ._cli import EXIT_FAILED, EXIT_OK, _print_json
+from ._secrets import redact
 
 if TYPE_CHECKING:
     import argparse
@@ -42,7 +43,7 @@ def run_sweep(args: argparse.Namespace, source: SpecSource) -> int:
                      "points": [{"name": r.point.name, "bundle": os.path.join(out, r.point.directory),
                                  "bundle_hash": r.bundle.bundle_hash if r.bundle else None, "status": status}
                                 for r, status in statuses],
-                     "invalid": [{"name": r.point.name, "errors": [d.as_json() for d in r.diagnostics]}
+                     "invalid": [{"name": redact(r.point.name), "errors": [d.as_json() for d in r.diagnostics]}
                                  for r in invalid]})
         return EXIT_FAILED if invalid else EXIT_OK
     for text in warnings:

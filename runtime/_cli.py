@@ -41,7 +41,9 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--allow-modified", action="store_true",
                      help="run a bundle whose files differ from its manifest (recorded in run.json)")
     run.add_argument("--address", metavar="ADDR",
-                     help="an existing Ray cluster's dashboard address (http://head:8265), instead of the spec's")
+                     help="an existing Ray cluster's dashboard address (http://head:8265), instead of the spec's "
+                     "(default: ACRL_RAY_ADDRESS from the environment); one with user:password is refused here: "
+                     "export it as ACRL_RAY_ADDRESS instead (the command line is in the process list)")
     run.add_argument("--runs-dir", metavar="DIR", default="runs", help="where run records go (default: runs)")
     run.add_argument("--expect-hash", metavar="SHA256",
                      help="refuse to run unless the bundle's files and manifest hash to SHA256 (the bundle hash you "

@@ -25,6 +25,7 @@ import attrs
 
 from acrl.compiler._bundle_view import bash_arrays
 from acrl.compiler._errors import AcrlError, UsageError
+from acrl.compiler._secrets import redact, without_credentials
 
 from ._outcome import CheckFailed, CheckSkipped
 from ._python_checks import check_rollout_modules, check_slime_parser_of_bundle
@@ -241,13 +242,15 @@ def gpus_needed(info: BundleInfo) -> int:
 
 
 def check_gpus(info: BundleInfo) -> str:
-    if not isinstance(info.manifest.get("derived"), Mapping):
+    known = isinstance(info.manifest.get("derived"), Mapping)
+    if info.cluster_address:
+        need = f"{gpus_needed(info)} " if known else ""
+        raise CheckSkipped(f"the job runs on the cluster at {without_credentials(info.cluster_address)}; its {need}"
+                           "GPUs are not visible from here")
+    if not known:
         raise CheckSkipped("the GPUs the job needs are not known: spec.toml was modified and is not a spec "
                            "this acrl reads")
     need = gpus_needed(info)
-    if info.cluster_address:
-        raise CheckSkipped(f"the job runs on the cluster at {info.cluster_address}; its {need} GPUs are not "
-                           "visible from here")
     smi = shutil.which("nvidia-smi")
     if smi is not None:
         command, tool = [smi, "-L"], "nvidia-smi -L"
@@ -380,7 +383,9 @@ def run_check(check: Check, info: BundleInfo) -> Result:
         status, detail, hint = "skipped", exc.reason, ""
     except Exception as exc:
         status, detail, hint = "failed", f"{type(exc).__name__}: {exc}", "this is a bug in the check; report it"
-    return Result(check.name, status, detail, hint, time.perf_counter() - started)
+    # whatever a check reports (an address, a tool's message), a user:password or a token in it is shown as ***
+    return Result(check.name, status, redact(detail, code=False), redact(hint, code=False),
+                  time.perf_counter() - started)
 
 
 def run_preflight(info: BundleInfo, skip: Collection[str] = (), checks: Sequence[Check] | None = None,

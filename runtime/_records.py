@@ -34,7 +34,7 @@ def utc(seconds: float) -> str:
 
 def public_address(address: str | None) -> str | None:
     """``address`` without a user:password part, which never goes into a record."""
-    from acrl.compiler._flags import without_credentials
+    from acrl.compiler._secrets import without_credentials
 
     return without_credentials(address) if address else address
 

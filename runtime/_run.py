@@ -24,7 +24,8 @@ from typing import IO, Any
 
 import attrs
 
-from acrl.compiler._errors import AcrlError
+from acrl.compiler._errors import AcrlError, UsageError
+from acrl.compiler._secrets import address_has_credentials, redact
 from acrl.compiler._verify import Verification, verify_bundle
 from acrl.compiler._version import __version__
 
@@ -67,6 +68,7 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     """Verify, preflight, then (unless dry-run) run train.sh and record it. Returns the exit status:
     train.sh's, or 1 when the bundle is refused or a check fails (raised as an AcrlError)."""
     out = out or sys.stdout
+    address = cluster_address(options.address)
     # Everything below is taken from what was verified: the files as read here, and manifest fields
     # (exp_id, derived, ...) only when the bundle hash covering them checked out.
     verification = verify_bundle(options.bundle, expect_hash=options.expect_hash)
@@ -75,7 +77,7 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     print(verification.format() if verification.intact else
           verification.format().rsplit("\n  fix:", 1)[0] + "\n  --allow-modified: running it as it is", file=out)
     changed = {*verification.modified, *verification.added, *verification.removed}
-    info = _preflight.read_bundle_info(options.bundle, address=options.address, modified=changed,
+    info = _preflight.read_bundle_info(options.bundle, address=address, modified=changed,
                                        files=verification.files,
                                        manifest=verification.manifest if verification.intact else None)
     results = _preflight.run_preflight(info, options.skip)
@@ -88,7 +90,7 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     run_id = _records.new_run_id()
     train_sh = str(Path(options.bundle) / "train.sh")
     # What is shown and recorded; a user:password in the address is left out (the run itself gets it).
-    shown_address = _records.public_address(options.address)
+    shown_address = _records.public_address(address)
     env_shown = [f"ACRL_RUN_ID={run_id}"] + ([f"ACRL_RAY_ADDRESS={shown_address}"] if shown_address else [])
     command = ["bash", train_sh]
     run_dir = Path(options.runs_dir) / exp_id / run_id
@@ -126,6 +128,19 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     _records.write_record(run_dir, record)
     print(f"run {run_id} {status} (exit status {code}); record: {run_dir / _records.RECORD}", file=out)
     return code
+
+
+def cluster_address(option: str | None) -> str | None:
+    """The existing cluster `acrl run` targets: --address, else ACRL_RAY_ADDRESS from the environment
+    (train.sh reads it too), else None (the spec's, or a local head). An address with user:password
+    is taken from the environment only: on the command line it is in the process list (ps) and the
+    shell's history, so --address with one is a usage error (exit 2), its password never shown."""
+    if option and address_has_credentials(option):
+        raise UsageError(f"--address {redact(option)}: an address with user:password on the command line is "
+                         "visible to every user of this machine (ps) and kept in the shell's history; nothing was "
+                         "run\n  fix: export ACRL_RAY_ADDRESS with the authenticated address (read -rs "
+                         "ACRL_RAY_ADDRESS; export ACRL_RAY_ADDRESS) and run acrl run without --address")
+    return option or os.environ.get("ACRL_RAY_ADDRESS") or None
 
 
 def _ray_address(info: _preflight.BundleInfo) -> str:

@@ -115,8 +115,12 @@ def test_wandb_key_env_must_be_a_short_name_and_is_never_echoed(key_env: str, tm
     assert d.rule == "ACRL-S002" and key_env not in d.message and key_env not in (d.hint or "")
 
 
-def test_wandb_key_env_of_128_characters_is_a_name(tmp_path: Path) -> None:
-    compile_spec(write_toml(tmp_path / "spec.toml", merge(MINIMAL, {"wandb": {"key_env": "K" * 128}})))
+def test_wandb_key_env_of_64_characters_is_a_name(tmp_path: Path) -> None:
+    """ACRL-S004 takes upper-case names of up to 64 characters; a longer one is refused, unechoed."""
+    compile_spec(write_toml(tmp_path / "spec.toml", merge(MINIMAL, {"wandb": {"key_env": "K" * 64}})))
+    with pytest.raises(SpecError) as raised:
+        compile_spec(write_toml(tmp_path / "spec.toml", merge(MINIMAL, {"wandb": {"key_env": "K" * 65}})))
+    assert [d.rule for d in raised.value.diagnostics] == ["ACRL-S004"]
 
 
 @pytest.fixture

@@ -453,10 +453,11 @@ def test_without_bash_the_run_is_recorded_as_failed(tmp_path: Path) -> None:
 
 
 def test_credentials_in_the_address_reach_train_sh_but_not_the_record(tmp_path: Path) -> None:
+    """An authenticated address comes from the environment (--address with one is refused: test_secrets.py)."""
     project = make_project(tmp_path)
     (project.bundle / "train.sh").write_text('#!/usr/bin/env bash\necho "address=$ACRL_RAY_ADDRESS"\n')
-    proc = acrl("run", str(project.bundle), "--allow-modified", "--skip", "gpus", "--address",
-                "https://admin:hunter2@ray.example:8265", "--runs-dir", str(project.runs))
+    proc = acrl("run", str(project.bundle), "--allow-modified", "--skip", "gpus", "--runs-dir", str(project.runs),
+                env=tool_env(ACRL_RAY_ADDRESS="https://admin:hunter2@ray.example:8265"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "address=https://admin:hunter2@ray.example:8265" in proc.stdout  # train.sh's own output
     (path,) = project.runs.glob("*/*/run.json")

@@ -159,15 +159,39 @@ fi
 readonly CLUSTER_ADDRESS SHOWN_ADDRESS
 
 # The job's environment. Values come from the spec and the launching shell's non-secret variables;
-# secrets reach the job only through the cluster's own environment.
+# secrets reach the job only through the cluster's own environment. A forwarded variable that is
+# secret by name (acrl's list, ACRL_SECRET_POLICY) or holds credentials by value stops the run here,
+# named but never shown: its value would be written into the Ray job's metadata.
 RUNTIME_ENV_JSON=$(ACRL_BUNDLE_DIR="$BUNDLE_DIR" ACRL_MEGATRON_DIR="$MEGATRON_DIR" \
   ACRL_ENV_VARS='{}' ACRL_FORWARD=WANDB_ENTITY ACRL_PIN_CUDA='' \
-  python3 -c 'import json, os
+  ACRL_SECRET_POLICY='{"last_words": ["APIKEY", "CREDENTIAL", "CREDENTIALS", "KEY", "KEYS", "PASS", "PASSPHRASE", "PASSWD", "PASSWORD", "PAT", "SECRET", "SECRETS", "TOKEN"], "names": ["ACRL_RAY_ADDRESS", "RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "WANDB_API_KEY"], "not_before": {"KEY": ["CACHE", "DATA", "FIELD", "FOREIGN", "GROUP", "HOT", "INPUT", "LABEL", "MESSAGE", "MESSAGES", "METADATA", "MULTIMODAL", "PARTITION", "PRIMARY", "PROMPT", "PUBLIC", "QUERY", "RESPONSE", "REWARD", "SORT", "TEXT", "TOOL", "TOOLS"], "KEYS": ["CACHE", "DATA", "FIELD", "FOREIGN", "GROUP", "HOT", "INPUT", "LABEL", "MESSAGE", "MESSAGES", "METADATA", "MULTIMODAL", "PARTITION", "PRIMARY", "PROMPT", "PUBLIC", "QUERY", "RESPONSE", "REWARD", "SORT", "TEXT", "TOOL", "TOOLS"], "PASS": ["BACKWARD", "FIRST", "FORWARD", "LAST", "MULTI", "NUM", "ONE", "SECOND", "SINGLE", "TWO"], "TOKEN": ["AUDIO", "BOS", "CLS", "END", "EOS", "FIM", "FIRST", "IMAGE", "LAST", "MASK", "MAX", "MIDDLE", "MIN", "NEW", "NEXT", "NUM", "PAD", "PER", "PREFIX", "SEP", "SPECIAL", "START", "STOP", "SUFFIX", "UNK", "VIDEO"]}, "prefixes": ["AWS_"], "secret_names": ["ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID", "NETRC", "WANDB_API_KEY"], "token": "(?:\\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_-]{20,})|(?:\\b(?:AKIA|ASIA)[A-Z0-9]{16}\\b)|(?:\\bhf_[A-Za-z0-9]{30,})|(?:\\bgh[pousr]_[A-Za-z0-9]{36,})|(?:\\bgithub_pat_[A-Za-z0-9_]{22,})|(?:\\bglpat-[A-Za-z0-9_-]{20,})|(?:\\bxox[abprs]-[A-Za-z0-9-]{10,})|(?:\\beyJ[A-Za-z0-9_-]{10,}\\.[A-Za-z0-9_-]{10,}\\.[A-Za-z0-9_-]{10,})|(?:-----BEGIN [A-Z ]*PRIVATE KEY-----)", "url": ["\\b[A-Za-z][A-Za-z0-9+.-]*://(?:[^\\s/@?#:]*:[^\\s/@?#]*|[^\\s/@?#:]{20,})@", "(?:^|[\\s,;=(\\\"'"'"'])[^\\s/@:,;=(\\\"'"'"']+:[^\\s/@]+@[A-Za-z0-9\\[]"]}' \
+  python3 -c 'import json, os, re, sys
+def refused(name, value, policy):
+    upper = name.upper()
+    words = [w for w in upper.replace("-", "_").split("_") if w]
+    while words and words[-1].isdigit():
+        words.pop()
+    last, before = (words[-1] if words else ""), (words[-2] if len(words) > 1 else "")
+    if upper in policy["names"] or upper.startswith(tuple(policy["prefixes"])):
+        return "it holds a secret or an address that may carry user:password"
+    if "_".join(words) in policy["secret_names"] or upper in policy["secret_names"] or (
+            last in policy["last_words"] and ((before == "API" and last in ("KEY", "KEYS"))
+                                              or before not in policy["not_before"].get(last, []))):
+        return "its name says it holds a secret"
+    if any(re.search(p, value) for p in policy["url"]) or re.search(policy["token"], value):
+        return "its value holds credentials"
+    return ""
+policy = json.loads(os.environ["ACRL_SECRET_POLICY"])
 env = {"PYTHONPATH": os.environ["ACRL_MEGATRON_DIR"], "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 env.update(json.loads(os.environ["ACRL_ENV_VARS"]))
 for name in os.environ["ACRL_FORWARD"].split():
-    if os.environ.get(name):
-        env[name] = os.environ[name]
+    value = os.environ.get(name)
+    if value:
+        why = refused(name, value, policy)
+        if why:
+            sys.exit("acrl: error: [env] forward: " + name + " is not copied into the Ray job metadata: " + why
+                     + "; fix: unset it here and export it on the cluster")
+        env[name] = value
 for name in ("CUDA_HOME", "LD_LIBRARY_PATH") if os.environ["ACRL_PIN_CUDA"] else ():
     env[name] = os.environ[name]
 print(json.dumps({"working_dir": os.environ["ACRL_BUNDLE_DIR"], "env_vars": env}, sort_keys=True))' \
