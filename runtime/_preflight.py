@@ -244,8 +244,8 @@ def gpus_needed(info: BundleInfo) -> int:
 def check_gpus(info: BundleInfo) -> str:
     known = isinstance(info.manifest.get("derived"), Mapping)
     if info.cluster_address:
-        need = f"{gpus_needed(info)} " if known else ""
-        raise CheckSkipped(f"the job runs on the cluster at {without_credentials(info.cluster_address)}; its {need}"
+        count = f"{gpus_needed(info)} " if known else ""
+        raise CheckSkipped(f"the job runs on the cluster at {without_credentials(info.cluster_address)}; its {count}"
                            "GPUs are not visible from here")
     if not known:
         raise CheckSkipped("the GPUs the job needs are not known: spec.toml was modified and is not a spec "
