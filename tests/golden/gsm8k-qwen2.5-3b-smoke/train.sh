@@ -13,7 +13,20 @@
 #                      never from their argument list, and the log shows it without the password)
 #   ACRL_PRINT_ARGV    when set, print the exact argv of the job's entrypoint, each word ending in a
 #                      NUL byte, and exit before anything is stopped, started or submitted
-#   ACRL_RUN_ID        suffix of the Ray submission id (default: the UTC start time)
+#   ACRL_RUN_ID        suffix of the Ray submission id (default: the UTC start time and 6 random hex digits)
+# Bounds, in whole seconds (the environment may change them):
+#   ACRL_RAY_TIMEOUT        one `ray stop`, `ray job status` or `ray job stop` call (default 60)
+#   ACRL_RAY_START_TIMEOUT  `ray start` and `ray job submit`, which uploads this bundle (default 600)
+#   ACRL_STATUS_GRACE       how long an unreachable dashboard is retried before the job's state is
+#                           called unknown (default 300)
+# Every ray command runs in the background and is waited for, so that Ctrl-C or SIGTERM stops the
+# Ray job at once, even while a ray command hangs; a second Ctrl-C ends this script without waiting.
+# The local head (`ray start`) runs in its own session (setsid, util-linux): a Ctrl-C at the terminal
+# reaches this script, not Ray's processes.
+# Exit status: 0 the job succeeded; the job's exit code when it failed with one (else 1); 1 an error
+# before the job ran; 130 / 143 interrupted by SIGINT / SIGTERM, the job stopped; 75 the job's state
+# is unknown (the dashboard did not answer, the submission timed out, or stopping the job failed): it
+# may still be running, and the message gives the `ray job status` / `ray job stop` commands.
 set -euo pipefail
 shopt -s extglob
 
@@ -26,6 +39,13 @@ readonly ENTRYPOINT="$SLIME_DIR/train.py"
 
 log() { printf 'acrl: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+readonly EXIT_UNKNOWN=75  # the job's state is unknown: it may still be running
+RAY_TIMEOUT=${ACRL_RAY_TIMEOUT:-60}
+RAY_START_TIMEOUT=${ACRL_RAY_START_TIMEOUT:-600}
+STATUS_GRACE=${ACRL_STATUS_GRACE:-300}
+[[ $RAY_TIMEOUT =~ ^[1-9][0-9]{0,5}$ && $RAY_START_TIMEOUT =~ ^[1-9][0-9]{0,5}$ && $STATUS_GRACE =~ ^[0-9]{1,6}$ ]] \
+  || die "ACRL_RAY_TIMEOUT, ACRL_RAY_START_TIMEOUT and ACRL_STATUS_GRACE must be whole numbers of seconds"
+readonly RAY_TIMEOUT RAY_START_TIMEOUT STATUS_GRACE
 
 # The ray CLI reads these before --address; here the address comes from the spec or ACRL_RAY_ADDRESS.
 if [[ -n ${RAY_ADDRESS:-}${RAY_API_SERVER_ADDRESS:-} ]]; then
@@ -109,7 +129,7 @@ fi
 
 BUNDLE_HASH=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["bundle_hash"])' \
   "$BUNDLE_DIR/manifest.json") || die "cannot read the bundle hash from $BUNDLE_DIR/manifest.json"
-RUN_ID=${ACRL_RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)}
+RUN_ID=${ACRL_RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)-$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')}
 [[ $RUN_ID =~ ^[A-Za-z0-9._-]+$ ]] || die "ACRL_RUN_ID may only hold letters, digits, '.', '_' and '-'"
 readonly SUBMISSION_ID="acrl-$EXP_ID-${BUNDLE_HASH:0:12}-$RUN_ID"
 
@@ -128,6 +148,57 @@ if spec is not None and spec.origin:
                 print("acrl: linked", name, "->", cu13)
 PY
 
+# --- interruption: a ray command that hangs must not hold up Ctrl-C ---
+RAY_PID="" LOGS_PID="" SUBMITTED=""
+SCRATCH=$(mktemp "${TMPDIR:-/tmp}/acrl-train.XXXXXX") || die "cannot create a temporary file"
+trap 'rm -f "$SCRATCH" "$SCRATCH.head"' EXIT
+# Run "${@:3}" bounded by $1 seconds (coreutils timeout; KILL 5 s after its TERM), its output to the
+# file $2, in the background and waited for: bash runs a trap only between commands, and `wait` is one
+# that a trapped signal ends at once.
+bounded() {
+  local limit=$1 output=$2 rc=0
+  shift 2
+  timeout -k 5 "$limit" "$@" </dev/null >"$output" 2>&1 &
+  RAY_PID=$!
+  wait "$RAY_PID" || rc=$?
+  RAY_PID=""
+  return "$rc"
+}
+# The last line of the file $1 (default: $SCRATCH): a Ray traceback's message, not the whole traceback.
+last_words() {
+  local text
+  text=$(<"${1:-$SCRATCH}")
+  text=${text//$'\e'\[*([0-9;])m/}
+  text=${text%%+([[:space:]])}
+  printf '%s' "${text##*$'\n'}"
+}
+unknown() {  # the job's state is unknown: say so, with the commands to look and to stop it
+  log "error: $*"
+  log "the job may still be running; see it with: ray job status --address $SHOWN_ADDRESS $SUBMISSION_ID"
+  log "and stop it with: ray job stop --address $SHOWN_ADDRESS $SUBMISSION_ID"
+  exit "$EXIT_UNKNOWN"
+}
+on_signal() {
+  trap - INT TERM  # a second signal ends this script at once
+  local code=$1
+  if [[ -n $RAY_PID ]]; then kill "$RAY_PID" 2>/dev/null || true; fi
+  if [[ -n $LOGS_PID ]]; then kill "$LOGS_PID" 2>/dev/null || true; fi
+  RAY_PID="" LOGS_PID=""
+  if [[ -n $SUBMITTED ]]; then
+    log "interrupted: stopping Ray job $SUBMISSION_ID"
+    if ! RAY_API_SERVER_ADDRESS=$CLUSTER_ADDRESS bounded "$RAY_TIMEOUT" "$SCRATCH" ray job stop "$SUBMISSION_ID"; then
+      log "warning: 'ray job stop' failed or timed out: $(last_words)"
+      unknown "interrupted, and the Ray job $SUBMISSION_ID could not be stopped"
+    fi
+    log "$(last_words)"
+  else
+    log "interrupted before the job was submitted"
+  fi
+  exit "$code"
+}
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+
 # --- Ray cluster ---
 CLUSTER_ADDRESS=${ACRL_RAY_ADDRESS:-}
 # What the log and messages show: the address without any user:password in it.
@@ -139,13 +210,19 @@ fi
 if [[ -z $CLUSTER_ADDRESS ]]; then
   log "stopping stale sglang and Ray processes"
   pkill -9 sglang 2>/dev/null || true
-  ray stop --force >/dev/null 2>&1 || true
+  bounded "$RAY_TIMEOUT" /dev/null ray stop --force || true
   deadline=$((SECONDS + 60))
   while pgrep -x raylet >/dev/null 2>&1 || pgrep -x gcs_server >/dev/null 2>&1; do
     ((SECONDS < deadline)) || die "Ray processes still running 60 s after 'ray stop --force'; stop them by hand (pgrep -a raylet) or raise [cluster] ray_stop_timeout"
     sleep 0.2
   done
-  ray start --head --num-gpus 8 --dashboard-port 8265 --disable-usage-stats
+  # Its own session: a terminal's Ctrl-C reaches this script only. Its output goes through $SCRATCH,
+  # so Ray's daemons do not hold this script's stdout and stderr (a pipe to a log) open.
+  log "starting a local Ray head"
+  bounded "$RAY_START_TIMEOUT" "$SCRATCH.head" setsid ray start --head --num-gpus 8 \
+    --dashboard-port 8265 --disable-usage-stats \
+    || die "'ray start' failed or took over $RAY_START_TIMEOUT s: $(last_words "$SCRATCH.head")"
+  cat "$SCRATCH.head" >&2
   CLUSTER_ADDRESS="http://127.0.0.1:8265"
   SHOWN_ADDRESS=$CLUSTER_ADDRESS
 else
@@ -169,54 +246,62 @@ print(json.dumps({"working_dir": os.environ["ACRL_BUNDLE_DIR"], "env_vars": env}
 ) || die "cannot build the Ray runtime environment"
 
 # --- submit, follow, and stop the job if this script is interrupted ---
-SUBMITTED="" LOGS_PID=""
-on_signal() {
-  trap - INT TERM
-  if [[ -n $LOGS_PID ]]; then kill "$LOGS_PID" 2>/dev/null || true; fi
-  if [[ -n $SUBMITTED ]]; then
-    log "interrupted: stopping Ray job $SUBMISSION_ID"
-    RAY_API_SERVER_ADDRESS=$CLUSTER_ADDRESS ray job stop "$SUBMISSION_ID" >&2 \
-      || log "warning: 'ray job stop' failed; check 'ray job list --address $SHOWN_ADDRESS'"
-  else
-    log "interrupted before the job was submitted"
-  fi
-  exit "$1"
-}
-trap 'on_signal 130' INT
-trap 'on_signal 143' TERM
-
 log "submitting $SUBMISSION_ID to $SHOWN_ADDRESS"
 SUBMITTED=1
 # The address goes to each ray job command in its environment, never in its argument list.
-RAY_API_SERVER_ADDRESS=$CLUSTER_ADDRESS ray job submit --submission-id "$SUBMISSION_ID" --no-wait \
-  --runtime-env-json "$RUNTIME_ENV_JSON" \
-  -- python3 "$ENTRYPOINT" "${MODEL_ARGS[@]}" "${SLIME_ARGS[@]}"
-RAY_API_SERVER_ADDRESS=$CLUSTER_ADDRESS ray job logs --follow "$SUBMISSION_ID" &
+rc=0
+RAY_API_SERVER_ADDRESS=$CLUSTER_ADDRESS bounded "$RAY_START_TIMEOUT" "$SCRATCH" ray job submit \
+  --submission-id "$SUBMISSION_ID" --no-wait --runtime-env-json "$RUNTIME_ENV_JSON" \
+  -- python3 "$ENTRYPOINT" "${MODEL_ARGS[@]}" "${SLIME_ARGS[@]}" || rc=$?
+case $rc in
+  0) cat "$SCRATCH" >&2 ;;
+  124 | 137) unknown "'ray job submit' took over $RAY_START_TIMEOUT s; the job may have been submitted" ;;
+  *) SUBMITTED=""; die "'ray job submit' failed (exit status $rc): $(last_words)" ;;
+esac
+RAY_API_SERVER_ADDRESS=$CLUSTER_ADDRESS ray job logs --follow "$SUBMISSION_ID" 2>"$SCRATCH" &
 LOGS_PID=$!
-wait "$LOGS_PID" || true
+rc=0
+wait "$LOGS_PID" || rc=$?
 LOGS_PID=""
+if ((rc != 0)); then log "warning: following the job's logs stopped (exit status $rc): $(last_words)"; fi
 
 # `ray job status` exits 0 whatever the state; read the state line of this job (a failed job's
 # status output also holds its logs, so match the id, and drop the colour codes Ray always prints).
+# A dashboard that does not answer is asked again, for up to STATUS_GRACE seconds.
 done_re="Job '$SUBMISSION_ID' (succeeded|failed|was stopped)"
 running_re="Status for job '$SUBMISSION_ID': (PENDING|RUNNING)"
+unreachable_since=""
 while :; do
-  STATUS=$(RAY_API_SERVER_ADDRESS=$CLUSTER_ADDRESS ray job status "$SUBMISSION_ID" 2>&1) \
-    || die "cannot read the status of $SUBMISSION_ID: $STATUS"
+  rc=0
+  RAY_API_SERVER_ADDRESS=$CLUSTER_ADDRESS bounded "$RAY_TIMEOUT" "$SCRATCH" ray job status "$SUBMISSION_ID" || rc=$?
+  STATUS=$(<"$SCRATCH")
   STATUS=${STATUS//$'\e'\[*([0-9;])m/}
-  if [[ $STATUS =~ $done_re ]]; then
+  if ((rc != 0)); then
+    case $rc in 124 | 137) why="no answer in $RAY_TIMEOUT s" ;; *) why="exit status $rc: $(last_words)" ;; esac
+    if [[ -z $unreachable_since ]]; then
+      unreachable_since=$SECONDS
+      log "warning: cannot read the status of $SUBMISSION_ID ($why); retrying for up to $STATUS_GRACE s"
+    fi
+    if ((SECONDS - unreachable_since >= STATUS_GRACE)); then
+      unknown "the state of $SUBMISSION_ID is unknown: 'ray job status' has failed for $STATUS_GRACE s ($why)"
+    fi
+  elif [[ $STATUS =~ $done_re ]]; then
     case ${BASH_REMATCH[1]} in
       succeeded) log "job $SUBMISSION_ID succeeded"; exit 0 ;;
       failed)
         log "job $SUBMISSION_ID failed"
-        if [[ $STATUS =~ failed\ with\ exit\ code\ ([0-9]+) ]] && ((BASH_REMATCH[1] != 0)); then
+        if [[ $STATUS =~ failed\ with\ exit\ code\ ([0-9]+) ]] && ((BASH_REMATCH[1] != 0)) \
+          && ((BASH_REMATCH[1] != EXIT_UNKNOWN)); then
           exit "${BASH_REMATCH[1]}"
         fi
         exit 1 ;;
       *) log "job $SUBMISSION_ID was stopped"; exit 1 ;;
     esac
-  elif ! [[ $STATUS =~ $running_re ]]; then
-    die "cannot read the state of $SUBMISSION_ID from 'ray job status': $STATUS (the job may still be running: ray job stop --address $SHOWN_ADDRESS $SUBMISSION_ID)"
+  elif [[ $STATUS =~ $running_re ]]; then
+    if [[ -n $unreachable_since ]]; then log "the status of $SUBMISSION_ID can be read again"; fi
+    unreachable_since=""
+  else
+    unknown "cannot read the state of $SUBMISSION_ID from 'ray job status': $(last_words)"
   fi
   sleep 1 &
   wait $!
