@@ -5,17 +5,36 @@ seconds for an answer, and each one has a timeout."""
 
 from __future__ import annotations
 
+import json
 import os
+import resource
+import select
+import shutil
 import signal
+import socket
 import subprocess
+import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_run import (
+    NO_AWS,
+    Project,
+    acrl,
+    end_processes,
+    make_project,
+    only_record,
+    processes_mentioning,
+    tool_env,
+    with_descendants,
+)
 from test_train_sh import (
     EXIT_UNKNOWN,
+    SHIM_NAMES,
+    SHIMS,
     SMOKE,
     Toolbox,
     compile_into,
@@ -29,6 +48,14 @@ from test_train_sh import (
 )
 
 __all__ = ["toolbox"]  # the fixture, shared with test_train_sh
+
+@pytest.fixture(autouse=True)
+def _reap(tmp_path: Path) -> Iterator[None]:
+    """Whatever a test started under its tmp_path (train.sh runs in a session of its own) ends with it,
+    even when the test fails."""
+    yield
+    end_processes(with_descendants(processes_mentioning(str(tmp_path))))
+
 
 SIGNALS = [pytest.param(signal.SIGINT, 130, id="SIGINT"), pytest.param(signal.SIGTERM, 143, id="SIGTERM")]
 # The call train.sh makes for each hanging command, as the shim records it.
@@ -213,3 +240,252 @@ def test_a_job_failing_with_the_unknown_status_is_a_plain_failure(tmp_path: Path
     run = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w",
                        {"ACRL_SHIM_STATUS": "FAILED", "ACRL_SHIM_EXIT_CODE": str(EXIT_UNKNOWN)})
     assert run.returncode == 1, run.stderr
+
+
+# --- acrl run --------------------------------------------------------------------------------------
+
+def shimmed_env(tmp_path: Path, **extra: str) -> tuple[dict[str, str], Path]:
+    """tool_env with the ray/pkill/pgrep/nvidia-smi shims first on PATH, and the shim log's path."""
+    shims = tmp_path / "shims"
+    if not shims.exists():
+        shims.mkdir()
+        for name in SHIM_NAMES:
+            shutil.copyfile(SHIMS / name, shims / name)
+            (shims / name).chmod(0o755)
+    log = tmp_path / "shim-calls.jsonl"
+    env = tool_env(ACRL_SHIM_LOG=str(log), **extra)
+    env["PATH"] = os.pathsep.join([str(shims), env["PATH"]])
+    return env, log
+
+
+def start_acrl_run(project: Project, env: Mapping[str, str], *more: str,
+                   shell_prefix: str | None = None) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "acrl.runtime._cli", "run", str(project.bundle), *NO_AWS, "--skip", "gpus",
+            "--runs-dir", str(project.runs), *more]
+    if shell_prefix is not None:  # e.g. `trap "" INT`: acrl starts as a script's `acrl run B &` would
+        argv = ["bash", "-c", f'{shell_prefix}; exec "$@"', "bash", *argv]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(env),
+                            start_new_session=True)
+
+
+def hand_made_train_sh(project: Project, body: str) -> None:
+    (project.bundle / "train.sh").write_text("#!/usr/bin/env bash\n" + body)
+
+
+def read_until(proc: subprocess.Popen[str], line: str, timeout: float = 60) -> None:
+    """Read acrl's stdout (unbuffered, from its fd) until ``line``, or fail after ``timeout`` s."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    seen = b""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        chunk = os.read(fd, 65536) if ready else b""
+        seen += chunk
+        if line.encode() in seen.splitlines():
+            return
+        if ready and not chunk:
+            break
+    os.killpg(proc.pid, signal.SIGKILL)
+    pytest.fail(f"never saw {line!r}: {seen!r}")
+
+
+def run_record(project: Project) -> dict[str, Any]:
+    return only_record(project.runs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hang", list(HANGING))
+@pytest.mark.parametrize(("signum", "expected"), SIGNALS)
+def test_acrl_run_stops_at_once_while_a_ray_command_hangs(hang: str, signum: int, expected: int,
+                                                         tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p")
+    env, log = shimmed_env(tmp_path, ACRL_SHIM_HANG=hang)
+    proc = start_acrl_run(project, env)
+    try:
+        assert wait_for(lambda: calls_of(log, *HANGING[hang]), 60), proc.communicate(timeout=5)
+        time.sleep(0.2)
+        proc.send_signal(signum)
+        out, err, elapsed = finish(proc, 15)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == expected, out + err
+    assert elapsed < 5 and "Traceback" not in err
+    record = run_record(project)
+    assert record["status"] == "cancelled" and record["exit_status"] == expected and "note" not in record
+    assert bool(calls_of(log, "ray", "job", "stop")) is (hang != "start")
+
+
+def test_acrl_run_records_an_unknown_state(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p")
+    env, _ = shimmed_env(tmp_path, ACRL_SHIM_STATUS_FAILS="always", ACRL_STATUS_GRACE="0")
+    proc = start_acrl_run(project, env)
+    out, err, _ = finish(proc, 60)
+    assert proc.returncode == EXIT_UNKNOWN, out + err
+    record = run_record(project)
+    assert record["status"] == "unknown" and record["exit_status"] == EXIT_UNKNOWN
+    assert record["note"] == ("the job may still be running: ray job stop --address http://127.0.0.1:8265 "
+                              f"{record['submission_id']}")
+    assert f"run {record['run_id']} unknown (exit status 75)" in out and record["note"] in out
+    assert "Traceback" not in out + err
+
+
+def test_acrl_run_started_with_sigint_ignored_still_stops_on_sigint(tmp_path: Path) -> None:
+    """`acrl run B &` in a script starts with SIGINT ignored; train.sh gets default dispositions."""
+    project = make_project(tmp_path / "p")
+    hand_made_train_sh(project, "trap 'echo got INT; exit 130' INT\necho ready\nwhile :; do sleep 0.1; done\n")
+    proc = start_acrl_run(project, tool_env(), "--allow-modified", shell_prefix='trap "" INT')
+    try:
+        read_until(proc, "ready")
+        proc.send_signal(signal.SIGINT)
+        out, err, elapsed = finish(proc, 10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, out + err
+    assert "got INT" in out and elapsed < 5
+    assert run_record(project)["status"] == "cancelled"
+
+
+# A train.sh that takes a signal and goes on (as one stuck in a command it cannot leave would), with
+# a child of its own that must not outlive it.
+STUBBORN = ("sleep 300 &\necho \"child $!\"\n"
+            "trap 'echo got INT' INT\ntrap 'echo got TERM' TERM\necho ready\nwhile :; do sleep 0.1; done\n")
+
+
+def stubborn_child(project: Project) -> int:
+    (record,) = project.runs.glob("*/*/train.log")
+    (line,) = [line for line in record.read_text().splitlines() if line.startswith("child ")]
+    return int(line.split()[1])
+
+
+@pytest.mark.slow
+def test_acrl_run_escalates_after_the_grace_period(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p")
+    hand_made_train_sh(project, STUBBORN)
+    proc = start_acrl_run(project, tool_env(ACRL_STOP_GRACE="1"), "--allow-modified")
+    try:
+        read_until(proc, "ready")
+        proc.send_signal(signal.SIGINT)
+        out, err, elapsed = finish(proc, 20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGKILL, out + err
+    assert 1 + 5 - 0.5 < elapsed < 10  # the grace period, SIGTERM, KILL_AFTER_S, SIGKILL
+    assert "got INT" in out and "got TERM" in out
+    record = run_record(project)
+    assert record["status"] == "cancelled" and record["exit_status"] == 137
+    assert record["note"].startswith("the job may still be running: ray job stop --address")
+    assert wait_for(lambda: not pid_alive(stubborn_child(project)), 5), "train.sh's child outlived it"
+
+
+def test_acrl_run_escalates_on_a_second_and_third_signal(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p")
+    hand_made_train_sh(project, STUBBORN)
+    proc = start_acrl_run(project, tool_env(), "--allow-modified")  # the default grace: 90 s
+    try:
+        read_until(proc, "ready")
+        for _ in range(3):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.3)
+        out, err, elapsed = finish(proc, 10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 137, out + err
+    assert elapsed < 3 and "got INT" in out and "got TERM" in out
+    assert run_record(project)["status"] == "cancelled"
+    assert wait_for(lambda: not pid_alive(stubborn_child(project)), 5)
+
+
+def test_a_bad_stop_grace_is_an_error(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p")
+    proc = acrl("run", str(project.bundle), "--skip", "gpus", "--runs-dir", str(project.runs),
+                env=tool_env(ACRL_STOP_GRACE="soon"))
+    assert proc.returncode == 1 and "ACRL_STOP_GRACE='soon'" in proc.stderr and "fix:" in proc.stderr
+    assert "Traceback" not in proc.stderr and not project.runs.exists()
+
+
+def test_a_full_disk_keeps_the_run_going_and_the_record_final(tmp_path: Path) -> None:
+    """train.log cannot grow past 64 KiB (RLIMIT_FSIZE: EFBIG, as ENOSPC would be): the output still
+    reaches the terminal, the run ends as train.sh does, and run.json says what happened to the log."""
+    project = make_project(tmp_path / "p")
+    hand_made_train_sh(project, "head -c 300000 /dev/zero | tr '\\0' x\necho\necho done\n")
+    limit = 64 * 1024
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    proc = subprocess.run([sys.executable, "-m", "acrl.runtime._cli", "run", str(project.bundle), *NO_AWS,
+                           "--allow-modified", "--skip", "gpus", "--runs-dir", str(project.runs)],
+                          capture_output=True, text=True, env=tool_env(), timeout=60, preexec_fn=small_files)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("x") >= 300000 and "done\n" in proc.stdout
+    assert "Traceback" not in proc.stderr and "cannot write train.log" in proc.stderr
+    record = run_record(project)
+    assert record["status"] == "succeeded" and record["exit_status"] == 0
+    assert record["log_error"] == "cannot write train.log: File too large"
+    assert (project.runs / "test-exp" / record["run_id"] / "train.log").stat().st_size <= limit
+
+
+def test_a_killed_launcher_is_shown_as_dead(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p")
+    hand_made_train_sh(project, "echo ready\nsleep 300\n")
+    proc = start_acrl_run(project, tool_env(), "--allow-modified")
+    try:
+        read_until(proc, "ready")
+        running = json.loads(acrl("runs", "--runs-dir", str(project.runs), "--json").stdout)
+        assert [r["status"] for r in running] == ["running"]
+        assert running[0]["launcher"]["pid"] == proc.pid
+        proc.kill()  # acrl run only: no final record
+        proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        # train.sh, in its own session, and its sleep
+        end_processes(with_descendants(processes_mentioning(str(project.bundle / "train.sh"))))
+    (record,) = json.loads(acrl("runs", "--runs-dir", str(project.runs), "--json").stdout)
+    assert record["status"] == "launcher-died" and record["submission_id"] in record["note"]
+    assert run_record(project)["status"] == "running"  # the file itself is left as it was
+    table = acrl("runs", "--runs-dir", str(project.runs)).stdout.splitlines()
+    assert table[1].split()[3] == "launcher-died"
+
+
+def test_launcher_gone_tells_only_what_it_can_know(tmp_path: Path) -> None:
+    from acrl.runtime._records import launcher, launcher_gone
+
+    me = launcher()
+    assert me["pid"] == os.getpid() and me["host"] == socket.gethostname()
+    assert launcher_gone({"launcher": me}) is False
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    assert launcher_gone({"launcher": {**me, "pid": dead.pid}}) is True
+    assert launcher_gone({"launcher": {**me, "pid_started": (me["pid_started"] or 0) + 1}}) is True  # pid reused
+    assert launcher_gone({"launcher": {**me, "pid": dead.pid, "host": "elsewhere"}}) is False
+    assert launcher_gone({}) is False and launcher_gone({"launcher": "x"}) is False
+
+
+def test_run_dirs_are_never_shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two launches that draw the same run id in the same second: the second takes another."""
+    from acrl.runtime import _records
+
+    drawn = iter(["aaaaaa", "aaaaaa", "bbbbbb"])
+    monkeypatch.setattr(_records.secrets, "token_hex", lambda n: next(drawn))
+    monkeypatch.setattr(_records.time, "time", lambda: 1_800_000_000.0)
+    first, first_dir = _records.new_run_dir(tmp_path / "exp")
+    second, second_dir = _records.new_run_dir(tmp_path / "exp")
+    assert first == "20270115T080000Z-aaaaaa" and second == "20270115T080000Z-bbbbbb"
+    assert first_dir.is_dir() and second_dir.is_dir()
+
+
+def test_two_runs_of_one_bundle_at_once_get_distinct_ids(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p")
+    hand_made_train_sh(project, 'echo "run $ACRL_RUN_ID"\n')
+    procs = [start_acrl_run(project, tool_env(), "--allow-modified") for _ in range(2)]
+    for proc in procs:
+        out, err, _ = finish(proc, 60)
+        assert proc.returncode == 0, out + err
+    records = [json.loads(p.read_text()) for p in project.runs.glob("*/*/run.json")]
+    assert len({r["run_id"] for r in records}) == len({r["submission_id"] for r in records}) == 2
