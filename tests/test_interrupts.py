@@ -14,17 +14,22 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
 from test_run import (
     NO_AWS,
+    VENV_BIN,
     Project,
+    _alive,
     acrl,
     end_processes,
+    free_port,
     make_project,
     only_record,
     processes_mentioning,
@@ -46,6 +51,9 @@ from test_train_sh import (
     toolbox,
     wait_for,
 )
+
+from acrl.compiler import compile_spec, write
+from conftest import merge
 
 __all__ = ["toolbox"]  # the fixture, shared with test_train_sh
 
@@ -489,3 +497,83 @@ def test_two_runs_of_one_bundle_at_once_get_distinct_ids(tmp_path: Path) -> None
         assert proc.returncode == 0, out + err
     records = [json.loads(p.read_text()) for p in project.runs.glob("*/*/run.json")]
     assert len({r["run_id"] for r in records}) == len({r["submission_id"] for r in records}) == 2
+
+
+# --- Ctrl-C on `bash train.sh` with a real local head --------------------------------------------
+
+# `ray` for train.sh's `ray start --head`: the real CLI, held to 127.0.0.1, free ports and its own temp
+# dir (this machine may run other Ray heads); every other command goes to the real CLI unchanged.
+LOCAL_RAY = """#!/usr/bin/env bash
+if [[ $1 == start ]]; then
+  shift
+  exec {real} start "$@" --node-ip-address=127.0.0.1 --dashboard-host=127.0.0.1 {ports} --num-cpus=1 \\
+    --temp-dir={temp_dir}
+fi
+exec {real} "$@"
+"""
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes in process group ``pgid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_train_sh_with_a_real_local_head(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C is a SIGINT to the whole foreground process group. The head train.sh starts
+    lives in a session of its own: the SIGINT reaches train.sh only, whose `ray job stop` then finds
+    a working head, and nothing of train.sh's group is left behind."""
+    ray = shutil.which("ray", path=VENV_BIN)
+    if ray is None:
+        pytest.skip("the ray CLI is not installed: pip install 'ray[default]' (the test extra has it)")
+    project = make_project(tmp_path / "p", env_vars={"STANDIN_SLEEP": "600"})
+    dashboard = free_port()
+    spec = merge(project.spec, {"cluster": {"stop_stale_processes": False, "start_ray_head": True,
+                                            "dashboard_port": dashboard}})
+    (project.root / "spec.toml").write_text(tomli_w.dumps(spec), encoding="utf-8")
+    write(compile_spec(project.root / "spec.toml"), project.bundle, force=True)
+    temp_dir = tempfile.mkdtemp(prefix="acrl-ray-", dir="/tmp")  # short: Ray's socket paths have a length limit
+    ports = " ".join([f"--port={free_port()}"] + [
+        f"--{name}={free_port()}" for name in ("ray-client-server-port", "dashboard-agent-listen-port",
+                                               "dashboard-agent-grpc-port", "runtime-env-agent-port",
+                                               "metrics-export-port")])
+    wrappers = tmp_path / "bin"
+    wrappers.mkdir()
+    (wrappers / "ray").write_text(LOCAL_RAY.format(real=ray, ports=ports, temp_dir=temp_dir))
+    (wrappers / "ray").chmod(0o755)
+    env = tool_env()
+    env["PATH"] = os.pathsep.join([str(wrappers), env["PATH"]])
+    proc = subprocess.Popen(["bash", str(project.bundle / "train.sh")], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not project.received.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+            time.sleep(0.2)
+        job_pid = json.loads(project.received.read_text())["pid"]
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+        out, _, elapsed = finish(proc, 60)
+        assert proc.returncode == 130, out
+        assert elapsed < 30 and "interrupted: stopping Ray job" in out
+        assert wait_for(lambda: not pid_alive(job_pid), 30), "the job's process outlived its stop"
+        assert wait_for(lambda: group_members(proc.pid) == [], 10), "train.sh left processes in its group"
+        from ray.job_submission import JobSubmissionClient
+
+        (job,) = JobSubmissionClient(f"http://127.0.0.1:{dashboard}").list_jobs()
+        assert str(job.status.value) == "STOPPED"  # the head lived on: the stop reached it
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        head = with_descendants(processes_mentioning(temp_dir))
+        end_processes(head)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    assert head and not [pid for pid in head if _alive(pid)], "Ray processes were left running"
