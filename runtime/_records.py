@@ -164,7 +164,9 @@ def format_records(records: Sequence[Mapping[str, Any]]) -> str:
                                                     else "-"),
                      f"{seconds:.1f}" if isinstance(seconds, int | float) else "-", str(r.get("submission_id", "-"))))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    notes = [f"{r.get('run_id', '-')}: {r['note']}" for r in records if r.get("note")]
+    return "\n".join(lines + (["", *notes] if notes else []))
 
 
 def runs_dir_error(runs_dir: str, exc: OSError) -> AcrlError:

@@ -458,7 +458,7 @@ def test_a_killed_launcher_is_shown_as_dead(tmp_path: Path) -> None:
     assert record["status"] == "launcher-died" and record["submission_id"] in record["note"]
     assert run_record(project)["status"] == "running"  # the file itself is left as it was
     table = acrl("runs", "--runs-dir", str(project.runs)).stdout.splitlines()
-    assert table[1].split()[3] == "launcher-died"
+    assert table[1].split()[3] == "launcher-died" and table[-1] == f"{record['run_id']}: {record['note']}"
 
 
 def test_launcher_gone_tells_only_what_it_can_know(tmp_path: Path) -> None:
