@@ -123,6 +123,9 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     try:
         with log:
             outcome = _run_streamed(command, env, log, out, stop_grace=stop_grace)
+    except KeyboardInterrupt:  # a Ctrl-C just before acrl's own handlers were in place: nothing started
+        outcome = Outcome(128 + signal.SIGINT, cancelled=True)
+        raise
     except BaseException as exc:
         outcome.error = f"acrl run failed while train.sh ran: {type(exc).__name__}: {exc}"
         raise
@@ -144,7 +147,7 @@ class Outcome:
 
 def _finish_record(run_dir: Path, record: dict[str, Any], outcome: Outcome, started: float, out: IO[str]) -> None:
     code = outcome.code
-    if outcome.cancelled:
+    if outcome.cancelled and code != 0:  # a job that succeeded as the signal came: succeeded
         status = "cancelled"
     elif code == EXIT_UNKNOWN:
         status = "unknown"

@@ -5,6 +5,7 @@ seconds for an answer, and each one has a timeout."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import resource
@@ -589,3 +590,25 @@ def test_ctrl_c_on_train_sh_with_a_real_local_head(tmp_path: Path) -> None:
         end_processes(head)
         shutil.rmtree(temp_dir, ignore_errors=True)
     assert head and not [pid for pid in head if _alive(pid)], "Ray processes were left running"
+
+
+@pytest.mark.parametrize(("raised", "status", "code"), [(RuntimeError("boom"), "failed", 1),
+                                                        (KeyboardInterrupt(), "cancelled", 130)])
+def test_the_record_is_final_even_when_acrl_itself_fails(raised: BaseException, status: str, code: int,
+                                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from acrl.runtime import _run
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise raised
+
+    project = make_project(tmp_path / "p")
+    monkeypatch.setattr(_run, "_run_streamed", fail)
+    monkeypatch.setenv("PATH", tool_env()["PATH"])
+    options = _run.RunOptions(str(project.bundle), skip=(*NO_AWS[1::2], "gpus"), runs_dir=str(project.runs))
+    with pytest.raises(type(raised)):
+        _run.run_bundle(options, out=io.StringIO())
+    record = run_record(project)
+    assert record["status"] == status and record["exit_status"] == code
+    assert ("note" in record) is (status == "failed")
+    if status == "failed":
+        assert record["error"] == "acrl run failed while train.sh ran: RuntimeError: boom"
