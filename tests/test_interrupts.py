@@ -214,6 +214,17 @@ def test_a_dashboard_lost_for_a_few_seconds_does_not_end_the_run(tmp_path: Path,
     assert f"acrl: job {submission_id(bundle)} succeeded\n" in run.stderr
 
 
+def test_a_log_follower_that_loses_the_dashboard_is_one_warning(tmp_path: Path, toolbox: Toolbox) -> None:
+    """`ray job logs --follow` ends with a traceback when the dashboard goes away: train.sh shows
+    Ray's last line and goes on to ask for the job's state."""
+    bundle = compile_into(SMOKE, tmp_path / "b")
+    run = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w", {"ACRL_SHIM_LOGS": "lost"})
+    assert run.returncode == 0, run.stderr
+    assert "acrl: warning: following the job's logs stopped (exit status 1): ConnectionError: Failed to connect" \
+        in run.stderr
+    assert "Traceback" not in run.stderr and f"acrl: job {submission_id(bundle)} succeeded\n" in run.stderr
+
+
 @pytest.mark.slow
 def test_a_dashboard_lost_for_longer_leaves_the_state_unknown(tmp_path: Path, toolbox: Toolbox) -> None:
     bundle = compile_into(SMOKE, tmp_path / "b")
