@@ -256,6 +256,7 @@ def test_rays_messages_never_show_the_password(address: str, tmp_path: Path, too
     assert f"ray job stop --address {address.replace('admin:s3cr3t-pw', '***')} {submission_id(bundle)}" in run.stderr
 
 
+@pytest.mark.slow
 def test_a_status_call_that_hangs_is_bounded(tmp_path: Path, toolbox: Toolbox) -> None:
     compile_into(SMOKE, tmp_path / "b")
     started = time.monotonic()
