@@ -31,8 +31,10 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
                               description="Verify BUNDLE against its manifest (a modified bundle is refused), run "
                               "the preflight checks (a table of passed / failed / skipped), then run its train.sh "
                               "with the output shown and kept, and write runs/<exp_id>/<run_id>/run.json. Ctrl-C "
-                              "stops the Ray job and records the run as cancelled. Exit status: train.sh's; 1 when "
-                              "the bundle is refused or a check fails.", formatter_class=_HelpFormatter)
+                              "stops the Ray job and records the run as cancelled; a second Ctrl-C (or "
+                              "ACRL_STOP_GRACE seconds, default 90) ends train.sh and everything it started. Exit "
+                              "status: train.sh's (75: the job's state is unknown, recorded as such); 1 when the "
+                              "bundle is refused or a check fails.", formatter_class=_HelpFormatter)
     run.add_argument("bundle", metavar="BUNDLE", help="a bundle directory (bundles/<exp_id>)")
     run.add_argument("--dry-run", action="store_true",
                      help="verify and run the checks, print the command; run nothing, record nothing")
@@ -50,7 +52,9 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
                      "reviewed, e.g. from a pull request; recorded in run.json), as `acrl verify --expect-hash`")
     run.set_defaults(run=_run_run)
     runs = commands.add_parser("runs", help="list the recorded runs",
-                               description="List the run records under DIR/<exp_id>/<run_id>/run.json.",
+                               description="List the run records under DIR/<exp_id>/<run_id>/run.json. A "
+                               "record still 'running' whose acrl run is gone from this machine is shown as "
+                               "launcher-died.",
                                formatter_class=_HelpFormatter)
     runs.add_argument("--runs-dir", metavar="DIR", default="runs", help="where run records are (default: runs)")
     runs.add_argument("--json", action="store_true", help="print the records as JSON on stdout")

@@ -1,7 +1,9 @@
 """Run records: ``runs/<exp_id>/<run_id>/run.json`` (and train.log beside it), written atomically.
 
 A record is written when the run starts (status "running") and rewritten when it ends, so a run
-whose executor died still leaves a trace. It holds no secret: no environment, only the command.
+whose executor died still leaves a trace; the record names its launcher (host, pid, the process's
+start time and the boot), so that `acrl runs` shows a "running" record whose launcher is gone as
+"launcher-died". It holds no secret: no environment, only the command.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -18,13 +21,77 @@ from typing import Any
 from acrl.compiler._errors import AcrlError
 
 RECORD, LOG = "run.json", "train.log"
-STATUSES = ("running", "succeeded", "failed", "cancelled")
+# What run.json's "status" says; "launcher-died" is never written: `acrl runs` shows it for a
+# "running" record whose `acrl run` is gone. "unknown": the Ray job's state could not be read (it
+# may still be running; the record's "note" says how to look and stop it).
+STATUSES = ("running", "succeeded", "failed", "cancelled", "unknown", "launcher-died")
 
 
 def new_run_id(now: float | None = None) -> str:
-    """A run id train.sh accepts in ACRL_RUN_ID: the UTC start time and 4 random hex digits."""
+    """A run id train.sh accepts in ACRL_RUN_ID: the UTC start time and 6 random hex digits."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
-    return f"{stamp}-{secrets.token_hex(2)}"
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def new_run_dir(exp_dir: Path, attempts: int = 20) -> tuple[str, Path]:
+    """A fresh run id and its folder ``exp_dir/<run_id>``, created here (never an existing one: two
+    launches at the same instant that drew the same id get different ones). Raises OSError."""
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    for _ in range(attempts):
+        run_id = new_run_id()
+        try:
+            (exp_dir / run_id).mkdir()
+        except FileExistsError:
+            continue
+        return run_id, exp_dir / run_id
+    raise FileExistsError(f"no free run id under {exp_dir} after {attempts} attempts")
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks after boot (/proc/PID/stat field 22); None where
+    there is no /proc or no such process. With the pid and the boot it names one process."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def launcher() -> dict[str, Any]:
+    """This process, as a record names its launcher."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_started": process_start(os.getpid()),
+            "boot_id": _boot_id()}
+
+
+def launcher_gone(record: Mapping[str, Any]) -> bool:
+    """Whether the launcher a record names is known to be gone: on this host (and this boot), no
+    process with its pid and start time. A launcher on another host cannot be told: False."""
+    who = record.get("launcher")
+    if not isinstance(who, Mapping) or who.get("host") != socket.gethostname():
+        return False
+    pid = who.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    boot = _boot_id()
+    if who.get("boot_id") and boot and who["boot_id"] != boot:
+        return True  # rebooted since
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process with that pid
+        pass
+    started = who.get("pid_started")
+    now = process_start(pid)
+    return started is not None and now is not None and now != started
 
 
 def utc(seconds: float) -> str:
@@ -73,6 +140,13 @@ def list_records(runs_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
             data = {"exp_id": path.parent.parent.name, "run_id": path.parent.name, "status": "unreadable",
                     "error": str(exc)}
         data["record"] = str(path)
+        if data.get("status") == "running" and launcher_gone(data):
+            data["status"] = "launcher-died"
+            data["note"] = ("its `acrl run` is gone (killed, or the machine restarted) without a final record; "
+                            "the Ray job may still be running" + (f": ray job status --address {data['ray_address']} "
+                                                                  f"{data['submission_id']}"
+                                                                  if data.get("ray_address") and
+                                                                  data.get("submission_id") else ""))
         records.append(data)
     records.sort(key=lambda r: (str(r.get("started_at", "")), str(r.get("run_id", ""))))
     return records
@@ -90,7 +164,9 @@ def format_records(records: Sequence[Mapping[str, Any]]) -> str:
                                                     else "-"),
                      f"{seconds:.1f}" if isinstance(seconds, int | float) else "-", str(r.get("submission_id", "-"))))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    notes = [f"{r.get('run_id', '-')}: {r['note']}" for r in records if r.get("note")]
+    return "\n".join(lines + (["", *notes] if notes else []))
 
 
 def runs_dir_error(runs_dir: str, exc: OSError) -> AcrlError:

@@ -2,15 +2,19 @@
 
 The generated train.sh stays the single description of the launch: this runs it with bash, with
 ACRL_RUN_ID (so the Ray submission id is known in advance) and, for --address, ACRL_RAY_ADDRESS
-exported. train.sh runs in its own process group, so a Ctrl-C at the terminal reaches only acrl,
-which forwards it once to train.sh (whose trap stops the Ray job), waits for it and records the
-run as cancelled.
+exported. train.sh runs in its own process group with default signal dispositions (a bash started
+with SIGINT ignored could not trap it), so a Ctrl-C at the terminal reaches only acrl, which
+forwards it once to train.sh (whose trap stops the Ray job). If train.sh has not ended
+ACRL_STOP_GRACE seconds later (default 90), or on a second signal, its whole group gets SIGTERM,
+then SIGKILL 5 s later. A final record is always written: cancelled / unknown / failed / succeeded,
+with a note giving the `ray job stop` command when the job may still be running.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shlex
 import signal
 import socket
@@ -33,6 +37,9 @@ from . import _preflight, _records
 from ._python_checks import train_sh_env
 
 EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_UNKNOWN = 75  # train.sh: the Ray job's state is unknown (it may still be running)
+DEFAULT_STOP_GRACE_S = 90.0  # train.sh's own `ray job stop` is bounded by 60 s (ACRL_RAY_TIMEOUT)
+KILL_AFTER_S = 5.0  # from SIGTERM to the group to SIGKILL
 
 
 @attrs.frozen
@@ -87,7 +94,7 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
         raise PreflightFailed(f"preflight failed ({', '.join(failed)}): nothing was run\n"
                               f"  fix: fix what the table says, or skip a check with --skip {failed[0]}")
     exp_id = verification.manifest["exp_id"]  # one safe path component: read_manifest checked it
-    run_id = _records.new_run_id()
+    run_id = _records.new_run_id()  # --dry-run's; a run takes the first free one (_records.new_run_dir)
     train_sh = str(Path(options.bundle) / "train.sh")
     # What is shown and recorded; a user:password in the address is left out (the run itself gets it).
     shown_address = _records.public_address(address)
@@ -98,11 +105,18 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
         print(f"would run: {shlex.join(env_shown)} {shlex.join(command)}", file=out)
         print(f"would record: {run_dir / _records.RECORD} and {run_dir / _records.LOG}", file=out)
         return EXIT_OK
+    stop_grace = _stop_grace()
+    try:
+        run_id, run_dir = _records.new_run_dir(Path(options.runs_dir) / exp_id)
+    except OSError as exc:
+        raise _records.runs_dir_error(options.runs_dir, exc) from None
+    env_shown[0] = f"ACRL_RUN_ID={run_id}"
     bundle_hash = verification.bundle_hash
     record: dict[str, Any] = {
         "acrl_version": __version__, "exp_id": exp_id, "run_id": run_id, "bundle": str(Path(options.bundle).resolve()),
         "bundle_hash": bundle_hash, "submission_id": f"acrl-{exp_id}-{bundle_hash[:12]}-{run_id}",
         "ray_address": _records.public_address(_ray_address(info)), "host": socket.gethostname(),
+        "launcher": _records.launcher(),
         "command": [*env_shown, *command], "allow_modified": options.allow_modified,
         "modified_files": sorted(changed), "expected_hash": verification.expected_hash,
         "preflight": [r.as_json() for r in results], "status": "running", "exit_status": None,
@@ -110,24 +124,84 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     }
     env = {**train_sh_env(info), "ACRL_RUN_ID": run_id}  # what preflight's slime-parser ran train.sh with
     try:
-        run_dir.mkdir(parents=True, exist_ok=False)
         started = time.time()
         record["started_at"] = _records.utc(started)
         _records.write_record(run_dir, record)
-        log = open(run_dir / _records.LOG, "wb")  # noqa: SIM115 (closed below, after the child)
+        log = open(run_dir / _records.LOG, "wb", buffering=0)  # noqa: SIM115 (closed below, after the child)
     except OSError as exc:
         raise _records.runs_dir_error(options.runs_dir, exc) from None
-    print(f"run {run_id}: {shlex.join(env_shown)} {shlex.join(command)}  (log: {run_dir / _records.LOG})",
-          file=out, flush=True)
-    with log:
-        code, cancelled = _run_streamed(command, env, log, out)
+    _say_to(out, f"run {run_id}: {shlex.join(env_shown)} {shlex.join(command)}  (log: {run_dir / _records.LOG})")
+    outcome = Outcome(code=EXIT_FAILED, error="acrl run ended before train.sh did")
+    try:
+        with log:
+            outcome = _run_streamed(command, env, log, out, stop_grace=stop_grace)
+    except KeyboardInterrupt:  # a Ctrl-C just before acrl's own handlers were in place: nothing started
+        outcome = Outcome(128 + signal.SIGINT, cancelled=True)
+        raise
+    except BaseException as exc:
+        outcome.error = f"acrl run failed while train.sh ran: {type(exc).__name__}: {exc}"
+        raise
+    finally:  # whatever happened, the record does not stay "running"
+        _finish_record(run_dir, record, outcome, started, out)
+    return outcome.code
+
+
+@attrs.define
+class Outcome:
+    """How train.sh ended, as _run_streamed saw it."""
+
+    code: int  # its exit status, 128+N when a signal N ended it (as a shell says)
+    cancelled: bool = False  # a signal to acrl was forwarded to it
+    escalated: bool = False  # its process group was sent SIGTERM / SIGKILL
+    log_error: str | None = None  # why train.log stopped being written (the terminal still got all)
+    error: str | None = None  # acrl's own failure while running it
+
+
+def _finish_record(run_dir: Path, record: dict[str, Any], outcome: Outcome, started: float, out: IO[str]) -> None:
+    code = outcome.code
+    if outcome.cancelled and code != 0:  # a job that succeeded as the signal came: succeeded
+        status = "cancelled"
+    elif code == EXIT_UNKNOWN:
+        status = "unknown"
+    else:
+        status = "succeeded" if code == 0 else "failed"
+    # The job may still run unless train.sh said how it ended: stopped by its trap (130/143), or final.
+    may_run = (code == EXIT_UNKNOWN or outcome.escalated or (code > 128 and code not in (130, 143))
+               or outcome.error is not None)
     ended = time.time()
-    status = "cancelled" if cancelled else "succeeded" if code == 0 else "failed"
     record.update(status=status, exit_status=code, ended_at=_records.utc(ended),
                   duration_s=round(ended - started, 3))
-    _records.write_record(run_dir, record)
-    print(f"run {run_id} {status} (exit status {code}); record: {run_dir / _records.RECORD}", file=out)
-    return code
+    if may_run:
+        record["note"] = (f"the job may still be running: ray job stop --address {record['ray_address']} "
+                          f"{record['submission_id']}")
+    if outcome.log_error:
+        record["log_error"] = outcome.log_error
+    if outcome.error:
+        record["error"] = outcome.error
+    try:
+        path: Path | str = _records.write_record(run_dir, record)
+    except OSError as exc:
+        path = f"not written ({exc.strerror or exc})"
+        _say(f"acrl: error: cannot write the final record {run_dir / _records.RECORD}: {exc.strerror or exc}")
+    _say_to(out, f"run {record['run_id']} {status} (exit status {code}); record: {path}")
+    if may_run:
+        _say_to(out, f"run {record['run_id']}: {record['note']}")
+
+
+def _stop_grace() -> float:
+    """ACRL_STOP_GRACE: seconds train.sh gets to stop the Ray job after the first signal."""
+    value = os.environ.get("ACRL_STOP_GRACE", "")
+    if not value:
+        return DEFAULT_STOP_GRACE_S
+    try:
+        grace = float(value)
+        if not 0 <= grace <= 86400:
+            raise ValueError
+    except ValueError:
+        raise AcrlError(f"ACRL_STOP_GRACE={value!r}: not a number of seconds\n"
+                        "  fix: set it to how long train.sh may take to stop the Ray job (default 90), "
+                        "or unset it") from None
+    return grace
 
 
 def cluster_address(option: str | None) -> str | None:
@@ -148,59 +222,166 @@ def _ray_address(info: _preflight.BundleInfo) -> str:
     return info.cluster_address or f"http://127.0.0.1:{info.get('cluster.dashboard_port', 8265)}"
 
 
-def _run_streamed(command: Sequence[str], env: dict[str, str], log: IO[bytes], out: IO[str]) -> tuple[int, bool]:
+def _child_signals() -> None:
+    """In the child, before exec: default dispositions and no blocked signals. A process started
+    with SIGINT ignored (`acrl run B &` from a script) passes that on, and a non-interactive bash
+    cannot trap a signal that was ignored when it started."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+def _run_streamed(command: Sequence[str], env: dict[str, str], log: IO[bytes], out: IO[str],
+                  stop_grace: float = DEFAULT_STOP_GRACE_S) -> Outcome:
     """Run ``command`` in its own process group, its stdout and stderr copied to ``out`` and ``log``
-    as they come (partial lines included: progress output is not held back). SIGINT and SIGTERM to
-    this process are forwarded once, SIGHUP as SIGTERM (train.sh traps INT and TERM); later ones only
-    say that the job is being stopped. A terminal that goes away stops the copy to it, not the run.
-    Returns (exit status, whether a signal was forwarded)."""
-    try:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
-    except OSError as exc:
-        log.write(f"acrl: cannot start {command[0]}: {exc}\n".encode())
-        _say(f"acrl: cannot start {command[0]}: {exc.strerror or exc}")
-        return 127, False
-    forwarded: list[int] = []
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        if forwarded:
-            _say("acrl: still stopping the Ray job; waiting for train.sh")
-            return
-        forwarded.append(signum)
-        _say(f"acrl: {signal.Signals(signum).name}: asking train.sh to stop the Ray job")
-        with contextlib.suppress(ProcessLookupError):  # it has just exited
-            proc.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
-
+    as they come (partial lines included: progress output is not held back). The first SIGINT or
+    SIGTERM to this process is forwarded to it, SIGHUP as SIGTERM (train.sh traps INT and TERM); if
+    it has not ended ``stop_grace`` seconds later, or on a second signal, its group gets SIGTERM, and
+    SIGKILL KILL_AFTER_S later (at once on a third signal). A terminal that goes away stops the copy
+    to it, not the run; a log that cannot be written (a full disk) stops the copy to the log."""
+    state = _Stopping()
+    state.grace = stop_grace
     previous: dict[int, Any] = {}
     with contextlib.suppress(ValueError):  # not the main thread (a library caller): signals stay as they are
         for caught in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            previous[caught] = signal.signal(caught, forward)
+            previous[caught] = signal.signal(caught, state.on_signal)
     try:
+        try:
+            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                    preexec_fn=_child_signals)  # no other thread runs by now
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                log.write(f"acrl: cannot start {command[0]}: {exc}\n".encode())
+            _say(f"acrl: cannot start {command[0]}: {exc.strerror or exc}")
+            return Outcome(127)
+        state.proc = proc
+        state.act()  # a signal that came before the child started
+        copy = _Copy(log, out)
         assert proc.stdout is not None
-        source, sink = proc.stdout.fileno(), getattr(out, "buffer", None)
-        terminal = True
-        while chunk := os.read(source, 65536):
-            log.write(chunk)
-            log.flush()
-            if terminal:
-                try:
-                    if sink is not None:
-                        out.flush()
-                        sink.write(chunk)
-                        sink.flush()
-                    else:
-                        out.write(chunk.decode("utf-8", "replace"))
-                        out.flush()
-                except OSError:  # BrokenPipeError, or EIO from a closed terminal
-                    terminal = False
+        source = proc.stdout.fileno()
+        exited_at: float | None = None
+        while True:
+            state.act()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = time.monotonic()
+            # After train.sh has ended, what its leftovers (a process that kept the pipe) write is read
+            # for a moment, not until they end.
+            if exited_at is not None and time.monotonic() - exited_at > 0.5:
+                break
+            try:
+                ready, _, _ = select.select([source], [], [], 0.1)
+            except InterruptedError:  # pragma: no cover (PEP 475 retries)
+                continue
+            if not ready:
+                continue
+            chunk = os.read(source, 65536)
+            if not chunk:
+                break
+            copy.write(chunk)
+        while proc.poll() is None:  # it closed its output but runs on
+            state.act()
+            time.sleep(0.1)
         code = proc.wait()
+        return Outcome(128 - code if code < 0 else code, cancelled=bool(state.signals), escalated=state.level > 0,
+                       log_error=copy.log_error)
     finally:
-        if proc.stdout is not None:
-            proc.stdout.close()
+        if state.proc is not None:
+            if state.proc.poll() is None:  # acrl's own failure: train.sh's trap stops the job
+                with contextlib.suppress(ProcessLookupError):
+                    state.proc.send_signal(signal.SIGTERM)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    state.proc.wait(timeout=stop_grace)
+            if state.proc.stdout is not None:
+                state.proc.stdout.close()
         for restored, handler in previous.items():
             signal.signal(restored, handler)
-    return code, bool(forwarded)
+
+
+class _Stopping:
+    """The signals this process got while train.sh runs, and what was done about them."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.signals: list[int] = []
+        self.level = 0  # 0: nothing or forwarded; 1: SIGTERM to the group; 2: SIGKILL to the group
+        self.forwarded = False
+        self.deadline: float | None = None
+        self.grace = DEFAULT_STOP_GRACE_S
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.signals.append(signum)
+        if len(self.signals) == 1:
+            _say(f"acrl: {signal.Signals(signum).name}: asking train.sh to stop the Ray job "
+                 "(again to end it at once)")
+        elif len(self.signals) == 2:
+            _say("acrl: second signal: ending train.sh and everything it started (SIGTERM)")
+            self._escalate(1)
+        else:
+            _say("acrl: ending train.sh and everything it started (SIGKILL)")
+            self._escalate(2)
+        self.act()
+
+    def act(self) -> None:
+        """Forward the first signal once train.sh runs; escalate when a deadline has passed."""
+        proc = self.proc
+        if proc is None or not self.signals:
+            return
+        if not self.forwarded:
+            self.forwarded = True
+            first = self.signals[0]
+            with contextlib.suppress(ProcessLookupError):  # it has just exited
+                proc.send_signal(signal.SIGTERM if first == signal.SIGHUP else first)
+            if self.level == 0:
+                self.deadline = time.monotonic() + self.grace
+        if self.deadline is not None and time.monotonic() >= self.deadline and proc.returncode is None:
+            if self.level == 0:
+                _say(f"acrl: train.sh did not end within {self.grace:g} s: ending it and everything it started "
+                     "(SIGTERM)")
+            self._escalate(self.level + 1)
+
+    def _escalate(self, level: int) -> None:
+        self.level = max(self.level, min(level, 2))
+        self.deadline = time.monotonic() + KILL_AFTER_S if self.level == 1 else None
+        if self.proc is None or self.proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGTERM if self.level == 1 else signal.SIGKILL)
+
+
+class _Copy:
+    """Copies train.sh's output to the log and the terminal; a failing one is dropped, the other kept."""
+
+    def __init__(self, log: IO[bytes], out: IO[str]) -> None:
+        self.log: IO[bytes] | None = log
+        self.out: IO[str] | None = out
+        self.sink = getattr(out, "buffer", None)
+        self.log_error: str | None = None
+
+    def write(self, chunk: bytes) -> None:
+        if self.log is not None:
+            try:
+                self.log.write(chunk)
+            except OSError as exc:  # ENOSPC, EFBIG, EIO: the run goes on, shown on the terminal
+                self.log = None
+                self.log_error = f"cannot write {_records.LOG}: {exc.strerror or exc}"
+                _say(f"acrl: warning: {self.log_error}; the output goes on to the terminal only")
+        if self.out is not None:
+            try:
+                if self.sink is not None:
+                    self.out.flush()
+                    self.sink.write(chunk)
+                    self.sink.flush()
+                else:
+                    self.out.write(chunk.decode("utf-8", "replace"))
+                    self.out.flush()
+            except OSError:  # BrokenPipeError, or EIO from a closed terminal
+                self.out = None
+
+
+def _say_to(out: IO[str], message: str) -> None:
+    with contextlib.suppress(OSError):
+        print(message, file=out, flush=True)
 
 
 def _say(message: str) -> None:
