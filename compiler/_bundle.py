@@ -62,14 +62,66 @@ def read_bundle(path: StrPath) -> dict[str, bytes] | None:
     return files
 
 
-def read_file(path: str) -> bytes | None:
-    """The bytes of the file ``path``, or None when it cannot be read (missing, a directory, ...).
-    Read once, with open: ``path`` may be a pipe (/dev/stdin, <(...))."""
+INPUT_LIMIT = 1 << 20  # the most bytes acrl reads of any one input a user gives it (a spec, a script, a config.json)
+YAML_LIMIT = 256 << 10  # of a YAML file: PyYAML (pure Python) parses about 100 KiB a second
+
+
+def read_file(path: str, *, limit: int = INPUT_LIMIT) -> bytes | None:
+    """The bytes of the file ``path``, or None when it cannot be read (missing, a directory, a device,
+    larger than ``limit``, ...). Read once: ``path`` may be a pipe (/dev/stdin, <(...))."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
+        return read_input(path, limit=limit, pipe=True)
+    except (OSError, ValueError):
         return None
+
+
+def read_input(path: StrPath, *, limit: int = INPUT_LIMIT, pipe: bool = False) -> bytes:
+    """The bytes of ``path``, a file a user gave acrl to read (a spec, a base spec, a YAML, a script,
+    a config.json): a regular file (through symbolic links) or, with ``pipe``, a pipe; at most
+    ``limit`` bytes. Raises OSError whose strerror says why in words a message can show: "too large
+    (over the limit of 4 MiB)", "not a regular file (a character device)", or the system's reason.
+    A device (/dev/zero), a directory, a socket or (without ``pipe``) a FIFO is never read, and
+    opening a FIFO never waits for a writer."""
+    import errno
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISREG(mode) or (pipe and stat.S_ISFIFO(mode))):
+            raise OSError(errno.EINVAL, f"not a regular file ({_kind(mode)})")
+        if stat.S_ISFIFO(mode) and hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)  # wait for the writer's data, as cat would (no writer: end of file)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise OSError(errno.EFBIG, f"too large (over the limit of {_size(limit)})")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _size(limit: int) -> str:
+    for shift, unit in ((20, "MiB"), (10, "KiB")):
+        if limit >= 1 << shift and not limit % (1 << shift):
+            return f"{limit >> shift} {unit}"
+    return f"{limit} bytes"
+
+
+def _kind(mode: int) -> str:
+    import stat
+
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a special file"
 
 
 def _read_regular(path: str) -> bytes | None:

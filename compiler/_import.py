@@ -55,6 +55,64 @@ class ImportInputError(AcrlError):
         super().__init__(f"{path}: {reason}\n  fix: {fix}")
 
 
+YAML_NODES = 100_000  # the most values a YAML may expand to, its aliases (*name) counted at each use
+
+
+def load_yaml(text: str, path: str) -> tuple[Any, Any]:
+    """The composed node and the data of the YAML ``text`` (of the file ``path``), parsed once.
+    Raises yaml.YAMLError for bad syntax, and ImportInputError when its aliases expand to more than
+    YAML_NODES values or refer to themselves ("billion laughs"): what PyYAML builds from it is
+    small, but every later walk over it would not be."""
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        _expanded_size(node, path)
+        return node, loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(root: Any, path: str) -> int:
+    """How many values ``root`` stands for with every alias expanded (memoized: linear in the nodes)."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+
+    def children(node: Any) -> list[Any]:
+        if isinstance(node, yaml.MappingNode):
+            return [n for pair in node.value for n in pair]
+        return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+    while stack:
+        node, done = stack.pop()
+        if id(node) in sizes:
+            continue
+        if done:
+            open_nodes.discard(id(node))
+            size = 1 + sum(sizes[id(c)] for c in children(node))
+            if size > YAML_NODES:
+                line = node.start_mark.line + 1
+                raise ImportInputError(path=f"{path}:{line}", reason=f"too large: its aliases expand to over "
+                                       f"{YAML_NODES:,} values (the limit)", fix="write the values out, or "
+                                       "use fewer aliases (*name)")
+            sizes[id(node)] = size
+            continue
+        if id(node) in open_nodes:
+            raise ImportInputError(path=f"{path}:{node.start_mark.line + 1}", reason="too large: a value "
+                                   "contains itself through an alias (*name), which expands without end",
+                                   fix="remove the alias to its own anchor")
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children(node) if id(c) not in sizes)
+    return sizes[id(root)]
+
+
 Importer = Callable[..., Imported]
 
 # name -> (module, function), imported only when used

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import attrs
 
+from ._bundle import read_input
 from ._flags import is_number, is_secret_env_name
 from ._import import Imported, ImportInputError, Note
 from ._import_train_sh_map import INLINE_FLAG, Occurrence, SpecBuilder
@@ -167,7 +168,7 @@ class _Reader:
                                    self.where(word.line)))
             return
         try:
-            body = file.read_text(encoding="utf-8")
+            body = read_input(file).decode("utf-8")
             commands = lex(body)
         except (OSError, UnicodeDecodeError, ShellSyntaxError) as exc:
             self.notes.append(Note("unresolved", f"`source {word.raw}`: cannot read {file}: {exc}",
@@ -203,7 +204,7 @@ def _empty_array(line: int) -> Value:
 def import_train_sh(path: Path) -> Imported:
     """Read the launch script at ``path`` into a spec, with notes for what did not carry over."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ImportInputError(path=str(path), reason=f"cannot read the script: {why}",

@@ -21,6 +21,7 @@ from typing import Any, get_args, get_origin
 
 import attrs
 
+from ._bundle import read_input
 from ._errors import Diagnostic, SpecError
 from ._source import NO_LINE, KeyPath, Position, SpecSource, _Scanner, decode_spec, read_spec
 from ._spec import Spec
@@ -68,7 +69,7 @@ def resolve_extends(source: SpecSource, *, opened: str | None = None) -> SpecSou
                                                 hint="a spec cannot extend itself, directly or through its bases: "
                                                      "remove one extends of the cycle")])
         try:
-            raw = Path(base_path).read_bytes()
+            raw = read_input(base_path)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise SpecError([current.diagnostic(

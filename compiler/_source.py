@@ -91,8 +91,10 @@ class SpecSource:
 def read_spec(path: Path, *, display_name: str | None = None) -> SpecSource:
     """Read and parse a spec file. Raises SpecError for unreadable files and TOML syntax errors."""
     name = display_name or str(path)
+    from ._bundle import read_input
+
     try:
-        raw = path.read_bytes()
+        raw = read_input(path, pipe=True)  # the spec may be a pipe (/dev/stdin, <(...))
     except OSError as exc:
         raise SpecError([Diagnostic("error", f"cannot read the spec: {exc.strerror or exc}", file=name,
                                     hint="check the path and its permissions")]) from None
