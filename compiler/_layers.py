@@ -23,7 +23,7 @@ import attrs
 
 from ._bundle import read_input
 from ._errors import Diagnostic, SpecError
-from ._source import NO_LINE, KeyPath, Position, SpecSource, _Scanner, decode_spec, read_spec
+from ._source import NO_LINE, KeyPath, Position, SpecSource, _Scanner, decode_spec, read_spec, toml_bounds
 from ._spec import Spec
 
 EXTENDS = "extends"
@@ -199,6 +199,9 @@ def parse_assignment(arg: str, *, where: str) -> tuple[KeyPath, Any]:
         raise fail("expected KEY=VALUE, with a TOML key", key_hint)
     text = arg[end + 1:].strip()
     shown = dotted(path)
+    bounds = toml_bounds(text)
+    if bounds is not None:
+        raise fail(bounds[0], bounds[1], shown)
     try:
         parsed = tomllib.loads(f"value = {text}")
     except tomllib.TOMLDecodeError:

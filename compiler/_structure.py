@@ -48,9 +48,22 @@ def _toml_type(value: object) -> str:
     return type(value).__name__
 
 
+SHOWN = 60  # the most characters of a value a message shows
+
+
+def shown_value(value: object) -> str:
+    """``value`` as a message shows it: repr, cut to SHOWN characters (an integer of any size, a
+    string of a megabyte: the message stays a line)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** SHOWN:
+        digits = len(str(abs(value))) if abs(value).bit_length() < 14_000 else "over 4,000"
+        return f"{'a negative' if value < 0 else 'an'} integer of {digits} digits"
+    text = repr(value) if not isinstance(value, float) else f"{value:g}"
+    return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."
+
+
 def _expect(value: object, ok: bool, what: str, example: str) -> None:
     if not ok:
-        raise _Mismatch(f"expected {what}, got {_toml_type(value)} ({value!r})",
+        raise _Mismatch(f"expected {what}, got {_toml_type(value)} ({shown_value(value)})",
                         f"write it as {example}")
 
 
@@ -89,7 +102,7 @@ def _literal(value: object, cl: Any) -> object:
     shown = ", ".join(repr(c).replace("'", '"') for c in choices)
     close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
     hint = f'did you mean "{close[0]}"?' if close else f"use one of {shown}"
-    raise _Mismatch(f"{value!r} is not one of {shown}".replace("'", '"'), hint)
+    raise _Mismatch(f"{shown_value(value)} is not one of {shown}".replace("'", '"'), hint)
 
 
 def _flag_value(value: object, _: object) -> FlagValue:
@@ -230,7 +243,7 @@ def _range_diagnostics(source: SpecSource, data: Any, cl: Any, path: KeyPath) ->
                                   ("le", value.__le__, "at most"), ("lt", value.__lt__, "less than")):
             limit = field.metadata.get(bound)
             if limit is not None and not test(limit):
-                yield source.diagnostic(here, f"must be {word} {limit:g}, got {value:g}",
+                yield source.diagnostic(here, f"must be {word} {limit:g}, got {shown_value(value)}",
                                         hint=f"set {field.name} to a value {word} {limit:g}")
 
 

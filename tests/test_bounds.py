@@ -11,13 +11,20 @@ import resource
 import subprocess
 import sys
 import threading
+import tomllib
 from pathlib import Path
 
+import attrs
 import pytest
 import tomli_w
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from acrl.compiler import SpecError, compile_spec
 from acrl.compiler._bundle import INPUT_LIMIT, YAML_LIMIT, read_file, read_input
-from conftest import MINIMAL, merge
+from acrl.compiler._source import MAX_DIGITS, MAX_NESTING, parse_spec_text, toml_bounds
+from acrl.compiler._spec import Spec
+from conftest import MINIMAL, SpecWriter, merge
 
 MEMORY = 1 << 30  # bytes of address space each command may use
 TIMEOUT = 10  # seconds
@@ -186,3 +193,84 @@ def test_a_spec_piped_without_end_is_refused_at_the_limit(tmp_path: Path) -> Non
                           preexec_fn=_limits)
     assert proc.returncode == 1 and "too large" in proc.stderr and "Traceback" not in proc.stderr
 
+
+
+# --- TOML values beyond Python's limits, for every key ------------------------------------------------
+
+
+def _bounded_fields(cl: type = Spec, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], str]]:
+    """(key path, bound) of every numeric key with a ge/gt/le/lt bound."""
+    out: list[tuple[tuple[str, ...], str]] = []
+    for field in attrs.fields(cl):
+        if isinstance(field.type, type) and attrs.has(field.type):
+            out += _bounded_fields(field.type, (*path, field.name))
+        else:
+            out += [((*path, field.name), b) for b in ("ge", "gt", "le", "lt") if field.metadata.get(b) is not None]
+    return out
+
+
+BOUNDED = _bounded_fields()
+
+
+def test_the_table_covers_range_checked_keys() -> None:
+    assert (("experiment", "num_rollout"), "ge") in BOUNDED and len(BOUNDED) > 10
+
+
+@pytest.mark.parametrize(("key", "bound"), BOUNDED, ids=[".".join(k) + ":" + b for k, b in BOUNDED])
+def test_an_integer_of_thousands_of_digits_on_a_range_checked_key_is_a_located_error(
+        key: tuple[str, ...], bound: str, write_spec: SpecWriter) -> None:
+    value = -(10 ** 4000) if bound in ("ge", "gt") else 10 ** 4000
+    spec: dict[str, object] = {}
+    table = spec
+    for step in key[:-1]:
+        table = table.setdefault(step, {})  # type: ignore[assignment]
+    table[key[-1]] = value
+    with pytest.raises(SpecError) as caught:
+        compile_spec(write_spec(spec))
+    located = [d for d in caught.value.diagnostics if d.key == ".".join(key)]
+    assert located and located[0].line is not None, caught.value.message[:2000]
+    assert len(caught.value.message) < 20_000  # the value is not printed whole
+
+
+_PIECES = st.sampled_from(["[", "]", "{", "}", "a = ", ", ", "1", "\"", "'", "#", "\n", "x.y = ", "'''", '"""',
+                           "[[t]]\n", "[t]\n", "\\"])
+
+
+@st.composite
+def _hostile_toml(draw: st.DrawFn) -> str:
+    parts = []
+    for _ in range(draw(st.integers(1, 8))):
+        if draw(st.booleans()):
+            parts.append(draw(_PIECES) * draw(st.integers(1, 300)))
+        else:
+            parts.append("9" * draw(st.integers(1, 5000)))
+    return "k = " + "".join(parts)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(_hostile_toml())
+def test_any_toml_text_parses_or_is_a_located_spec_error(text: str) -> None:
+    """Whatever the nesting or the digits, parsing ends in data or a SpecError, never a
+    RecursionError or ValueError; and the pre-scan refuses nothing tomllib would parse within limits."""
+    try:
+        parse_spec_text(text, "s.toml")
+    except SpecError as exc:
+        assert exc.diagnostics[0].file == "s.toml"
+        if toml_bounds(text) is None:
+            return
+        try:
+            data = tomllib.loads(text)
+        except (tomllib.TOMLDecodeError, RecursionError, ValueError):
+            return
+        assert _depth(data) > MAX_NESTING // 2 or "9" * MAX_DIGITS in text, text[:200]
+
+
+def _depth(value: object) -> int:
+    stack, deepest = [(value, 1)], 0
+    while stack:
+        item, d = stack.pop()
+        deepest = max(deepest, d)
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack += [(c, d + 1) for c in children]
+    return deepest
