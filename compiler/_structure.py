@@ -158,7 +158,7 @@ def converter() -> cattrs.Converter:
 
 def structure(source: SpecSource) -> tuple[Spec | None, list[Diagnostic]]:
     """Structure ``source.data`` into a Spec. Returns (spec or None, diagnostics)."""
-    ranges = list(_range_diagnostics(source, source.data, Spec, ()))
+    ranges = [*_range_diagnostics(source, source.data, Spec, ()), *_path_diagnostics(source)]
     try:
         spec = converter().structure(dict(source.data), Spec)
     except Exception as exc:  # cattrs raises exception groups; translate every leaf
@@ -245,6 +245,45 @@ def _range_diagnostics(source: SpecSource, data: Any, cl: Any, path: KeyPath) ->
             if limit is not None and not test(limit):
                 yield source.diagnostic(here, f"must be {word} {limit:g}, got {shown_value(value)}",
                                         hint=f"set {field.name} to a value {word} {limit:g}")
+
+
+# Keys whose value is a file system path (on the cluster, and some read here too: [slime] dir,
+# [model] dir's config.json, hf_config). A path the system cannot name is refused at its key rather
+# than failing in an os call ("File name too long").
+PATH_KEYS: tuple[KeyPath, ...] = (
+    ("model", "dir"), ("model", "ref_load"), ("model", "hf_config"), ("data", "path"), ("slime", "dir"),
+    ("slime", "megatron_dir"), ("checkpoint", "save"), ("checkpoint", "save_hf"), ("cuda", "home"),
+    ("eval", "datasets", "*"))
+NAME_MAX = 255  # bytes of one path component (Linux, and most file systems)
+PATH_MAX = 4095  # bytes of a whole path (Linux's 4096 with the terminating NUL)
+
+
+def _path_diagnostics(source: SpecSource) -> Iterator[Diagnostic]:
+    """A located error for every path key whose value no file system accepts as a name."""
+    for key in PATH_KEYS:
+        for path, value in _values_at(source.data, key, ()):
+            if not isinstance(value, str):
+                continue  # the type error is reported by structuring
+            size = len(value.encode("utf-8", "surrogatepass"))
+            longest = max((len(part.encode("utf-8", "surrogatepass")) for part in value.split("/")), default=0)
+            if size > PATH_MAX:
+                yield source.diagnostic(path, f"path too long: {size:,} bytes (the limit is {PATH_MAX:,})",
+                                        hint="give a shorter path")
+            elif longest > NAME_MAX:
+                yield source.diagnostic(path, f"path component too long: {longest:,} bytes between two '/' "
+                                        f"(the limit is {NAME_MAX})", hint="give a path whose every name is "
+                                        f"at most {NAME_MAX} bytes")
+
+
+def _values_at(data: Any, key: KeyPath, path: KeyPath) -> Iterator[tuple[KeyPath, Any]]:
+    if not key:
+        yield path, data
+        return
+    if not isinstance(data, Mapping):
+        return
+    steps = list(data) if key[0] == "*" else [key[0]] if key[0] in data else []
+    for step in steps:
+        yield from _values_at(data[step], key[1:], (*path, step))
 
 
 def _attrs_class(tp: Any) -> Any:

@@ -24,6 +24,7 @@ from acrl.compiler import SpecError, compile_spec
 from acrl.compiler._bundle import INPUT_LIMIT, YAML_LIMIT, read_file, read_input
 from acrl.compiler._source import MAX_DIGITS, MAX_NESTING, parse_spec_text, toml_bounds
 from acrl.compiler._spec import Spec
+from acrl.compiler._structure import PATH_KEYS
 from conftest import MINIMAL, SpecWriter, merge
 
 MEMORY = 1 << 30  # bytes of address space each command may use
@@ -75,14 +76,14 @@ CASES: dict[str, Case] = {
                                    ["compile", "s.toml", "-o", "out", "--set", "extra.x=" + "[" * 3000 + "]" * 3000],
                                    "extra.x"),
     "path component over 255 bytes in [slime] dir": (
-        {"s.toml": _spec({"slime": {"dir": "/tmp/" + "a" * 300}})}, ["compile", "s.toml", "-o", "out"], "slime.dir"),
+        {"s.toml": _spec({"slime": {"dir": "/tmp/" + "a" * 300}})}, ["compile", "s.toml", "-o", "out"], "[slime] dir"),
     "path over 4096 bytes in [slime] dir": (
-        {"s.toml": _spec({"slime": {"dir": "/aa" * 2000}})}, ["compile", "s.toml", "-o", "out"], "slime.dir"),
+        {"s.toml": _spec({"slime": {"dir": "/aa" * 2000}})}, ["compile", "s.toml", "-o", "out"], "[slime] dir"),
     "path component over 255 bytes in [model] dir": (
-        {"s.toml": _spec({"model": {"dir": "/tmp/" + "a" * 300}})}, ["compile", "s.toml", "-o", "out"], "model.dir"),
+        {"s.toml": _spec({"model": {"dir": "/tmp/" + "a" * 300}})}, ["compile", "s.toml", "-o", "out"], "[model] dir"),
     "path component over 255 bytes in [model] hf_config": (
         {"s.toml": _spec({"model": {"hf_config": "a" * 300 + ".json"}})}, ["compile", "s.toml", "-o", "out"],
-        "hf_config"),
+        "[model] hf_config"),
     "extends /dev/zero": ({"s.toml": 'extends = "/dev/zero"\n' + _spec()}, ["compile", "s.toml", "-o", "out"],
                           "s.toml:1:"),
     "extends a symbolic link to /dev/zero": (
@@ -274,3 +275,21 @@ def _depth(value: object) -> int:
         children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
         stack += [(c, d + 1) for c in children]
     return deepest
+
+
+@pytest.mark.parametrize("key", PATH_KEYS, ids=[".".join(k) for k in PATH_KEYS])
+@pytest.mark.parametrize("value", ["/x/" + "a" * 256, "/" + "ab/" * 1400], ids=["component", "whole"])
+def test_a_path_no_file_system_can_name_is_a_located_error(key: tuple[str, ...], value: str,
+                                                          write_spec: SpecWriter) -> None:
+    path = tuple("ds" if step == "*" else step for step in key)
+    spec: dict[str, object] = {}
+    table = spec
+    for step in path[:-1]:
+        table = table.setdefault(step, {})  # type: ignore[assignment]
+    table[path[-1]] = value
+    if path[0] == "checkpoint":
+        table["save_interval"] = 10
+    with pytest.raises(SpecError) as caught:
+        compile_spec(write_spec(spec))
+    assert [d.key for d in caught.value.diagnostics if d.severity == "error"] == [".".join(path)], \
+        caught.value.message[:2000]
