@@ -19,7 +19,7 @@ from ._bundle import read_input
 from ._flags import is_number, is_secret_env_name
 from ._import import Imported, ImportInputError, Note
 from ._import_train_sh_map import INLINE_FLAG, Occurrence, SpecBuilder
-from ._shell_eval import Shell, Text, Value
+from ._shell_eval import Shell, Text, TooLarge, Value
 from ._shell_words import Command, ShellSyntaxError, Word, lex
 
 _ENTRY = re.compile(r"(?:^|/)(train|train_async)\.py$")
@@ -60,6 +60,7 @@ class _Reader:
 
     def run(self, commands: list[Command]) -> None:
         for command in commands:
+            self.shell.step(command.line)
             self.command(command)
 
     def command(self, command: Command) -> None:
@@ -221,6 +222,10 @@ def import_train_sh(path: Path) -> Imported:
     except RecursionError:
         raise ImportInputError(path=str(path), reason="cannot read the script: expansions nested too deeply",
                                fix=_SHAPE) from None
+    except TooLarge as exc:
+        raise ImportInputError(path=f"{path}:{exc.line}", reason=f"too large: {exc.what}",
+                               fix="remove what repeats without bound (a variable doubling itself, a file "
+                                   "sourcing itself): " + _SHAPE) from None
 
 
 def _build(reader: _Reader, torch_memory_saver: bool) -> Imported:
