@@ -144,10 +144,20 @@ def write_bundle(path: StrPath, files: Mapping[str, bytes], *, force: bool) -> s
     """Write ``files`` into directory ``path`` atomically. Returns "created", "unchanged" or
     "replaced". Raises BundleExistsError when ``path`` differs and ``force`` is false.
 
+    The bundle is written into a temporary sibling ``.<name>.<pid>.<random>.tmp`` and renamed into
+    place; an existing bundle is swapped with it in one renameat2(RENAME_EXCHANGE) where the system
+    has it, so that ``path`` holds the old or the new bundle at every instant, whenever the writer is
+    killed. Elsewhere the old bundle is first moved into ``.<name>.<pid>.<random>.old``: a writer
+    killed between the two renames leaves no bundle at ``path`` for an instant, and the next write
+    puts the old one back (see :func:`recover`). Temporary siblings of writers that are gone are
+    removed.
+
     Only os and hashlib are imported on the way to "created" or "unchanged", so that the compile
     cache's fast path stays fast; errors import what they need.
     """
     path = os.fspath(path)
+    parent = os.path.dirname(os.path.abspath(path))
+    recover(path)
     existing = read_bundle(path)
     if existing is not None:
         if existing == dict(files) and _modes_ok(path):
@@ -158,7 +168,6 @@ def write_bundle(path: StrPath, files: Mapping[str, bytes], *, force: bool) -> s
             _raise_exists(path, "is not empty and is not an acrl bundle (no manifest.json), so even --force keeps it")
     elif os.path.lexists(path):
         _raise_exists(path, "exists and is not a directory")
-    parent = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(parent, exist_ok=True)
         staging = _fresh_dir(parent, os.path.basename(path), ".tmp")
@@ -174,6 +183,9 @@ def write_bundle(path: StrPath, files: Mapping[str, bytes], *, force: bool) -> s
         if existing is None:
             os.rename(staging, path)
             return "created"
+        if _exchange(staging, path):  # staging now holds the old bundle
+            _remove_tree(staging)
+            return "replaced"
         old = _fresh_dir(parent, os.path.basename(path), ".old")
         os.rename(path, os.path.join(old, "bundle"))
         os.rename(staging, path)
@@ -184,11 +196,103 @@ def write_bundle(path: StrPath, files: Mapping[str, bytes], *, force: bool) -> s
         _raise_write(path, exc)
 
 
+RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap the directories ``a`` and ``b`` in one step (Linux's renameat2 RENAME_EXCHANGE, glibc
+    2.28 and later). False, having changed nothing, where the system or the file system cannot."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    import errno
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), b)
+
+
+STALE_SECONDS = 3600  # a temporary sibling this old is a dead writer's, whatever its pid says
+
+
+def _siblings(path: str) -> list[tuple[str, str, int | None]]:
+    """(path, "tmp"|"old", writer pid or None) of every temporary sibling acrl names after ``path``:
+    ``.<name>.<pid>.<12 hex>.tmp|old`` (and ``.<name>.<12 hex>.tmp|old`` of acrl before pids)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    prefix = f".{os.path.basename(path)}."
+    try:
+        entries = [e for e in os.listdir(parent) if e.startswith(prefix) and e.endswith((".tmp", ".old"))]
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        middle = entry[len(prefix):-4].split(".")  # [pid,] random
+        if len(middle) in (1, 2) and len(middle[-1]) == 12 and all(c in "0123456789abcdef" for c in middle[-1]) \
+                and (len(middle) == 1 or middle[0].isdigit()):
+            found.append((os.path.join(parent, entry), entry[-3:], int(middle[0]) if len(middle) == 2 else None))
+    return found
+
+
+def _writer_gone(sibling: str, pid: int | None) -> bool:
+    """Whether the writer of ``sibling`` is gone: its process does not exist (or the sibling is
+    older than STALE_SECONDS, for a pid of another machine or reused since)."""
+    import time
+
+    try:
+        if time.time() - os.lstat(sibling).st_mtime > STALE_SECONDS:
+            return True
+    except OSError:
+        return False
+    if pid is None or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False
+    return False
+
+
+def recover(path: StrPath) -> None:
+    """Undo what a killed writer of ``path`` left: with no bundle at ``path``, the old bundle it had
+    moved aside is put back; then the temporary siblings of writers that are gone are removed.
+    A sibling of a live writer is never touched."""
+    path = os.fspath(path)
+    siblings = _siblings(path)
+    if not siblings:
+        return
+    stale = [(sibling, kind) for sibling, kind, pid in siblings if _writer_gone(sibling, pid)]
+    if not os.path.lexists(path):
+        for sibling, kind in stale:
+            if kind == "old" and os.path.isdir(os.path.join(sibling, "bundle")):
+                try:
+                    os.rename(os.path.join(sibling, "bundle"), path)
+                except OSError:
+                    continue
+                break
+    for sibling, _ in stale:
+        _remove_tree(sibling)
+
+
 def _fresh_dir(parent: str, name: str, suffix: str) -> str:
-    """A new, empty directory ``.<name>.<random><suffix>`` in ``parent`` (what tempfile.mkdtemp
-    does, without importing tempfile, random and shutil)."""
+    """A new, empty directory ``.<name>.<pid>.<random><suffix>`` in ``parent`` (what tempfile.mkdtemp
+    does, without importing tempfile, random and shutil; the pid tells a later writer whether this
+    one is gone)."""
     for _ in range(100):
-        candidate = os.path.join(parent, f".{name}.{os.urandom(6).hex()}{suffix}")
+        candidate = os.path.join(parent, f".{name}.{os.getpid()}.{os.urandom(6).hex()}{suffix}")
         try:
             os.mkdir(candidate, 0o700)
         except FileExistsError:
