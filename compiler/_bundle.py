@@ -137,7 +137,14 @@ def _read_regular(path: str) -> bytes | None:
             return None
         raise
     with os.fdopen(fd, "rb") as f:
-        return f.read() if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        data = f.read(BUNDLE_FILE_LIMIT + 1)
+        return data if len(data) <= BUNDLE_FILE_LIMIT else TOO_LARGE
+
+
+BUNDLE_FILE_LIMIT = 16 << 20  # a compiled bundle's files are a few KiB; a larger one is not read whole
+TOO_LARGE = b"\0acrl: not read: a file over 16 MiB\n"  # what read_bundle gives for one (never a compiled file)
 
 
 def write_bundle(path: StrPath, files: Mapping[str, bytes], *, force: bool) -> str:

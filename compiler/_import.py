@@ -56,6 +56,7 @@ class ImportInputError(AcrlError):
 
 
 YAML_NODES = 100_000  # the most values a YAML may expand to, its aliases (*name) counted at each use
+YAML_DEPTH = 64  # the most mappings and sequences inside each other
 
 
 def load_yaml(text: str, path: str) -> tuple[Any, Any]:
@@ -72,6 +73,9 @@ def load_yaml(text: str, path: str) -> tuple[Any, Any]:
             return None, None
         _expanded_size(node, path)
         return node, loader.construct_document(node)
+    except RecursionError:  # PyYAML composes and constructs recursively
+        raise ImportInputError(path=path, reason="too large: values nested too deeply for PyYAML to read",
+                               fix="flatten the nesting") from None
     finally:
         loader.dispose()
 
@@ -81,6 +85,7 @@ def _expanded_size(root: Any, path: str) -> int:
     import yaml
 
     sizes: dict[int, int] = {}
+    depths: dict[int, int] = {}
     open_nodes: set[int] = set()
     stack: list[tuple[Any, bool]] = [(root, False)]
 
@@ -96,6 +101,10 @@ def _expanded_size(root: Any, path: str) -> int:
         if done:
             open_nodes.discard(id(node))
             size = 1 + sum(sizes[id(c)] for c in children(node))
+            depths[id(node)] = 1 + max((depths[id(c)] for c in children(node)), default=0)
+            if depths[id(node)] > YAML_DEPTH:
+                raise ImportInputError(path=f"{path}:{node.start_mark.line + 1}", reason=f"too large: values nested "
+                                       f"over {YAML_DEPTH} deep (the limit)", fix="flatten the nesting")
             if size > YAML_NODES:
                 line = node.start_mark.line + 1
                 raise ImportInputError(path=f"{path}:{line}", reason=f"too large: its aliases expand to over "

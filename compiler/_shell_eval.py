@@ -87,6 +87,16 @@ class Shell:
         self.env: dict[str, Value] = {}
         self.only_if: str | None = None  # set while inside `if [[ -n $KEY ]]`
         self.steps = 0  # commands evaluated (see step)
+        self.relexed = 0  # characters of nested expansions lexed (see _lex)
+
+    def _lex(self, argument: str, line: int) -> Word:
+        """The word of a nested expansion's argument (``${X:-ARG}``), lexed again at each level of
+        nesting: their total is bounded by MAX_CHARS, so that deep nesting costs no quadratic time."""
+        self.relexed += len(argument)
+        if self.relexed > MAX_CHARS:
+            raise TooLarge(line, f"expansions nested in expansions (${{X:-${{Y:-...}}}}) over {MAX_CHARS >> 20} MiB "
+                                 "of text in all (the limit)")
+        return lex_loose(argument, line)
 
     def step(self, line: int) -> None:
         """Count one command evaluated; raise TooLarge past MAX_STEPS."""
@@ -188,9 +198,9 @@ class Shell:
         is_set = isinstance(value, list) and (":" not in operator or any(t.text or t.problem for t in value))
         if operator.endswith("+"):
             if is_set:
-                return self.expand(lex_loose(argument, line), split=False) if argument else []
+                return self.expand(self._lex(argument, line), split=False) if argument else []
             if is_secret_env_name(name):
-                return [attrs.evolve(t, only_if=name) for t in self.expand(lex_loose(argument, line))]
+                return [attrs.evolve(t, only_if=name) for t in self.expand(self._lex(argument, line))]
             return [Text("", line, f"line {line}: ${{{name}{operator}...}} depends on whether {name} is set at "
                                    "run time, which the importer cannot know")]
         if is_set:
@@ -199,7 +209,7 @@ class Shell:
         if operator.endswith("?"):
             message = f" (the script says: {argument})" if argument else ""
             return [Text("", line, f"line {line}: {name} must come from the environment{message}")]
-        texts = self.expand(lex_loose(argument, line), split=False) if argument else [Text("", line)]
+        texts = self.expand(self._lex(argument, line), split=False) if argument else [Text("", line)]
         resolved = _merge(texts, "".join(t.text for t in texts), line)
         if resolved.problem:
             return [resolved]
