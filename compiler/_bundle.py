@@ -294,6 +294,22 @@ def recover(path: StrPath) -> None:
         _remove_tree(sibling)
 
 
+def recover_folder(folder: StrPath) -> None:
+    """:func:`recover` every bundle of ``folder`` that a killed writer left a sibling of (a sweep's
+    points: one a later sweep no longer has is recovered and cleaned too)."""
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return
+    names = set()
+    for entry in entries:
+        parts = entry[1:].rsplit(".", 3) if entry.startswith(".") else []
+        if len(parts) == 4 and parts[3] in ("tmp", "old") and parts[1].isdigit() and len(parts[2]) == 12:
+            names.add(parts[0])
+    for name in sorted(names):
+        recover(os.path.join(folder, name))
+
+
 def _fresh_dir(parent: str, name: str, suffix: str) -> str:
     """A new, empty directory ``.<name>.<pid>.<random><suffix>`` in ``parent`` (what tempfile.mkdtemp
     does, without importing tempfile, random and shutil; the pid tells a later writer whether this

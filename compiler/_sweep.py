@@ -118,9 +118,11 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
     false, or a point's directory cannot hold a bundle even with ``force``: BundleExistsError names
     them. An index that will change is removed first, so a write failing half-way (a full disk) leaves
     no index of other bundles. Returns (point, "created"|"unchanged"|"replaced")."""
-    from ._bundle import read_bundle, read_file, write_bundle
+    from ._bundle import read_bundle, read_file, recover_folder, write_bundle
     from ._errors import BundleExistsError
 
+    recover_folder(out)  # what sweeps killed half-way left: bundles moved aside are put back, temporaries removed
+    _remove_stale_indexes(os.path.join(out, INDEX))
     written = [r for r in results if r.bundle is not None]
     index = sweep_index(source_name, results)
     index_path = os.path.join(out, INDEX)
@@ -141,7 +143,6 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
         if stale:
             raise BundleExistsError(path=_listed(stale), reason="exist(s) and differ(s) from the compiled sweep")
     _make_dir(out)
-    _remove_stale_indexes(index_path)
     if read_file(index_path) not in (None, index):  # a write that fails half-way leaves no index of other bundles
         try:
             os.unlink(index_path)

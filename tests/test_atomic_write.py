@@ -171,3 +171,78 @@ def test_a_sweep_and_its_index_have_fixed_modes_whatever_the_umask(write_spec: S
 def _dead_pid() -> int:
     return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                               text=True).stdout)
+
+
+_SWEEP_KILLER = r"""
+import os, pickle, signal, sys
+from acrl.compiler import _bundle, _sweep
+out, k, which = sys.argv[1], int(sys.argv[2]), sys.argv[4]
+with open(sys.argv[3], "rb") as f:
+    results = pickle.load(f)[which]
+calls = [0]
+def step(fn):
+    def wrapped(*a, **kw):
+        calls[0] += 1
+        if calls[0] == k:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return fn(*a, **kw)
+    return wrapped
+for name in ("rename", "replace", "unlink", "chmod"):
+    setattr(os, name, step(getattr(os, name)))
+_bundle._remove_tree = step(_bundle._remove_tree)
+_bundle._exchange = step(_bundle._exchange)
+_sweep.write_sweep(out, "s.toml", results, force=True)
+"""
+
+
+@pytest.mark.slow
+def test_sweeps_killed_at_every_step_leave_bundles_and_the_next_sweep_leaves_nothing_else(
+        write_spec: SpecWriter, tmp_path: Path) -> None:
+    """The issue's 200 killed sweeps left 36 temporary siblings: each step of a sweep's --force
+    rewrite is killed in turn; every point directory holds a whole bundle of one of the two sweeps,
+    and the next complete sweep leaves only the points and sweep.json."""
+    import pickle
+
+    def compiled(lr: float, name: str) -> tuple:  # type: ignore[type-arg]
+        source, points = sweep_points(load_spec(write_spec({"train": {"lr": lr}, "sweep": {
+            "grid": {"rollout.batch_size": [32, 64]}}}, name=name)))
+        return compile_points(source, points)
+
+    sweeps = {"a": compiled(1e-6, "a.toml"), "b": compiled(2e-6, "b.toml")}
+    bundles = {dict(r.bundle.files)["manifest.json"] for results in sweeps.values() for r in results}
+    saved = tmp_path / "sweeps.pickle"
+    saved.write_bytes(pickle.dumps(sweeps))
+    out = tmp_path / "out"
+    atomic = _can_exchange(tmp_path)
+    for k in range(1, 60):
+        write_sweep(str(out), "s.toml", sweeps["a"], force=True)
+        proc = subprocess.run([sys.executable, "-c", _SWEEP_KILLER, str(out), str(k), str(saved), "b"],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode in (0, -9), proc.stderr
+        for point in ("batch_size-32", "batch_size-64"):
+            files = read_bundle(out / point)
+            if atomic:
+                assert files is not None and files.get("manifest.json") in bundles, (k, point)
+        if proc.returncode == 0:
+            break
+    else:
+        pytest.fail("killed at every step: the table does not reach the end of the sweep")
+    assert k > 10  # two bundles of five files each, and the index, were written step by step
+    write_sweep(str(out), "s.toml", sweeps["a"], force=True)
+    assert sorted(p.name for p in out.iterdir()) == ["batch_size-32", "batch_size-64", "sweep.json"]
+
+
+def test_a_sweep_recovers_what_killed_sweeps_left_of_points_it_no_longer_has(write_spec: SpecWriter,
+                                                                               tmp_path: Path) -> None:
+    source, points = sweep_points(load_spec(write_spec({"sweep": {"grid": {"rollout.batch_size": [32]}}})))
+    out = tmp_path / "out"
+    out.mkdir()
+    dead = _dead_pid()
+    (out / f".gone.{dead}.0123456789ab.tmp").mkdir()
+    aside = out / f".moved.{dead}.0123456789ab.old"
+    aside.mkdir()
+    write_bundle(aside / "bundle", OLD, force=False)
+    (out / f"sweep.json.{dead}.tmp").write_text("{}")
+    write_sweep(str(out), "s.toml", compile_points(source, points))
+    assert sorted(p.name for p in out.iterdir()) == ["batch_size-32", "moved", "sweep.json"]
+    assert read_bundle(out / "moved") == OLD
