@@ -9,6 +9,7 @@ result is a valid spec, and where it is not.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -180,16 +181,26 @@ def _plain(value: Any) -> Any:
 
 def write_new_file(path: Path, text: str, *, force: bool) -> None:
     """Write ``text`` to ``path`` atomically; an existing file is replaced only with ``force``."""
+    from ._bundle import read_input
+
     if path.is_dir():
         raise AcrlError(f"{path}: is a directory\n  fix: give the spec file to write with -o, e.g. -o spec.toml")
+    if path.exists() and not path.is_file():  # /dev/null, a FIFO: --force would rename a file over it
+        raise AcrlError(f"{path}: exists and is not a regular file; not replaced, even with --force.\n  fix: "
+                        "choose another file with -o")
     if path.exists() and not force:
-        if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
+        try:
+            same = read_input(path).decode("utf-8", errors="replace") == text
+        except OSError:
+            same = False
+        if same:
             return
         raise AcrlError(f"{path}: exists; not overwritten.\n  fix: pass --force to replace it, or choose "
                         "another file with -o.")
     folder = path.parent if str(path.parent) else Path(".")
+    _remove_stale_temporaries(folder, path.name)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=folder)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 out.write(text)
@@ -201,6 +212,22 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
     except OSError as exc:
         raise AcrlError(f"{path}: cannot write the spec: {exc.strerror or exc}; nothing was changed.\n  fix: check "
                         f"that the folder {folder} exists and is writable, or choose another file with -o") from None
+
+
+def _remove_stale_temporaries(folder: Path, name: str) -> None:
+    """Remove the ``.<name>.<pid>.<random>.tmp`` files of importers killed before their rename."""
+    from ._bundle import _writer_gone
+
+    prefix = f".{name}."
+    try:
+        entries = [e for e in os.listdir(folder) if e.startswith(prefix) and e.endswith(".tmp")]
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry[len(prefix):].split(".", 1)[0]
+        if pid.isdigit() and entry.count(".") == name.count(".") + 4 and _writer_gone(str(folder / entry), int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(folder / entry)
 
 
 @attrs.frozen

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import os
 import resource
+import stat
 import subprocess
 import sys
 import threading
@@ -134,6 +135,8 @@ CASES: dict[str, Case] = {
                                       ["import", "slime-runner", "d.yaml", "-o", "i.toml"], "d.yaml"),
     "import a YAML nested 200 deep": ({"d.yaml": YAML_OK + "extra_flags: " + "[" * 200 + "]" * 200 + "\n"},
                                       ["import", "slime-runner", "d.yaml", "-o", "i.toml"], "d.yaml:7: too large"),
+    "import over an existing 3 GiB file": ({"y.yaml": YAML_OK, "i.toml": 3 << 30},
+                                           ["import", "slime-runner", "y.yaml", "-o", "i.toml"], "i.toml"),
     "50,000 unknown keys": ({"s.toml": _spec(tail="".join(f"\nx{i} = {i}" for i in range(50_000)))},
                             ["compile", "s.toml", "-o", "out"], "s.toml:"),
     "verify a bundle holding a 3 GiB file": ({"b": BUNDLE}, ["verify", "b"], "big.bin"),
@@ -174,7 +177,7 @@ def test_a_hostile_input_ends_in_a_located_error(name: str, tmp_path: Path) -> N
     assert proc.returncode in ((0, 1, 2) if name in SUCCEEDS else (1, 2)), output[-2000:]
     assert "Traceback" not in output and "internal error" not in output, output[-2000:]
     assert located in output, output[-2000:]
-    assert not (tmp_path / "out").exists() and not (tmp_path / "i.toml").exists()
+    assert not any((tmp_path / name).exists() for name in ("out", "i.toml") if name not in files)
 
 
 # --- the bounded reader ---------------------------------------------------------------------------------
@@ -321,3 +324,32 @@ def test_a_path_no_file_system_can_name_is_a_located_error(key: tuple[str, ...],
         compile_spec(write_spec(spec))
     assert [d.key for d in caught.value.diagnostics if d.severity == "error"] == [".".join(path)], \
         caught.value.message[:2000]
+
+
+def test_import_never_replaces_what_is_not_a_regular_file(tmp_path: Path) -> None:
+    """-o FIFO --force: the spec is not renamed over it (as root, -o /dev/null --force would have
+    replaced the device)."""
+    (tmp_path / "y.yaml").write_text(YAML_OK)
+    os.mkfifo(tmp_path / "fifo")
+    proc = subprocess.run([sys.executable, "-m", "acrl.runtime._cli", "import", "slime-runner", "y.yaml", "-o", "fifo",
+                           "--force"], cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 1 and "fifo" in proc.stderr and "Traceback" not in proc.stderr
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo").st_mode)
+
+
+def test_import_removes_only_the_temporaries_of_importers_that_are_gone(tmp_path: Path) -> None:
+    (tmp_path / "y.yaml").write_text(YAML_OK)
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        kept = [f".i.toml.{live.pid}.abcd1234.tmp", ".i.toml.abcd1234.tmp", f".j.toml.{dead}.abcd1234.tmp"]
+        for name in [*kept, f".i.toml.{dead}.abcd1234.tmp"]:
+            (tmp_path / name).write_text("x")
+        proc = subprocess.run([sys.executable, "-m", "acrl.runtime._cli", "import", "slime-runner", "y.yaml", "-o",
+                               "i.toml"], cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
+        assert (tmp_path / "i.toml").is_file(), proc.stderr
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == sorted(kept)
+    finally:
+        live.kill()
+        live.wait()
