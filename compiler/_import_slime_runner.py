@@ -20,6 +20,7 @@ from ._bundle import YAML_LIMIT, read_input
 from ._errors import UsageError
 from ._flags import is_credential_flag, is_number, known_absent_flags
 from ._import import Imported, ImportInputError, Note, load_yaml
+from ._source import unreadable_hint
 from ._spec import TOOLKIT_SLIME_COMMIT
 
 Kind = Literal["str", "int", "float", "bool", "str?", "int?", "flags"]
@@ -168,7 +169,8 @@ def _load(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ImportInputError(path=str(path), reason=f"cannot read it: {reason}",
-                               fix="check that it is a readable UTF-8 text file") from None
+                               fix=unreadable_hint(exc, "check that it is a readable UTF-8 text file")
+                               if isinstance(exc, OSError) else "check that it is a UTF-8 text file") from None
     try:
         node, data = load_yaml(text, str(path))
     except yaml.YAMLError as exc:

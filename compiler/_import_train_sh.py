@@ -21,6 +21,7 @@ from ._import import Imported, ImportInputError, Note
 from ._import_train_sh_map import INLINE_FLAG, Occurrence, SpecBuilder
 from ._shell_eval import Shell, Text, TooLarge, Value
 from ._shell_words import Command, ShellSyntaxError, Word, lex
+from ._source import unreadable_hint
 
 _ENTRY = re.compile(r"(?:^|/)(train|train_async)\.py$")
 # slime's scripts/models/<type>.sh, also as its own scripts/run-*.sh source it: "${SCRIPT_DIR}/models/<type>.sh"
@@ -209,7 +210,9 @@ def import_train_sh(path: Path) -> Imported:
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ImportInputError(path=str(path), reason=f"cannot read the script: {why}",
-                               fix="give the path of a bash launch script (UTF-8 text)") from None
+                               fix=unreadable_hint(exc, "give the path of a bash launch script (UTF-8 text)")
+                               if isinstance(exc, OSError) else "give the path of a bash launch script (UTF-8 text)"
+                               ) from None
     try:
         commands = lex(text)
     except ShellSyntaxError as exc:

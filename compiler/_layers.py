@@ -23,7 +23,17 @@ import attrs
 
 from ._bundle import read_input
 from ._errors import Diagnostic, SpecError
-from ._source import NO_LINE, KeyPath, Position, SpecSource, _Scanner, decode_spec, read_spec, toml_bounds
+from ._source import (
+    NO_LINE,
+    KeyPath,
+    Position,
+    SpecSource,
+    _Scanner,
+    decode_spec,
+    read_spec,
+    toml_bounds,
+    unreadable_hint,
+)
 from ._spec import Spec
 
 EXTENDS = "extends"
@@ -72,10 +82,11 @@ def resolve_extends(source: SpecSource, *, opened: str | None = None) -> SpecSou
             raw = read_input(base_path)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            hint = f"extends is a path relative to the extending file's directory ({here or '.'}): check the path, " \
+                "and that the file exists and is readable"
             raise SpecError([current.diagnostic(
                 (EXTENDS,), f"cannot read the base spec {base_name}: {reason}",
-                hint=f"extends is a path relative to the extending file's directory ({here or '.'}): "
-                     "check the path, and that the file exists and is readable")]) from None
+                hint=unreadable_hint(exc, hint) if isinstance(exc, OSError) else hint)]) from None
         current = decode_spec(raw, base_name)  # its TOML errors name the base file
         layers.append(current)
         opened_paths.append(base_path)

@@ -89,6 +89,17 @@ class SpecSource:
         )
 
 
+def unreadable_hint(exc: OSError, default: str) -> str:
+    """The fix for a file the bounded reader refused (see acrl.compiler._bundle.read_input)."""
+    import errno
+
+    if exc.errno == errno.EFBIG:
+        return "give the right file: acrl reads no input this large (a spec can be split with extends)"
+    if exc.errno == errno.EINVAL and (exc.strerror or "").startswith("not a regular file"):
+        return "give the path of a file: a device, a directory or a FIFO is not read"
+    return default
+
+
 @functools.lru_cache(maxsize=16)
 def _lines(text: str) -> list[str]:
     """The lines of a spec's text, split once however many diagnostics show one (50,000 unknown keys
@@ -105,7 +116,7 @@ def read_spec(path: Path, *, display_name: str | None = None) -> SpecSource:
         raw = read_input(path, pipe=True)  # the spec may be a pipe (/dev/stdin, <(...))
     except OSError as exc:
         raise SpecError([Diagnostic("error", f"cannot read the spec: {exc.strerror or exc}", file=name,
-                                    hint="check the path and its permissions")]) from None
+                                    hint=unreadable_hint(exc, "check the path and its permissions"))]) from None
     return decode_spec(raw, name)
 
 
