@@ -304,7 +304,7 @@ def check_bundle(spec: str, compiled: Mapping[str, bytes], out: str) -> CheckRes
 def _manifest_keys(existing: Mapping[str, bytes], compiled: Mapping[str, bytes]) -> str:
     try:
         old, new = (flatten(json.loads(files[MANIFEST])) for files in (existing, compiled))
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested thousands deep
         return ""
     keys = [c.key for c in _compare(old, new) if not c.key.startswith("files.")]
     return f" ({', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''})" if keys else ""

@@ -200,6 +200,9 @@ def _hf_config(spec: Spec, spec_dir: Path) -> _Config | None:
         raise ModelArgsError(f"cannot read {shown}: {exc.strerror}", "check its permissions", "hf_config") from None
     try:
         data = json.loads(raw)
+    except RecursionError:
+        raise ModelArgsError(f"{shown} is not valid JSON: nested too deeply", "point hf_config at a config.json",
+                             "hf_config") from None
     except ValueError as exc:
         raise ModelArgsError(f"{shown} is not valid JSON: {exc}", "point hf_config at a config.json",
                              "hf_config") from None

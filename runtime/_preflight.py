@@ -67,7 +67,7 @@ def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None
         spec = tomllib.loads((where / "spec.toml").read_text(encoding="utf-8"))
         manifest = json.loads((where / "manifest.json").read_text(encoding="utf-8"))
         segments, _ = bash_arrays((where / "model_args.sh").read_text(encoding="utf-8"), "MODEL_ARGS")
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # tomllib and json errors are ValueErrors
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # tomllib and json: ValueErrors
         raise AcrlError(f"{where}: cannot read the bundle: {exc}\n"
                         "  fix: compile the spec again (acrl-compile SPEC -o DIR --force)") from None
     tokens = tuple(token for _, words in segments for token in words)

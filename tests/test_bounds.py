@@ -57,8 +57,10 @@ def _laughs(levels: int) -> str:
 # name -> (files to write into the case's directory, the command's arguments after `acrl`,
 #          a string the output must contain: the file, the key or the line the error is about)
 # A file's content "->TARGET" makes a symbolic link, an int a sparse file of that size, BUNDLE a
-# compiled bundle directory (of MINIMAL) holding a 3 GiB sparse big.bin.
+# compiled bundle directory (of MINIMAL) holding a 3 GiB sparse big.bin, DEEP_BUNDLE one whose
+# manifest.json is arrays nested 100,000 deep.
 BUNDLE = "@bundle"
+DEEP_BUNDLE = "@deep-bundle"
 Case = tuple[dict[str, str | bytes | int], list[str], str]
 CASES: dict[str, Case] = {
     "integer over 4300 digits": ({"s.toml": _spec(tail="\n[extra]\nbig = " + "9" * 5000 + "\n")},
@@ -144,17 +146,31 @@ CASES: dict[str, Case] = {
     "diff a bundle holding a 3 GiB file": ({"b": BUNDLE, "b1": BUNDLE}, ["diff", "b", "b1"], "big.bin"),
     "check a bundle holding a 3 GiB file": ({"b": BUNDLE, "s.toml": _spec()},
                                             ["compile", "s.toml", "-o", "b", "--check"], "big.bin"),
+    "verify a bundle whose manifest nests 100,000 deep": ({"b": DEEP_BUNDLE}, ["verify", "b"], "manifest.json"),
+    "explain a bundle whose manifest nests 100,000 deep": ({"b": DEEP_BUNDLE}, ["explain", "b"], "b"),
+    "diff a bundle whose manifest nests 100,000 deep": ({"b": DEEP_BUNDLE, "b1": BUNDLE}, ["diff", "b1", "b"],
+                                                       "manifest.json"),
+    "check a bundle whose manifest nests 100,000 deep": ({"b": DEEP_BUNDLE, "s.toml": _spec()},
+                                                        ["compile", "s.toml", "-o", "b", "--check"], "manifest.json"),
+    "a config.json nested 100,000 deep": (
+        {"s.toml": _spec({"model": {"args": None, "args_source": "hf", "hf_config": "config.json"}}),
+         "config.json": "[" * 100_000 + "]" * 100_000}, ["compile", "s.toml", "-o", "out"], "hf_config"),
 }
-SUCCEEDS = {"explain a bundle holding a 3 GiB file"}  # explain checks no integrity: it explains what it reads
+
+# explain checks no integrity: it explains what it reads
+SUCCEEDS = {"explain a bundle holding a 3 GiB file", "explain a bundle whose manifest nests 100,000 deep"}
 
 
 def _write(where: Path, files: dict[str, str | bytes | int]) -> None:
     for name, content in files.items():
         path = where / name
-        if content == BUNDLE:
+        if content in (BUNDLE, DEEP_BUNDLE):
             write_bundle(path, compile_spec(where / "minimal.toml", data=_spec().encode()).files, force=False)
-            with open(path / "big.bin", "wb") as f:
-                f.truncate(3 << 30)
+            if content == BUNDLE:
+                with open(path / "big.bin", "wb") as f:
+                    f.truncate(3 << 30)
+            else:
+                (path / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
         elif isinstance(content, int):
             with open(path, "wb") as f:
                 f.truncate(content)
@@ -353,3 +369,13 @@ def test_import_removes_only_the_temporaries_of_importers_that_are_gone(tmp_path
     finally:
         live.kill()
         live.wait()
+
+
+def test_preflight_reads_a_bundle_nested_thousands_deep_as_unreadable(tmp_path: Path) -> None:
+    from acrl.compiler import AcrlError
+    from acrl.runtime._preflight import read_bundle_info
+
+    write_bundle(tmp_path / "b", compile_spec(tmp_path / "s.toml", data=_spec().encode()).files, force=False)
+    (tmp_path / "b" / "spec.toml").write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(AcrlError, match="cannot read the bundle"):
+        read_bundle_info(tmp_path / "b")
