@@ -37,6 +37,7 @@ from ._source import (
 from ._spec import Spec
 
 EXTENDS = "extends"
+MAX_BASES = 64  # specs in one extends chain: each is read whole (up to 1 MiB) and kept for messages
 SWEEP = "sweep"
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -73,6 +74,9 @@ def resolve_extends(source: SpecSource, *, opened: str | None = None) -> SpecSou
             real = os.path.realpath(base_path)
         except ValueError:  # a NUL byte: no file has such a name
             real = base_path
+        if len(layers) > MAX_BASES:
+            raise SpecError([current.diagnostic((EXTENDS,), f"too large: an extends chain of over {MAX_BASES} specs "
+                                                "(the limit)", hint="shorten the chain: merge some bases into one")])
         if real in seen:
             chain = " -> ".join([*(layer.name for layer in layers), base_name])
             raise SpecError([current.diagnostic((EXTENDS,), f"extends cycle: {chain}",

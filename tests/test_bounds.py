@@ -379,3 +379,17 @@ def test_preflight_reads_a_bundle_nested_thousands_deep_as_unreadable(tmp_path: 
     (tmp_path / "b" / "spec.toml").write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.raises(AcrlError, match="cannot read the bundle"):
         read_bundle_info(tmp_path / "b")
+
+
+def test_an_extends_chain_is_bounded(tmp_path: Path) -> None:
+    from acrl.compiler._layers import MAX_BASES, load_spec
+
+    for i in range(MAX_BASES + 1):
+        (tmp_path / f"c{i}.toml").write_text(f'extends = "c{i + 1}.toml"\n')
+    (tmp_path / f"c{MAX_BASES + 1}.toml").write_text(_spec())
+    with pytest.raises(SpecError) as caught:
+        load_spec(tmp_path / "c0.toml")
+    (error,) = caught.value.diagnostics
+    assert (error.file, error.key, error.line) == (str(tmp_path / f"c{MAX_BASES}.toml"), "extends", 1)
+    (tmp_path / f"c{MAX_BASES}.toml").write_text(_spec())
+    assert load_spec(tmp_path / "c0.toml").data["experiment"]["id"] == "test-exp"  # a chain of MAX_BASES is fine
