@@ -295,7 +295,6 @@ def _hostile_toml(draw: st.DrawFn) -> str:
     return "k = " + "".join(parts)
 
 
-@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_hostile_toml())
 def test_any_toml_text_parses_or_is_a_located_spec_error(text: str) -> None:
