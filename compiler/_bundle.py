@@ -325,8 +325,15 @@ def _fresh_dir(parent: str, name: str, suffix: str) -> str:
 
 
 def _remove_tree(path: str) -> None:
+    """Remove the directory ``path``, or the symbolic link ``path`` (a bundle directory that was a
+    link, swapped out by _exchange), never what a link points to."""
+    import contextlib
     import shutil
 
+    if os.path.islink(path):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return
     shutil.rmtree(path, ignore_errors=True)
 
 

@@ -246,3 +246,14 @@ def test_a_sweep_recovers_what_killed_sweeps_left_of_points_it_no_longer_has(wri
     write_sweep(str(out), "s.toml", compile_points(source, points))
     assert sorted(p.name for p in out.iterdir()) == ["batch_size-32", "moved", "sweep.json"]
     assert read_bundle(out / "moved") == OLD
+
+
+def test_a_bundle_directory_that_is_a_link_is_replaced_and_its_target_kept(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    write_bundle(real, OLD, force=False)
+    out = tmp_path / "bundle"
+    out.symlink_to(real)
+    assert write_bundle(out, NEW, force=True) == "replaced"
+    assert not out.is_symlink() and read_bundle(out) == NEW
+    assert read_bundle(real) == OLD  # the link was replaced, not what it pointed to
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "real"]
