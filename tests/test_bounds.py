@@ -392,3 +392,59 @@ def test_an_extends_chain_is_bounded(tmp_path: Path) -> None:
     assert (error.file, error.key, error.line) == (str(tmp_path / f"c{MAX_BASES}.toml"), "extends", 1)
     (tmp_path / f"c{MAX_BASES}.toml").write_text(_spec())
     assert load_spec(tmp_path / "c0.toml").data["experiment"]["id"] == "test-exp"  # a chain of MAX_BASES is fine
+
+
+# --- preflight: datasets and config.json on the cluster ----------------------------------------------
+
+
+def _preflight_outcome(check: str, where: Path, spec: dict[str, object]) -> tuple[str, str]:
+    from acrl.runtime import _preflight
+
+    info = _preflight.BundleInfo(where, spec, {"derived": {}}, (), None)
+    result = _preflight.run_check(_preflight.Check("c", getattr(_preflight, check)), info)
+    return result.status, result.detail
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "link to a device"])
+def test_a_dataset_that_is_not_a_regular_file_fails_at_once(tmp_path: Path, kind: str) -> None:
+    """/dev/zero (a line without end) raised MemoryError; a FIFO without a writer hung the check."""
+    path = tmp_path / "d.jsonl"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path = Path("/dev/zero") if kind == "device" else path
+        if kind == "link to a device":
+            path.symlink_to("/dev/zero")
+    script = ("import sys; sys.path.insert(0, 'tests'); from pathlib import Path; import test_bounds as t; "
+              f"print(t._preflight_outcome('check_datasets', Path({str(tmp_path)!r}), "
+              f"{{'data': {{'path': {str(path)!r}}}}}))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=TIMEOUT,
+                          preexec_fn=_limits, cwd=Path(__file__).parent.parent)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("('failed'") and "not a regular file" in proc.stdout
+
+
+def test_a_dataset_line_over_the_limit_is_a_bad_line_read_in_bounded_memory(tmp_path: Path) -> None:
+    from acrl.runtime._preflight import LINE_LIMIT, scan_jsonl
+
+    path = tmp_path / "d.jsonl"
+    with open(path, "wb") as f:
+        f.write(b'{"prompt": "p", "metadata": {}}\n')
+        f.truncate(f.tell() + LINE_LIMIT + 100)  # a line of NULs, past the limit
+        f.seek(0, os.SEEK_END)
+        f.write(b'\n{"prompt": "p", "metadata": {}}\n' + b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    count, bad, bad_count = scan_jsonl(path)
+    assert (count, bad_count) == (4, 2)
+    assert [n for n, _ in bad] == [2, 4] and "too large" in bad[0][1] and "nested too deeply" in bad[1][1]
+
+
+def test_a_config_json_is_read_bounded(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    with open(model / "config.json", "wb") as f:
+        f.truncate(INPUT_LIMIT + 1)
+    status, detail = _preflight_outcome("check_model", tmp_path, {"model": {"dir": str(model)}})
+    assert status == "failed" and "too large" in detail
+    (model / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    status, detail = _preflight_outcome("check_model", tmp_path, {"model": {"dir": str(model)}})
+    assert status == "failed" and "nested too deeply" in detail
