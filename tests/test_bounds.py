@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import os
 import resource
+import shutil
 import stat
 import subprocess
 import sys
@@ -61,6 +62,7 @@ def _laughs(levels: int) -> str:
 # manifest.json is arrays nested 100,000 deep.
 BUNDLE = "@bundle"
 DEEP_BUNDLE = "@deep-bundle"
+BIG_SLIME = "@big-slime"  # a slime checkout (tests/fixtures) whose utils/arguments.py and .git/HEAD are 3 GiB
 Case = tuple[dict[str, str | bytes | int], list[str], str]
 CASES: dict[str, Case] = {
     "integer over 4300 digits": ({"s.toml": _spec(tail="\n[extra]\nbig = " + "9" * 5000 + "\n")},
@@ -155,16 +157,26 @@ CASES: dict[str, Case] = {
     "a config.json nested 100,000 deep": (
         {"s.toml": _spec({"model": {"args": None, "args_source": "hf", "hf_config": "config.json"}}),
          "config.json": "[" * 100_000 + "]" * 100_000}, ["compile", "s.toml", "-o", "out"], "hf_config"),
+    "a slime checkout with a 3 GiB arguments.py": (
+        {"slime": BIG_SLIME, "s.toml": _spec({"slime": {"dir": "slime"}})}, ["compile", "s.toml", "-o", "out"],
+        "arguments.py"),
 }
 
-# explain checks no integrity: it explains what it reads
-SUCCEEDS = {"explain a bundle holding a 3 GiB file", "explain a bundle whose manifest nests 100,000 deep"}
+# explain checks no integrity: it explains what it reads; an unreadable slime source is a note
+SUCCEEDS = {"explain a bundle holding a 3 GiB file", "explain a bundle whose manifest nests 100,000 deep",
+            "a slime checkout with a 3 GiB arguments.py"}
 
 
 def _write(where: Path, files: dict[str, str | bytes | int]) -> None:
     for name, content in files.items():
         path = where / name
-        if content in (BUNDLE, DEEP_BUNDLE):
+        if content == BIG_SLIME:
+            shutil.copytree(Path(__file__).parent / "fixtures" / "slime_checkout", path)
+            (path / ".git").mkdir()
+            for big in (path / "slime" / "utils" / "arguments.py", path / ".git" / "HEAD"):
+                with open(big, "wb") as f:
+                    f.truncate(3 << 30)
+        elif content in (BUNDLE, DEEP_BUNDLE):
             write_bundle(path, compile_spec(where / "minimal.toml", data=_spec().encode()).files, force=False)
             if content == BUNDLE:
                 with open(path / "big.bin", "wb") as f:
@@ -193,7 +205,8 @@ def test_a_hostile_input_ends_in_a_located_error(name: str, tmp_path: Path) -> N
     assert proc.returncode in ((0, 1, 2) if name in SUCCEEDS else (1, 2)), output[-2000:]
     assert "Traceback" not in output and "internal error" not in output, output[-2000:]
     assert located in output, output[-2000:]
-    assert not any((tmp_path / name).exists() for name in ("out", "i.toml") if name not in files)
+    if name not in SUCCEEDS:
+        assert not any((tmp_path / name).exists() for name in ("out", "i.toml") if name not in files)
 
 
 # --- the bounded reader ---------------------------------------------------------------------------------
@@ -448,3 +461,13 @@ def test_a_config_json_is_read_bounded(tmp_path: Path) -> None:
     (model / "config.json").write_text("[" * 100_000 + "]" * 100_000)
     status, detail = _preflight_outcome("check_model", tmp_path, {"model": {"dir": str(model)}})
     assert status == "failed" and "nested too deeply" in detail
+
+
+def test_git_files_of_a_checkout_are_read_bounded(tmp_path: Path) -> None:
+    from acrl.compiler._slime_source import read_git_commit
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("a" * 40 + "\n")
+    assert read_git_commit(tmp_path) == "a" * 40
+    (tmp_path / ".git" / "HEAD").write_text("a" * 40 + " " * (2 << 20))  # past the limit: not read, not trusted
+    assert read_git_commit(tmp_path) is None
