@@ -322,6 +322,8 @@ def _manifest_keys(existing: Mapping[str, bytes], compiled: Mapping[str, bytes])
         old, new = (json.loads(files[MANIFEST]) for files in (existing, compiled))
     except ValueError:  # not UTF-8, not JSON
         return " (not valid JSON)"
+    except RecursionError:  # nested thousands deep
+        return " (nested too deeply to read)"
     if not isinstance(old, dict):
         kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(old), "number")
         return f" (a JSON {kind}, not an object)"

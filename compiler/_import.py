@@ -9,6 +9,7 @@ result is a valid spec, and where it is not.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -53,6 +54,73 @@ class ImportInputError(AcrlError):
 
     def __init__(self, *, path: str, reason: str, fix: str) -> None:
         super().__init__(f"{path}: {reason}\n  fix: {fix}")
+
+
+YAML_NODES = 100_000  # the most values a YAML may expand to, its aliases (*name) counted at each use
+YAML_DEPTH = 64  # the most mappings and sequences inside each other
+
+
+def load_yaml(text: str, path: str) -> tuple[Any, Any]:
+    """The composed node and the data of the YAML ``text`` (of the file ``path``), parsed once.
+    Raises yaml.YAMLError for bad syntax, and ImportInputError when its aliases expand to more than
+    YAML_NODES values or refer to themselves ("billion laughs"): what PyYAML builds from it is
+    small, but every later walk over it would not be."""
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        _expanded_size(node, path)
+        return node, loader.construct_document(node)
+    except RecursionError:  # PyYAML composes and constructs recursively
+        raise ImportInputError(path=path, reason="too large: values nested too deeply for PyYAML to read",
+                               fix="flatten the nesting") from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(root: Any, path: str) -> int:
+    """How many values ``root`` stands for with every alias expanded (memoized: linear in the nodes)."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    depths: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+
+    def children(node: Any) -> list[Any]:
+        if isinstance(node, yaml.MappingNode):
+            return [n for pair in node.value for n in pair]
+        return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+    while stack:
+        node, done = stack.pop()
+        if id(node) in sizes:
+            continue
+        if done:
+            open_nodes.discard(id(node))
+            size = 1 + sum(sizes[id(c)] for c in children(node))
+            depths[id(node)] = 1 + max((depths[id(c)] for c in children(node)), default=0)
+            if depths[id(node)] > YAML_DEPTH:
+                raise ImportInputError(path=f"{path}:{node.start_mark.line + 1}", reason=f"too large: values nested "
+                                       f"over {YAML_DEPTH} deep (the limit)", fix="flatten the nesting")
+            if size > YAML_NODES:
+                line = node.start_mark.line + 1
+                raise ImportInputError(path=f"{path}:{line}", reason=f"too large: its aliases expand to over "
+                                       f"{YAML_NODES:,} values (the limit)", fix="write the values out, or "
+                                       "use fewer aliases (*name)")
+            sizes[id(node)] = size
+            continue
+        if id(node) in open_nodes:
+            raise ImportInputError(path=f"{path}:{node.start_mark.line + 1}", reason="too large: a value "
+                                   "contains itself through an alias (*name), which expands without end",
+                                   fix="remove the alias to its own anchor")
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children(node) if id(c) not in sizes)
+    return sizes[id(root)]
 
 
 Importer = Callable[..., Imported]
@@ -113,16 +181,26 @@ def _plain(value: Any) -> Any:
 
 def write_new_file(path: Path, text: str, *, force: bool) -> None:
     """Write ``text`` to ``path`` atomically; an existing file is replaced only with ``force``."""
+    from ._bundle import read_input
+
     if path.is_dir():
         raise AcrlError(f"{path}: is a directory\n  fix: give the spec file to write with -o, e.g. -o spec.toml")
+    if path.exists() and not path.is_file():  # /dev/null, a FIFO: --force would rename a file over it
+        raise AcrlError(f"{path}: exists and is not a regular file; not replaced, even with --force.\n  fix: "
+                        "choose another file with -o")
     if path.exists() and not force:
-        if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
+        try:
+            same = read_input(path).decode("utf-8", errors="replace") == text
+        except OSError:
+            same = False
+        if same:
             return
         raise AcrlError(f"{path}: exists; not overwritten.\n  fix: pass --force to replace it, or choose "
                         "another file with -o.")
     folder = path.parent if str(path.parent) else Path(".")
+    _remove_stale_temporaries(folder, path.name)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=folder)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 out.write(text)
@@ -134,6 +212,22 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
     except OSError as exc:
         raise AcrlError(f"{path}: cannot write the spec: {exc.strerror or exc}; nothing was changed.\n  fix: check "
                         f"that the folder {folder} exists and is writable, or choose another file with -o") from None
+
+
+def _remove_stale_temporaries(folder: Path, name: str) -> None:
+    """Remove the ``.<name>.<pid>.<random>.tmp`` files of importers killed before their rename."""
+    from ._bundle import _writer_gone
+
+    prefix = f".{name}."
+    try:
+        entries = [e for e in os.listdir(folder) if e.startswith(prefix) and e.endswith(".tmp")]
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry[len(prefix):].split(".", 1)[0]
+        if pid.isdigit() and entry.count(".") == name.count(".") + 4 and _writer_gone(str(folder / entry), int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(folder / entry)
 
 
 @attrs.frozen

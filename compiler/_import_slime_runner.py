@@ -16,10 +16,12 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from ._bundle import YAML_LIMIT, read_input
 from ._errors import UsageError
 from ._flags import is_number, known_absent_flags
-from ._import import Imported, ImportInputError, Note
+from ._import import Imported, ImportInputError, Note, load_yaml
 from ._secrets import drop_secret_values, is_credential_flag, looks_secret_value
+from ._source import unreadable_hint
 from ._spec import TOOLKIT_SLIME_COMMIT
 
 Kind = Literal["str", "int", "float", "bool", "str?", "int?", "flags"]
@@ -164,17 +166,17 @@ def _load(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     import yaml  # only `acrl import` pays for it
 
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path, limit=YAML_LIMIT).decode("utf-8")
     except FileNotFoundError:
         raise ImportInputError(path=str(path), reason="no such file", fix="give the path of the YAML file "
                                "SlimeRunner.from_yaml read") from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ImportInputError(path=str(path), reason=f"cannot read it: {reason}",
-                               fix="check that it is a readable UTF-8 text file") from None
+                               fix=unreadable_hint(exc, "check that it is a readable UTF-8 text file")
+                               if isinstance(exc, OSError) else "check that it is a UTF-8 text file") from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = load_yaml(text, str(path))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)

@@ -16,12 +16,14 @@ from pathlib import Path
 
 import attrs
 
+from ._bundle import read_input
 from ._flags import is_number, is_secret_env_name
 from ._import import Imported, ImportInputError, Note
 from ._import_train_sh_map import INLINE_FLAG, Occurrence, SpecBuilder
 from ._secrets import drop_secret_values, looks_secret_value
-from ._shell_eval import Shell, Text, Value
+from ._shell_eval import Shell, Text, TooLarge, Value
 from ._shell_words import Command, ShellSyntaxError, Word, lex
+from ._source import unreadable_hint
 
 _ENTRY = re.compile(r"(?:^|/)(train|train_async)\.py$")
 # slime's scripts/models/<type>.sh, also as its own scripts/run-*.sh source it: "${SCRIPT_DIR}/models/<type>.sh"
@@ -61,6 +63,7 @@ class _Reader:
 
     def run(self, commands: list[Command]) -> None:
         for command in commands:
+            self.shell.step(command.line)
             self.command(command)
 
     def command(self, command: Command) -> None:
@@ -169,7 +172,7 @@ class _Reader:
                                    self.where(word.line)))
             return
         try:
-            body = file.read_text(encoding="utf-8")
+            body = read_input(file).decode("utf-8")
             commands = lex(body)
         except (OSError, UnicodeDecodeError, ShellSyntaxError) as exc:
             self.notes.append(Note("unresolved", f"`source {word.raw}`: cannot read {file}: {exc}",
@@ -205,11 +208,13 @@ def _empty_array(line: int) -> Value:
 def import_train_sh(path: Path) -> Imported:
     """Read the launch script at ``path`` into a spec, with notes for what did not carry over."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ImportInputError(path=str(path), reason=f"cannot read the script: {why}",
-                               fix="give the path of a bash launch script (UTF-8 text)") from None
+                               fix=unreadable_hint(exc, "give the path of a bash launch script (UTF-8 text)")
+                               if isinstance(exc, OSError) else "give the path of a bash launch script (UTF-8 text)"
+                               ) from None
     try:
         commands = lex(text)
     except ShellSyntaxError as exc:
@@ -222,6 +227,10 @@ def import_train_sh(path: Path) -> Imported:
     except RecursionError:
         raise ImportInputError(path=str(path), reason="cannot read the script: expansions nested too deeply",
                                fix=_SHAPE) from None
+    except TooLarge as exc:
+        raise ImportInputError(path=f"{path}:{exc.line}", reason=f"too large: {exc.what}",
+                               fix="remove what repeats without bound (a variable doubling itself, a file "
+                                   "sourcing itself): " + _SHAPE) from None
 
 
 def _build(reader: _Reader, torch_memory_saver: bool) -> Imported:

@@ -10,9 +10,10 @@ from typing import Any
 
 import attrs
 
+from ._bundle import YAML_LIMIT, read_input
 from ._flag_index import CoerceError, FlagKey, coerce, extra_value, flag_index
 from ._flags import known_absent_flags
-from ._import import Note, NoteKind
+from ._import import ImportInputError, Note, NoteKind, load_yaml
 from ._secrets import is_credential_flag, looks_secret_value, without_credentials
 from ._shell_eval import Shell, Text
 from ._spec import TOOLKIT_SLIME_COMMIT
@@ -271,9 +272,11 @@ class SpecBuilder:
         import yaml
 
         try:
-            data = yaml.safe_load(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            self.note("difference", f"the custom config {file.name} cannot be read ({type(exc).__name__}): fill in "
+            _, data = load_yaml(read_input(file, limit=YAML_LIMIT).decode("utf-8"), str(file))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, ImportInputError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else \
+                str(exc).split("\n")[0].split(": ", 1)[-1] if isinstance(exc, ImportInputError) else type(exc).__name__
+            self.note("difference", f"the custom config {file.name} cannot be read ({why}): fill in "
                                     "[agentcore] by hand", text)
             return
         if not isinstance(data, dict):

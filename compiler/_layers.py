@@ -21,12 +21,24 @@ from typing import Any, get_args, get_origin
 
 import attrs
 
+from ._bundle import read_input
 from ._errors import Diagnostic, SpecError
 from ._secrets import redact
-from ._source import NO_LINE, KeyPath, Position, SpecSource, _Scanner, decode_spec, read_spec
+from ._source import (
+    NO_LINE,
+    KeyPath,
+    Position,
+    SpecSource,
+    _Scanner,
+    decode_spec,
+    read_spec,
+    toml_bounds,
+    unreadable_hint,
+)
 from ._spec import Spec
 
 EXTENDS = "extends"
+MAX_BASES = 64  # specs in one extends chain: each is read whole (up to 1 MiB) and kept for messages
 SWEEP = "sweep"
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -63,19 +75,23 @@ def resolve_extends(source: SpecSource, *, opened: str | None = None) -> SpecSou
             real = os.path.realpath(base_path)
         except ValueError:  # a NUL byte: no file has such a name
             real = base_path
+        if len(layers) > MAX_BASES:
+            raise SpecError([current.diagnostic((EXTENDS,), f"too large: an extends chain of over {MAX_BASES} specs "
+                                                "(the limit)", hint="shorten the chain: merge some bases into one")])
         if real in seen:
             chain = " -> ".join([*(layer.name for layer in layers), base_name])
             raise SpecError([current.diagnostic((EXTENDS,), f"extends cycle: {chain}",
                                                 hint="a spec cannot extend itself, directly or through its bases: "
                                                      "remove one extends of the cycle")])
         try:
-            raw = Path(base_path).read_bytes()
+            raw = read_input(base_path)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            hint = f"extends is a path relative to the extending file's directory ({here or '.'}): check the path, " \
+                "and that the file exists and is readable"
             raise SpecError([current.diagnostic(
                 (EXTENDS,), f"cannot read the base spec {base_name}: {reason}",
-                hint=f"extends is a path relative to the extending file's directory ({here or '.'}): "
-                     "check the path, and that the file exists and is readable")]) from None
+                hint=unreadable_hint(exc, hint) if isinstance(exc, OSError) else hint)]) from None
         current = decode_spec(raw, base_name)  # its TOML errors name the base file
         layers.append(current)
         opened_paths.append(base_path)
@@ -199,6 +215,9 @@ def parse_assignment(arg: str, *, where: str) -> tuple[KeyPath, Any]:
         raise fail("expected KEY=VALUE, with a TOML key", key_hint)
     text = arg[end + 1:].strip()
     shown = dotted(path)
+    bounds = toml_bounds(text)
+    if bounds is not None:
+        raise fail(bounds[0], bounds[1], shown)
     try:
         parsed = tomllib.loads(f"value = {text}")
     except tomllib.TOMLDecodeError:

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ._bundle import read_input
 from ._catalog import CATALOG, CatalogEntry, entry, lookup_error
 from ._flags import flag_tokens, normalize_flag, parse_flags, table_tokens
 from ._hf_config import Mismatch, compare, derive_model_args
@@ -250,7 +251,7 @@ def _hf_config(spec: Spec, spec_dir: Path) -> _Config | None:
     path = _config_path(spec, spec_dir)
     shown = spec.model.hf_config or f"{spec.model.dir.rstrip('/')}/config.json"
     try:
-        raw = path.read_bytes()
+        raw = read_input(path)
     except FileNotFoundError:
         if spec.model.hf_config is not None:
             raise ModelArgsError(f"hf_config {shown} does not exist", "fix the path (relative to the spec)",
@@ -260,6 +261,9 @@ def _hf_config(spec: Spec, spec_dir: Path) -> _Config | None:
         raise ModelArgsError(f"cannot read {shown}: {exc.strerror}", "check its permissions", "hf_config") from None
     try:
         data = json.loads(raw)
+    except RecursionError:
+        raise ModelArgsError(f"{shown} is not valid JSON: nested too deeply", "point hf_config at a config.json",
+                             "hf_config") from None
     except ValueError as exc:
         raise ModelArgsError(f"{shown} is not valid JSON: {exc}", "point hf_config at a config.json",
                              "hf_config") from None
@@ -303,7 +307,7 @@ def _from_script(spec: Spec) -> ModelArgs:
             f"model script {script} is not on this machine, so MODEL_ARGS cannot be resolved from it",
             "compile where slime is checked out (set [slime] dir), or give the architecture literally in "
             "[model.args] with args_source = \"args\"")
-    text = script.read_bytes()
+    text = read_input(script)
     knobs = _env_knobs(text.decode("utf-8", "replace"))
     with tempfile.TemporaryDirectory(prefix="acrl-model-args-") as empty:
         # the environment is given to the process, never as words of a command line (where a name could be

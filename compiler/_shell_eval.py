@@ -30,6 +30,24 @@ _SCRIPT_DIR = re.compile(r"(cd (-- )?\$\()?dirname (-- )?\$(0|\{0\}|\{BASH_SOURC
                          r"( &>/dev/null| >/dev/null( 2>&1)?| 2>/dev/null)?( && pwd( -P)?)?")
 _ASSIGN = re.compile(r"([A-Za-z_]\w*)(\+?)=")
 MARK = "\x00"  # stands for an unresolved part in partial expansions
+MAX_CHARS = 1 << 20  # the most characters one expansion or one variable may hold
+MAX_WORDS = 100_000  # the most words one expansion or one array may hold
+MAX_STEPS = 20_000  # the most commands one import evaluates, sourced files included (slime's own: under 100)
+
+
+def _too_large(line: int, *, words: bool) -> TooLarge:
+    return TooLarge(line, f"an expansion of over {MAX_WORDS:,} words (the limit)" if words else
+                    f"an expansion of over {MAX_CHARS >> 20} MiB of text (the limit)")
+
+
+class TooLarge(Exception):
+    """The script's expansions grow past MAX_CHARS / MAX_WORDS, or its evaluation past MAX_STEPS
+    commands (a doubling chain ``A="$A$A"``, a file sourcing itself): ``line`` is where."""
+
+    def __init__(self, line: int, what: str) -> None:
+        super().__init__(what)
+        self.line = line
+        self.what = what
 
 
 @attrs.frozen
@@ -69,6 +87,30 @@ class Shell:
         self.where = where
         self.env: dict[str, Value] = {}
         self.only_if: str | None = None  # set while inside `if [[ -n $KEY ]]`
+        self.steps = 0  # commands evaluated (see step)
+        self.relexed = 0  # characters of nested expansions lexed (see _lex)
+
+    def _lex(self, argument: str, line: int) -> Word:
+        """The word of a nested expansion's argument (``${X:-ARG}``), lexed again at each level of
+        nesting: their total is bounded by MAX_CHARS, so that deep nesting costs no quadratic time."""
+        self.relexed += len(argument)
+        if self.relexed > MAX_CHARS:
+            raise TooLarge(line, f"expansions nested in expansions (${{X:-${{Y:-...}}}}) over {MAX_CHARS >> 20} MiB "
+                                 "of text in all (the limit)")
+        return lex_loose(argument, line)
+
+    def step(self, line: int) -> None:
+        """Count one command evaluated; raise TooLarge past MAX_STEPS."""
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise TooLarge(line, f"over {MAX_STEPS:,} commands evaluated (the limit), with the files it sources")
+
+    @staticmethod
+    def bounded(texts: list[Text], line: int) -> list[Text]:
+        """``texts``, when they hold at most MAX_WORDS words of MAX_CHARS characters in all."""
+        if len(texts) > MAX_WORDS or sum(len(t.text) for t in texts) > MAX_CHARS:
+            raise _too_large(line, words=len(texts) > MAX_WORDS)
+        return texts
 
     # --- expansion ------------------------------------------------------------------------------
 
@@ -82,12 +124,16 @@ class Shell:
         fields: list[list[str]] = [[]]
         kept: list[bool] = [False]
         seen: list[Text] = []
+        size = 0
         for kind, text, quoted in word.parts:
             if kind == "lit":
                 fields[-1].append(text)
                 kept[-1] = True
                 continue
             texts = self._part(kind, text, word.line)
+            size += sum(len(t.text) for t in texts) + len(texts)
+            if size > MAX_CHARS or len(fields) > MAX_WORDS:
+                raise _too_large(word.line, words=len(fields) > MAX_WORDS)
             seen += texts
             joined = MARK if any(t.problem for t in texts) else " ".join(t.text for t in texts)
             if quoted or not split:
@@ -153,9 +199,9 @@ class Shell:
         is_set = isinstance(value, list) and (":" not in operator or any(t.text or t.problem for t in value))
         if operator.endswith("+"):
             if is_set:
-                return self.expand(lex_loose(argument, line), split=False) if argument else []
+                return self.expand(self._lex(argument, line), split=False) if argument else []
             if is_secret_env_name(name):
-                return [attrs.evolve(t, only_if=name) for t in self.expand(lex_loose(argument, line))]
+                return [attrs.evolve(t, only_if=name) for t in self.expand(self._lex(argument, line))]
             return [Text("", line, f"line {line}: ${{{name}{operator}...}} depends on whether {name} is set at "
                                    "run time, which the importer cannot know")]
         if is_set:
@@ -164,7 +210,7 @@ class Shell:
         if operator.endswith("?"):
             message = f" (the script says: {argument})" if argument else ""
             return [Text("", line, f"line {line}: {name} must come from the environment{message}")]
-        texts = self.expand(lex_loose(argument, line), split=False) if argument else [Text("", line)]
+        texts = self.expand(self._lex(argument, line), split=False) if argument else [Text("", line)]
         resolved = _merge(texts, "".join(t.text for t in texts), line)
         if resolved.problem:
             return [resolved]
@@ -219,7 +265,10 @@ class Shell:
             return None
         name, append = match.group(1), bool(match.group(2))
         if word.array is not None:
-            texts = [t for w in word.array for t in self.expand(w)]
+            texts = []
+            for w in word.array:
+                texts += self.expand(w)
+                self.bounded(texts, word.line)
             is_array = True
         else:
             rest: tuple[Part, ...] = (("lit", first[1][match.end():], False), *word.parts[1:])
@@ -236,7 +285,7 @@ class Shell:
                 is_array = True
             else:
                 texts = [_merge([*old.texts, *texts], old.texts[0].text + texts[0].text, word.line)]
-        value = Value(texts, word.line, is_array, export or bool(old and old.exported))
+        value = Value(self.bounded(texts, word.line), word.line, is_array, export or bool(old and old.exported))
         self.env[name] = value
         return name, value
 

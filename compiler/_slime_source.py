@@ -40,6 +40,8 @@ from pathlib import Path
 
 import attrs
 
+from ._bundle import read_input
+
 __all__ = [
     "UNVERIFIED_PREFIXES",
     "AcceptedFlags",
@@ -162,7 +164,7 @@ def read_git_commit(checkout: Path) -> str | None:
     dotgit = checkout / ".git"
     try:
         if dotgit.is_file():
-            line = dotgit.read_text().strip()
+            line = _text(dotgit).strip()
             if not line.startswith("gitdir:"):
                 return None
             gitdir = checkout / line[len("gitdir:") :].strip()
@@ -171,11 +173,11 @@ def read_git_commit(checkout: Path) -> str | None:
         else:
             return None
         common = (
-            gitdir / (gitdir / "commondir").read_text().strip()
+            gitdir / _text(gitdir / "commondir").strip()
             if (gitdir / "commondir").is_file()
             else gitdir
         )
-        head: str | None = (gitdir / "HEAD").read_text().strip()
+        head: str | None = _text(gitdir / "HEAD").strip()
         for _ in range(8):
             if head is None or _HEX.fullmatch(head):
                 return head
@@ -187,12 +189,21 @@ def read_git_commit(checkout: Path) -> str | None:
     return None
 
 
+SOURCE_LIMIT = 16 << 20  # of one slime or Megatron source file read for its flags (arguments.py: ~100 KiB)
+GIT_LIMIT = 256 << 20  # of packed-refs (a large repository's is tens of MiB); other git files are tiny
+
+
+def _text(path: Path, *, limit: int = 1 << 20) -> str:
+    """A git file's text, read bounded (raises OSError when not a regular file or too large; UnicodeDecodeError)."""
+    return read_input(path, limit=limit).decode("utf-8")
+
+
 def _read_ref(gitdir: Path, common: Path, ref: str) -> str | None:
     for base in (gitdir, common):
         if (base / ref).is_file():
-            return (base / ref).read_text().strip()
+            return _text(base / ref).strip()
     if (common / "packed-refs").is_file():
-        for line in (common / "packed-refs").read_text().splitlines():
+        for line in _text(common / "packed-refs", limit=GIT_LIMIT).splitlines():
             sha, _, name = line.partition(" ")
             if not line.startswith(("#", "^")) and name.strip() == ref:
                 return sha
@@ -236,7 +247,7 @@ def _load(path: Path) -> _Source | None:
         key = (stat.st_mtime_ns, stat.st_size)
         if (hit := _CACHE.get(path)) is not None and hit[0] == key:
             return hit[1]
-        data = path.read_bytes()
+        data = read_input(path, limit=SOURCE_LIMIT)  # a regular file, not read whole past the limit
     except OSError:
         return None
     _CACHE[path] = (key, _Source(path, data.decode("utf-8", "replace"), hashlib.sha256(data).hexdigest()))

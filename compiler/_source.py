@@ -7,6 +7,7 @@ array-of-tables entries. Later stages attach these positions to their messages.
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from collections.abc import Mapping
@@ -68,7 +69,7 @@ class SpecSource:
 
     def line(self, number: int, file: str | None = None) -> str:
         text = self.text if file is None or file == self.name else self.texts.get(file, "")
-        lines = text.splitlines()
+        lines = _lines(text)
         return lines[number - 1] if 0 < number <= len(lines) else ""
 
     def diagnostic(self, path: KeyPath, message: str, *, hint: str = "", severity: str = "error",
@@ -88,14 +89,34 @@ class SpecSource:
         )
 
 
+def unreadable_hint(exc: OSError, default: str) -> str:
+    """The fix for a file the bounded reader refused (see acrl.compiler._bundle.read_input)."""
+    import errno
+
+    if exc.errno == errno.EFBIG:
+        return "give the right file: acrl reads no input this large (a spec can be split with extends)"
+    if exc.errno == errno.EINVAL and (exc.strerror or "").startswith("not a regular file"):
+        return "give the path of a file: a device, a directory or a FIFO is not read"
+    return default
+
+
+@functools.lru_cache(maxsize=16)
+def _lines(text: str) -> list[str]:
+    """The lines of a spec's text, split once however many diagnostics show one (50,000 unknown keys
+    each splitting a megabyte took minutes)."""
+    return text.splitlines()
+
+
 def read_spec(path: Path, *, display_name: str | None = None) -> SpecSource:
     """Read and parse a spec file. Raises SpecError for unreadable files and TOML syntax errors."""
     name = display_name or str(path)
+    from ._bundle import read_input
+
     try:
-        raw = path.read_bytes()
+        raw = read_input(path, pipe=True)  # the spec may be a pipe (/dev/stdin, <(...))
     except OSError as exc:
         raise SpecError([Diagnostic("error", f"cannot read the spec: {exc.strerror or exc}", file=name,
-                                    hint="check the path and its permissions")]) from None
+                                    hint=unreadable_hint(exc, "check the path and its permissions"))]) from None
     return decode_spec(raw, name)
 
 
@@ -109,8 +130,81 @@ def decode_spec(raw: bytes, name: str) -> SpecSource:
     return parse_spec_text(text, name)
 
 
+MAX_NESTING = 64  # arrays and inline tables inside each other, at most (tomllib recurses, so must a limit)
+MAX_DIGITS = 4300  # Python's own limit on converting an integer's digits (sys.get_int_max_str_digits)
+_LONG_INTEGER = re.compile(rf"[0-9][0-9_]{{{MAX_DIGITS},}}")
+
+
+def toml_bounds(text: str) -> tuple[str, str, int] | None:
+    """(message, fix, offset) when ``text`` holds what tomllib cannot parse within Python's limits:
+    arrays or inline tables nested over MAX_NESTING deep (a RecursionError in tomllib and in every
+    stage after it), or an integer of over MAX_DIGITS digits (a ValueError in tomllib). Strings
+    and comments are skipped, so a long digit string or a "[[[" in a string is never refused."""
+    depth = 0
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "#":
+            end = text.find("\n", i)
+            i = n if end == -1 else end
+        elif c in "\"'":
+            i = _string_end(text, i)
+        elif c in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                return (f"nested too deeply: over {MAX_NESTING} arrays or inline tables inside each other (the limit)",
+                        "flatten the value", i)
+            i += 1
+        elif c in "]}":
+            depth = max(0, depth - 1)
+            i += 1
+        elif c.isdigit():
+            match = _LONG_INTEGER.match(text, i)
+            if match is not None and sum(ch.isdigit() for ch in match.group()) > MAX_DIGITS:
+                return (f"integer too large: over {MAX_DIGITS:,} digits (the limit)",
+                        "no key takes such a number; check the value", i)
+            while i < n and (text[i].isalnum() or text[i] in "_.+-:"):
+                i += 1
+        else:
+            i += 1
+    return None
+
+
+def _string_end(s: str, i: int) -> int:
+    """The offset after the TOML string starting at ``i`` (basic, literal or multi-line), or the
+    end of the text when it is unterminated (tomllib reports that)."""
+    q = s[i]
+    if s.startswith(q * 3, i):
+        j = i + 3
+        while True:
+            end = s.find(q * 3, j)
+            if end == -1:
+                return len(s)
+            if q == "'" or not _escaped(s, end):
+                end += 3
+                while end < len(s) and s[end] == q:
+                    end += 1
+                return end
+            j = end + 1
+    j = i + 1
+    while j < len(s) and s[j] != q and s[j] != "\n":
+        j += 2 if (q == '"' and s[j] == "\\") else 1
+    return min(j + 1, len(s))
+
+
+def _bounds_diagnostic(text: str, name: str, message: str, hint: str, offset: int) -> Diagnostic:
+    start = text.rfind("\n", 0, offset) + 1
+    end = text.find("\n", offset)
+    src = text[start:] if end == -1 else text[start:end]
+    return Diagnostic("error", message, file=name, line=text.count("\n", 0, offset) + 1, column=offset - start + 1,
+                      source_line=src if len(src) <= 200 else "", hint=hint)  # no line of 5,000 digits
+
+
 def parse_spec_text(text: str, name: str) -> SpecSource:
     """Parse TOML text; syntax errors become a SpecError with line and column."""
+    bounds = toml_bounds(text)
+    if bounds is not None:
+        raise SpecError([_bounds_diagnostic(text, name, *bounds)])
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

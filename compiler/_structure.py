@@ -48,9 +48,22 @@ def _toml_type(value: object) -> str:
     return type(value).__name__
 
 
+SHOWN = 60  # the most characters of a value a message shows
+
+
+def shown_value(value: object) -> str:
+    """``value`` as a message shows it: repr, cut to SHOWN characters (an integer of any size, a
+    string of a megabyte: the message stays a line)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** SHOWN:
+        digits = len(str(abs(value))) if abs(value).bit_length() < 14_000 else "over 4,000"
+        return f"{'a negative' if value < 0 else 'an'} integer of {digits} digits"
+    text = repr(value) if not isinstance(value, float) else f"{value:g}"
+    return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."
+
+
 def _expect(value: object, ok: bool, what: str, example: str) -> None:
     if not ok:
-        raise _Mismatch(f"expected {what}, got {_toml_type(value)} ({value!r})",
+        raise _Mismatch(f"expected {what}, got {_toml_type(value)} ({shown_value(value)})",
                         f"write it as {example}")
 
 
@@ -89,7 +102,7 @@ def _literal(value: object, cl: Any) -> object:
     shown = ", ".join(repr(c).replace("'", '"') for c in choices)
     close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
     hint = f'did you mean "{close[0]}"?' if close else f"use one of {shown}"
-    raise _Mismatch(f"{value!r} is not one of {shown}".replace("'", '"'), hint)
+    raise _Mismatch(f"{shown_value(value)} is not one of {shown}".replace("'", '"'), hint)
 
 
 def _flag_value(value: object, _: object) -> FlagValue:
@@ -145,7 +158,7 @@ def converter() -> cattrs.Converter:
 
 def structure(source: SpecSource) -> tuple[Spec | None, list[Diagnostic]]:
     """Structure ``source.data`` into a Spec. Returns (spec or None, diagnostics)."""
-    ranges = list(_range_diagnostics(source, source.data, Spec, ()))
+    ranges = [*_range_diagnostics(source, source.data, Spec, ()), *_path_diagnostics(source)]
     try:
         spec = converter().structure(dict(source.data), Spec)
     except Exception as exc:  # cattrs raises exception groups; translate every leaf
@@ -230,8 +243,47 @@ def _range_diagnostics(source: SpecSource, data: Any, cl: Any, path: KeyPath) ->
                                   ("le", value.__le__, "at most"), ("lt", value.__lt__, "less than")):
             limit = field.metadata.get(bound)
             if limit is not None and not test(limit):
-                yield source.diagnostic(here, f"must be {word} {limit:g}, got {value:g}",
+                yield source.diagnostic(here, f"must be {word} {limit:g}, got {shown_value(value)}",
                                         hint=f"set {field.name} to a value {word} {limit:g}")
+
+
+# Keys whose value is a file system path (on the cluster, and some read here too: [slime] dir,
+# [model] dir's config.json, hf_config). A path the system cannot name is refused at its key rather
+# than failing in an os call ("File name too long").
+PATH_KEYS: tuple[KeyPath, ...] = (
+    ("model", "dir"), ("model", "ref_load"), ("model", "hf_config"), ("data", "path"), ("slime", "dir"),
+    ("slime", "megatron_dir"), ("checkpoint", "save"), ("checkpoint", "save_hf"), ("cuda", "home"),
+    ("eval", "datasets", "*"))
+NAME_MAX = 255  # bytes of one path component (Linux, and most file systems)
+PATH_MAX = 4095  # bytes of a whole path (Linux's 4096 with the terminating NUL)
+
+
+def _path_diagnostics(source: SpecSource) -> Iterator[Diagnostic]:
+    """A located error for every path key whose value no file system accepts as a name."""
+    for key in PATH_KEYS:
+        for path, value in _values_at(source.data, key, ()):
+            if not isinstance(value, str):
+                continue  # the type error is reported by structuring
+            size = len(value.encode("utf-8", "surrogatepass"))
+            longest = max((len(part.encode("utf-8", "surrogatepass")) for part in value.split("/")), default=0)
+            if size > PATH_MAX:
+                yield source.diagnostic(path, f"path too long: {size:,} bytes (the limit is {PATH_MAX:,})",
+                                        hint="give a shorter path")
+            elif longest > NAME_MAX:
+                yield source.diagnostic(path, f"path component too long: {longest:,} bytes between two '/' "
+                                        f"(the limit is {NAME_MAX})", hint="give a path whose every name is "
+                                        f"at most {NAME_MAX} bytes")
+
+
+def _values_at(data: Any, key: KeyPath, path: KeyPath) -> Iterator[tuple[KeyPath, Any]]:
+    if not key:
+        yield path, data
+        return
+    if not isinstance(data, Mapping):
+        return
+    steps = list(data) if key[0] == "*" else [key[0]] if key[0] in data else []
+    for step in steps:
+        yield from _values_at(data[step], key[1:], (*path, step))
 
 
 def _attrs_class(tp: Any) -> Any:

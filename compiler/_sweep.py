@@ -22,6 +22,7 @@ touches the output directory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Mapping
@@ -118,9 +119,11 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
     false, or a point's directory cannot hold a bundle even with ``force``: BundleExistsError names
     them. An index that will change is removed first, so a write failing half-way (a full disk) leaves
     no index of other bundles. Returns (point, "created"|"unchanged"|"replaced")."""
-    from ._bundle import read_bundle, read_file, write_bundle
+    from ._bundle import read_bundle, read_file, recover_folder, write_bundle
     from ._errors import BundleExistsError
 
+    recover_folder(out)  # what sweeps killed half-way left: bundles moved aside are put back, temporaries removed
+    _remove_stale_indexes(os.path.join(out, INDEX))
     written = [r for r in results if r.bundle is not None]
     index = sweep_index(source_name, results)
     index_path = os.path.join(out, INDEX)
@@ -140,6 +143,7 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
             stale.append(index_path)
         if stale:
             raise BundleExistsError(path=_listed(stale), reason="exist(s) and differ(s) from the compiled sweep")
+    _make_dir(out)
     if read_file(index_path) not in (None, index):  # a write that fails half-way leaves no index of other bundles
         try:
             os.unlink(index_path)
@@ -153,15 +157,46 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
         statuses.append((r, write_bundle(os.path.join(out, r.point.directory), r.bundle.files, force=force)))
     temporary = f"{index_path}.{os.getpid()}.tmp"
     try:
-        os.makedirs(out, exist_ok=True)  # --keep-going with every point invalid: the index alone
         with open(temporary, "wb") as f:
             f.write(index)
+        os.chmod(temporary, 0o644)  # as a bundle's files, whatever the umask
         os.replace(temporary, index_path)
     except OSError as exc:
         from ._errors import BundleWriteError
 
         raise BundleWriteError(path=index_path, reason=exc.strerror or str(exc)) from None
     return statuses
+
+
+def _make_dir(out: str) -> None:
+    """Create the sweep's directory, 0755 as a bundle's, whatever the umask (an existing one is the
+    user's: left as it is)."""
+    from ._errors import BundleWriteError
+
+    if os.path.isdir(out):
+        return
+    try:
+        os.makedirs(out)
+        os.chmod(out, 0o755)
+    except OSError as exc:
+        raise BundleWriteError(path=out, reason=exc.strerror or str(exc)) from None
+
+
+def _remove_stale_indexes(index_path: str) -> None:
+    """Remove the ``sweep.json.<pid>.tmp`` files that writers killed before their rename left."""
+    from ._bundle import _writer_gone
+
+    folder, name = os.path.split(index_path)
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry[len(name) + 1:-4]
+        if entry.startswith(name + ".") and entry.endswith(".tmp") and pid.isdigit() and \
+                _writer_gone(os.path.join(folder, entry), int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, entry))
 
 
 def _not_replaceable(path: str, existing: Mapping[str, bytes] | None) -> bool:

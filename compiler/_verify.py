@@ -261,6 +261,9 @@ def read_manifest(files: Mapping[str, bytes], *, where: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise BundleReadError(path=f"{name}:{exc.lineno}:{exc.colno}", reason=f"is not valid JSON: {exc.msg}",
                               fix=recompile) from None
+    except RecursionError:  # arrays or objects nested thousands deep
+        raise BundleReadError(path=name, reason="is not an acrl manifest (nested too deeply to read)",
+                              fix=recompile) from None
     if not isinstance(manifest, dict):
         raise BundleReadError(path=name, reason="is not an acrl manifest (not a JSON object)", fix=recompile)
     version = manifest.get("acrl_version")

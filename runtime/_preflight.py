@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import attrs
 
+from acrl.compiler._bundle import _kind, read_input
 from acrl.compiler._bundle_view import bash_arrays
 from acrl.compiler._errors import AcrlError, UsageError
 from acrl.compiler._secrets import redact, without_credentials
@@ -83,7 +84,7 @@ def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None
         spec = tomllib.loads(text("spec.toml"))
         parsed = json.loads(text("manifest.json")) if manifest is None else manifest
         segments, _ = bash_arrays(text("model_args.sh"), "MODEL_ARGS")
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # tomllib and json errors are ValueErrors
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # tomllib and json: ValueErrors
         raise AcrlError(f"{where}: cannot read the bundle: {exc}\n"
                         "  fix: compile the spec again (acrl-compile SPEC -o DIR --force)") from None
     if not isinstance(parsed, dict):
@@ -153,9 +154,11 @@ def check_model(info: BundleInfo) -> str:
         what = "no such directory" if not model.is_dir() else "has no config.json"
         raise CheckFailed(f"[model] dir {model}: {what}", "point [model] dir at the Hugging Face checkpoint")
     try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise CheckFailed(f"{config}: cannot be read as JSON: {exc}", "restore the checkpoint's config.json") from None
+        data = json.loads(read_input(config).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else \
+            "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise CheckFailed(f"{config}: cannot be read as JSON: {why}", "restore the checkpoint's config.json") from None
     if not isinstance(data, dict):
         raise CheckFailed(f"{config}: not a JSON object", "restore the checkpoint's config.json")
     derived = derive_model_args(data)
@@ -202,15 +205,32 @@ def check_datasets(info: BundleInfo) -> str:
     return ", ".join(details)
 
 
+LINE_LIMIT = 64 << 20  # the longest dataset line read whole (/dev/zero, or a file of no newline, is not)
+
+
 def scan_jsonl(path: Path, prompt_key: str = "prompt", metadata_key: str = "metadata",
                keep: int = BAD_LINES_SHOWN) -> tuple[int, list[tuple[int, str]], int]:
     """Stream ``path`` line by line: (lines, the first ``keep`` bad lines with why, bad lines)."""
+    import errno
+    import stat
+
     count = bad_count = 0
     bad: list[tuple[int, str]] = []
     decode = json.JSONDecoder().decode
-    with open(path, "rb") as lines:
-        for count, raw in enumerate(lines, 1):
-            why = _bad_line(raw, decode, prompt_key, metadata_key)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO never makes it wait for a writer
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"not a regular file ({_kind(mode)})")
+    with os.fdopen(fd, "rb") as lines:
+        while raw := lines.readline(LINE_LIMIT + 1):
+            count += 1
+            if len(raw) > LINE_LIMIT:
+                while raw and not raw.endswith(b"\n"):  # the rest of the line, a chunk at a time
+                    raw = lines.readline(LINE_LIMIT)
+                why: str | None = f"too large: a line over {LINE_LIMIT >> 20} MiB"
+            else:
+                why = _bad_line(raw, decode, prompt_key, metadata_key)
             if why is not None:
                 bad_count += 1
                 if len(bad) < keep:
@@ -225,6 +245,8 @@ def _bad_line(raw: bytes, decode: Callable[[str], Any], prompt_key: str, metadat
         return f"not UTF-8 (byte {exc.start})"
     except ValueError as exc:
         return "empty line" if not raw.strip() else f"not JSON ({exc.args[0].split(':')[0]})"
+    except RecursionError:
+        return "not JSON (nested too deeply)"
     if not isinstance(row, dict):
         return f"a JSON {type(row).__name__}, not an object"
     if not isinstance(row.get(prompt_key), str):
