@@ -162,7 +162,9 @@ def _handle(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) 
             return exc.exit_code
         if os.environ.get("ACRL_DEBUG"):  # a bug in acrl, not in the input: say so, without a traceback
             raise
-        print(f"acrl: internal error: {type(exc).__name__}: {exc}\n"
+        from ._secrets import redact  # a bug's message may quote an input that holds a secret
+
+        print(f"acrl: internal error: {type(exc).__name__}: {redact(str(exc))}\n"
               "  This is a bug in acrl; rerun with ACRL_DEBUG=1 for a traceback and report it.",
               file=sys.stderr)
         return EXIT_INTERNAL

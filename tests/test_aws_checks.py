@@ -252,6 +252,8 @@ def test_region_and_runtime_id_come_from_the_arn() -> None:
     assert runtime_id_from_arn(arn("agent_ready-Ab12Cd34Ef")) == "agent_ready-Ab12Cd34Ef"
     with pytest.raises(ValueError, match="not an AgentCore Runtime ARN"):
         region_from_arn("arn:aws:s3:::bucket")
+    with pytest.raises(ValueError, match="not an AgentCore Runtime ARN"):  # `$` matched before a final newline
+        runtime_id_from_arn(arn("agent-x") + "\n")
 
 
 def test_ready_runtime_passes_and_is_asked_for_in_the_arns_region(acr_url: str) -> None:

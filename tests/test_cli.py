@@ -144,6 +144,20 @@ def test_internal_errors_print_no_traceback(capsys: pytest.CaptureFixture[str],
     assert code == 70 and "internal error: RuntimeError: kaboom" in err and "Traceback" not in err
 
 
+def test_an_internal_error_never_shows_a_secret(capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug's message may quote an input: its credentials are masked like every other message's."""
+    import acrl.compiler._compile as compile_module
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("cannot reach http://admin:hunter2-Zq9@head:8265 with sk-abcdefghijklmnopqrstuvwxyz0123")
+
+    monkeypatch.setattr(compile_module, "compile_spec", boom)
+    code, out, err = run(capsys, str(SMOKE), "--no-cache")
+    assert code == 70 and "internal error: RuntimeError: cannot reach http://***@head:8265" in err
+    assert "hunter2" not in out + err and "abcdefghijklmnop" not in out + err
+
+
 def test_console_scripts_are_installed(tmp_path: Path) -> None:
     bindir = Path(sys.executable).parent
     for script in ("acrl-compile", "acrl"):
