@@ -18,9 +18,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from acrl.compiler._bundle import read_input
 from acrl.compiler._errors import AcrlError
 
 RECORD, LOG = "run.json", "train.log"
+RECORD_LIMIT = 16 << 20  # a record is a few kB; a bigger run.json is not one acrl wrote
 # What run.json's "status" says; "launcher-died" is never written: `acrl runs` shows it for a
 # "running" record whose `acrl run` is gone. "unknown": the Ray job's state could not be read (it
 # may still be running; the record's "note" says how to look and stop it).
@@ -133,12 +135,15 @@ def list_records(runs_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     records = []
     for path in sorted(root.glob(f"*/*/{RECORD}")):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_input(path, limit=RECORD_LIMIT).decode("utf-8"))
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+        except OSError as exc:  # a FIFO or device in place of the record, one over the limit
             data = {"exp_id": path.parent.parent.name, "run_id": path.parent.name, "status": "unreadable",
-                    "error": str(exc)}
+                    "error": exc.strerror or str(exc)}
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            data = {"exp_id": path.parent.parent.name, "run_id": path.parent.name, "status": "unreadable",
+                    "error": str(exc)[:200]}
         data["record"] = str(path)
         if data.get("status") == "running" and launcher_gone(data):
             data["status"] = "launcher-died"

@@ -471,3 +471,22 @@ def test_git_files_of_a_checkout_are_read_bounded(tmp_path: Path) -> None:
     assert read_git_commit(tmp_path) == "a" * 40
     (tmp_path / ".git" / "HEAD").write_text("a" * 40 + " " * (2 << 20))  # past the limit: not read, not trusted
     assert read_git_commit(tmp_path) is None
+
+
+def test_acrl_runs_lists_hostile_records_as_unreadable(tmp_path: Path) -> None:
+    """`acrl runs` reads run.json bounded: a device, a FIFO, an over-large or deeply nested record is
+    listed as unreadable, in bounded time and memory, never an internal error."""
+    from acrl.runtime._records import RECORD_LIMIT, list_records
+
+    runs = tmp_path / "runs"
+    for run_id in ("a", "b", "c", "d"):
+        (runs / "exp" / run_id).mkdir(parents=True)
+    (runs / "exp" / "a" / "run.json").symlink_to("/dev/zero")
+    os.mkfifo(runs / "exp" / "b" / "run.json")
+    with open(runs / "exp" / "c" / "run.json", "wb") as big:
+        big.truncate(RECORD_LIMIT + 1)
+    (runs / "exp" / "d" / "run.json").write_text("[" * 100_000 + "]" * 100_000)
+    records = {r["run_id"]: r for r in list_records(runs)}
+    assert {k: r["status"] for k, r in records.items()} == dict.fromkeys("abcd", "unreadable")
+    assert "not a regular file" in records["a"]["error"] and "not a regular file" in records["b"]["error"]
+    assert "too large" in records["c"]["error"]
