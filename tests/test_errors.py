@@ -14,6 +14,7 @@ import importlib
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,7 @@ from acrl.compiler._errors import (
     UsageError,
 )
 from acrl.compiler._verify import Verification
-from conftest import REPO
+from conftest import REPO, SpecWriter
 
 SOURCES = sorted([*(REPO / "compiler").glob("*.py"), *(REPO / "runtime").glob("*.py")])
 
@@ -304,3 +305,26 @@ def test_the_parse_rule_allows_fields_and_other_exceptions() -> None:
     assert not _error_text_uses('try:\n    pass\nexcept OSError as exc:\n    why = str(exc).split()\n'
                                 'class E(AcrlError):\n    def __init__(self):\n        self.message = "x"\n'
                                 'raise error.evolve(exit_code=2)', set(_error_classes()))
+
+
+def test_json_errors_carry_the_hint_end_to_end(write_spec: SpecWriter, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Through the real command lines: the hint in its own field, the text and exit status as before."""
+    from acrl.compiler._cli import acrl_main
+
+    spec = write_spec()
+    assert acrl_main(["compile", str(spec), "--check", "--force", "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error == {"kind": "UsageError", "hint": "drop --force",
+                     "message": "--check writes nothing, so --force has nothing to replace\n  fix: drop --force"}
+    assert acrl_main(["verify", str(tmp_path / "missing"), "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["kind"] == "BundleReadError" and error["hint"]
+    assert error["message"].endswith(f"\n  fix: {error['hint']}")
+    # acrl diff re-grades an invalid spec to exit 2 (a copy of the error, not the error changed)
+    bad = write_spec({"rollout": {"batch_size": 0}}, name="b.toml")
+    assert acrl_main(["diff", str(spec), str(bad), "--format", "json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert (error["kind"], error["hint"]) == ("SpecError", None)
+    (diagnostic,) = error["diagnostics"]
+    assert diagnostic["key"] == "rollout.batch_size" and isinstance(diagnostic["line"], int)
