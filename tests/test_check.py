@@ -161,7 +161,11 @@ def test_check_bundles_without_specs_is_a_usage_error(tmp_path: Path, capsys: py
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     code, out, err = run(capsys, "check-bundles", main=acrl_main)
-    assert (code, out) == (2, "") and "no SPEC given and no specs/*.toml here" in err
+    assert (code, out) == (2, "") and err.startswith("acrl check-bundles: ")
+    code, out, _ = run(capsys, "check-bundles", "--json", main=acrl_main)
+    error = json.loads(out)["error"]
+    assert code == 2 and error["kind"] == "UsageError" and "acrl check-bundles" in error["hint"]
+    assert err == f"{error['message']}\n"
 
 
 def test_the_pre_commit_hook_runs_check_bundles() -> None:
