@@ -391,9 +391,8 @@ def _run_diff(args: argparse.Namespace) -> int:
     args.json = args.format == "json"  # errors as JSON too
     try:
         result = _diff.diff_paths(args.a, args.b)
-    except AcrlError as exc:
-        exc.exit_code = EXIT_USAGE  # as diff(1): 2 is trouble (an invalid spec included), 1 is "different"
-        raise
+    except AcrlError as exc:  # as diff(1): 2 is trouble (an invalid spec included), 1 is "different"
+        raise exc.evolve(exit_code=EXIT_USAGE) from exc.__cause__
     if args.format == "json":
         _print_json(result.as_json())
     elif args.format == "markdown":
@@ -440,7 +439,7 @@ def _run_check(args: argparse.Namespace) -> int:
     from ._errors import UsageError
 
     if args.force:
-        raise UsageError("--check writes nothing, so --force has nothing to replace\n  fix: drop --force")
+        raise UsageError("--check writes nothing, so --force has nothing to replace", hint="drop --force")
     from ._compile import SweepSpecError
 
     try:
@@ -465,8 +464,8 @@ def _run_check_bundles(args: argparse.Namespace) -> int:
 
     specs = args.specs or sorted(glob.glob(os.path.join("specs", "*.toml")))
     if not specs:
-        raise UsageError("acrl check-bundles: no SPEC given and no specs/*.toml here\n"
-                         "  fix: name the specs, e.g. `acrl check-bundles experiments/*.toml --bundles-dir out`")
+        raise UsageError("acrl check-bundles: no SPEC given and no specs/*.toml here",
+                         hint="name the specs, e.g. `acrl check-bundles experiments/*.toml --bundles-dir out`")
     results: list[dict[str, Any]] = []
     failed = 0
     for spec in specs:
@@ -555,8 +554,8 @@ def _run_schema(args: argparse.Namespace) -> int:
     try:
         Path(args.output).write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise AcrlError(f"{args.output}: cannot write the schema: {exc.strerror or exc}\n"
-                        "  fix: choose a writable path with -o") from None
+        raise AcrlError(f"{args.output}: cannot write the schema: {exc.strerror or exc}",
+                        hint="choose a writable path with -o") from None
     return EXIT_OK
 
 
@@ -570,7 +569,7 @@ def _set_options(words: list[str]) -> tuple[list[str], list[str]]:
     while i < len(words):
         if words[i] == "--set":
             if i + 1 == len(words):
-                raise UsageError("acrl explain: --set needs KEY=VALUE\n  fix: --set rollout.batch_size=64")
+                raise UsageError("acrl explain: --set needs KEY=VALUE", hint="--set rollout.batch_size=64")
             overrides.append(words[i + 1])
             i += 2
             continue
@@ -597,8 +596,8 @@ def _run_explain(args: argparse.Namespace) -> int:
     from ._explain import explain_path
 
     if len(words) > 1:
-        raise UsageError(f"acrl explain: one KEY at a time, got {len(words)}: {' '.join(words)}\n"
-                         "  fix: run acrl explain once per key, or without KEY for everything")
+        raise UsageError(f"acrl explain: one KEY at a time, got {len(words)}: {' '.join(words)}",
+                         hint="run acrl explain once per key, or without KEY for everything")
     explanation = explain_path(Path(args.target), [*args.overrides, *overrides])
     if words:
         explanation = explanation.select(words[0])

@@ -240,7 +240,7 @@ def _integrity_notes(path: str, files: Mapping[str, bytes]) -> list[str]:
     try:
         result = verify_files(files, where=path, check_derived=True)
     except BundleReadError as exc:
-        return [f"{path} cannot be verified: {exc.message.splitlines()[0]}"]
+        return [f"{path} cannot be verified: {exc.message}"]
     if result.intact:
         return []
     what = [f"{kind} {', '.join(names)}" for kind, names in (("modified", result.modified),

@@ -14,20 +14,46 @@ from ._secrets import redact
 
 
 class AcrlError(Exception):
-    """Base class of every error acrl reports to a user. ``exit_code`` is the CLI's exit status."""
+    """Base class of every error acrl reports to a user.
+
+    The fix is a field, not text: ``message`` says what is wrong, ``hint`` how to fix it (it may run
+    over several lines), ``exit_code`` is the CLI's exit status (the class's unless given). They are
+    formatted in one place: ``str()`` (what the CLI prints) is the message, then ``"\n  fix: "`` and
+    the hint; ``as_json()`` carries the same text as ``message`` and the hint in its own field. No
+    code builds the fix into a message, parses a formatted error, or changes an error once raised:
+    :meth:`evolve` makes a copy with fields replaced.
+    """
 
     exit_code = 1
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, exit_code: int | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.hint = hint or None
+        if exit_code is not None:
+            self.exit_code = exit_code
 
     def __str__(self) -> str:
-        return self.message
+        return self.message if self.hint is None else f"{self.message}\n  fix: {self.hint}"
+
+    def evolve(self, *, message: str | None = None, hint: str | None = None,
+               exit_code: int | None = None) -> AcrlError:
+        """A copy of this error (same class, same other attributes) with the given fields replaced,
+        as ``attrs.evolve`` does: for a caller that adds to or re-grades an error it caught."""
+        new = type(self).__new__(type(self))  # not copy.copy: it calls __init__ with args
+        new.__dict__.update(self.__dict__)
+        Exception.__init__(new, self.message if message is None else message)
+        new.message = self.message if message is None else message
+        new.hint = self.hint if hint is None else (hint or None)
+        if exit_code is not None:
+            new.exit_code = exit_code
+        new.__traceback__ = None
+        return new
 
     def as_json(self) -> dict[str, object]:
-        """The error as data, for ``--json``."""
-        return {"kind": type(self).__name__, "message": self.message}
+        """The error as data, for ``--json``: ``message`` is the text the CLI prints (as before),
+        ``hint`` the fix alone (null when there is none)."""
+        return {"kind": type(self).__name__, "message": str(self), "hint": self.hint}
 
 
 class UsageError(AcrlError):
@@ -101,21 +127,15 @@ class SpecError(AcrlError):
         super().__init__(f"{body}\n{len(errors)} {noun}; nothing was written.")
 
     def as_json(self) -> dict[str, object]:
-        return {
-            "kind": "SpecError",
-            "message": self.message,
-            "diagnostics": [d.as_json() for d in self.diagnostics],
-        }
+        return {**super().as_json(), "kind": "SpecError", "diagnostics": [d.as_json() for d in self.diagnostics]}
 
 
 class BundleExistsError(AcrlError):
     """The output directory holds something that differs from what the spec compiles to."""
 
     def __init__(self, *, path: str, reason: str) -> None:
-        super().__init__(
-            f"{path}: {reason}; not overwritten.\n"
-            "  fix: pass --force to replace it, or choose another directory with -o."
-        )
+        super().__init__(f"{path}: {reason}; not overwritten.",
+                         hint="pass --force to replace it, or choose another directory with -o.")
 
 
 class BundleWriteError(AcrlError):
@@ -133,4 +153,4 @@ class BundleReadError(AcrlError):
     exit_code = 2
 
     def __init__(self, *, path: str, reason: str, fix: str) -> None:
-        super().__init__(f"{path}: {reason}\n  fix: {fix}")
+        super().__init__(f"{path}: {reason}", hint=fix)

@@ -103,17 +103,17 @@ class Explanation:
         keys = [] if flag else [i for i in self.keys if i.name == key or i.name.startswith(f"{key}.")]
         flags = [i for i in self.flags if i.name == (flag or normalize_flag(key))] if flag or not keys else []
         if not keys and not flags:
-            raise UsageError(self._unknown(key))
+            raise self._unknown(key)
         return attrs.evolve(self, keys=tuple(keys), flags=tuple(flags))
 
-    def _unknown(self, key: str) -> str:
+    def _unknown(self, key: str) -> UsageError:
         names = sorted({i.name for i in (*self.keys, *self.flags)})
         leaf = [n for n in names if n.rsplit(".", 1)[-1] == key]
         close = leaf or difflib.get_close_matches(key, names, n=3, cutoff=0.6)
         hint = ("did you mean " + " or ".join(close) + "?") if close else \
             f"run `acrl explain {self.subject}` to list every key and flag"
         what = "slime flag in train.sh" if key.startswith("-") else "key of the resolved spec nor a slime flag"
-        return f"{self.subject}: {key!r} is not a {what}\n  fix: {hint}"
+        return UsageError(f"{self.subject}: {key!r} is not a {what}", hint=hint)
 
     def as_json(self) -> dict[str, object]:
         return {"ok": True, "subject": self.subject, "kind": self.kind, "notes": list(self.notes),
@@ -181,8 +181,8 @@ def explain_path(path: Path, overrides: Sequence[str] = ()) -> Explanation:
     """Explain a spec file (with its bases and the ``--set`` ``overrides``), or a bundle directory."""
     if path.is_dir():
         if overrides:
-            raise UsageError(f"acrl explain: --set applies to a spec, and {path} is a bundle\n"
-                             "  fix: explain the spec with --set, or the bundle without it")
+            raise UsageError(f"acrl explain: --set applies to a spec, and {path} is a bundle",
+                             hint="explain the spec with --set, or the bundle without it")
         return explain_bundle(path)
     from ._layers import load_spec
 
@@ -256,7 +256,7 @@ def _bundle_notes(shown: str, files: Mapping[str, bytes], made_by: str | None) -
     try:
         result = verify_files(files, where=shown, check_derived=True)
     except BundleReadError as exc:
-        return [f"{shown} cannot be verified: {exc.message.splitlines()[0]}"]
+        return [f"{shown} cannot be verified: {exc.message}"]
     notes = [] if made_by == __version__ else [f"the bundle was made by acrl {made_by}; this is acrl {__version__}, "
                                                "which explains its spec.toml as it compiles it now"]
     changed = [*result.modified, *result.removed, *result.added, *result.not_regular]

@@ -110,11 +110,15 @@ class Mismatch:
         return "[model.overrides] " + " and ".join(f'"{name}" = {value}' for name, value in self.b_override)
 
     @property
-    def message(self) -> str:
-        """One line for the user: the flag, both values and sources, the config.json field, and the fix."""
+    def problem(self) -> str:
+        """What differs: the flag, both values and sources, and the config.json field (no fix)."""
         field = f" (config.json field {self.hf_field})" if self.hf_field else ""
-        return (f"{self.flag}: {self.a_value} in {self.a_source}, but {self.b_value} in {self.b_source}{field}. "
-                f"Fix: {self.fix}")
+        return f"{self.flag}: {self.a_value} in {self.a_source}, but {self.b_value} in {self.b_source}{field}"
+
+    @property
+    def message(self) -> str:
+        """One line for the user: :attr:`problem`, then the fix."""
+        return f"{self.problem}. Fix: {self.fix}"
 
 
 class _Builder:

@@ -52,8 +52,10 @@ class Imported:
 class ImportInputError(AcrlError):
     """The input cannot be imported: unreadable, not the expected shape, an unknown key."""
 
-    def __init__(self, *, path: str, reason: str, fix: str) -> None:
-        super().__init__(f"{path}: {reason}\n  fix: {fix}")
+    def __init__(self, *, path: str, reason: str, fix: str, before: Sequence[ImportInputError] = ()) -> None:
+        """``before``: other problems of the same input, printed first, each with its own fix."""
+        super().__init__("".join(f"{problem}\n" for problem in before) + f"{path}: {reason}", hint=fix)
+        self.path, self.reason = path, reason
 
 
 YAML_NODES = 100_000  # the most values a YAML may expand to, its aliases (*name) counted at each use
@@ -136,7 +138,7 @@ def importer(kind: str) -> Importer:
     import importlib
 
     if kind not in IMPORTERS:
-        raise UsageError(f"acrl import {kind}: no such importer\n  fix: use one of {', '.join(sorted(IMPORTERS))}")
+        raise UsageError(f"acrl import {kind}: no such importer", hint=f"use one of {', '.join(sorted(IMPORTERS))}")
     module, function = IMPORTERS[kind]
     found: Importer = getattr(importlib.import_module(module), function)
     return found
@@ -184,10 +186,10 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
     from ._bundle import read_input
 
     if path.is_dir():
-        raise AcrlError(f"{path}: is a directory\n  fix: give the spec file to write with -o, e.g. -o spec.toml")
+        raise AcrlError(f"{path}: is a directory", hint="give the spec file to write with -o, e.g. -o spec.toml")
     if path.exists() and not path.is_file():  # /dev/null, a FIFO: --force would rename a file over it
-        raise AcrlError(f"{path}: exists and is not a regular file; not replaced, even with --force.\n  fix: "
-                        "choose another file with -o")
+        raise AcrlError(f"{path}: exists and is not a regular file; not replaced, even with --force.",
+                        hint="choose another file with -o")
     if path.exists() and not force:
         try:
             same = read_input(path).decode("utf-8", errors="replace") == text
@@ -195,8 +197,8 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
             same = False
         if same:
             return
-        raise AcrlError(f"{path}: exists; not overwritten.\n  fix: pass --force to replace it, or choose "
-                        "another file with -o.")
+        raise AcrlError(f"{path}: exists; not overwritten.",
+                        hint="pass --force to replace it, or choose another file with -o.")
     folder = path.parent if str(path.parent) else Path(".")
     _remove_stale_temporaries(folder, path.name)
     try:
@@ -210,8 +212,9 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
             os.unlink(tmp)
             raise
     except OSError as exc:
-        raise AcrlError(f"{path}: cannot write the spec: {exc.strerror or exc}; nothing was changed.\n  fix: check "
-                        f"that the folder {folder} exists and is writable, or choose another file with -o") from None
+        raise AcrlError(f"{path}: cannot write the spec: {exc.strerror or exc}; nothing was changed.",
+                        hint=f"check that the folder {folder} exists and is writable, or choose another file with -o"
+                        ) from None
 
 
 def _remove_stale_temporaries(folder: Path, name: str) -> None:
@@ -248,8 +251,8 @@ def run_import(kind: str, source: str, output: str, *, force: bool = False, **op
     """Import ``source`` with the importer ``kind``, write the spec to ``output``, compile it in memory."""
     target = Path(output)
     if target.exists() and Path(source).exists() and target.resolve() == Path(source).resolve():
-        raise UsageError(f"{output}: is the file being imported; --force or not, it is not overwritten.\n"
-                         "  fix: write the spec to another file, e.g. -o spec.toml")
+        raise UsageError(f"{output}: is the file being imported; --force or not, it is not overwritten.",
+                         hint="write the spec to another file, e.g. -o spec.toml")
     imported = importer(kind)(Path(source), **options)
     text = render_spec(imported)
     write_new_file(target, text, force=force)

@@ -93,11 +93,10 @@ class _Problems:
     def raise_any(self) -> None:
         if not self.found:
             return
-        # each problem followed by its own fix: the error prints "{where}: {reason}\n  fix: {fix}" around the rest
-        (where, reason, _), fix = self.found[0], self.found[-1][2]
-        for i, (other_where, other_reason, _) in enumerate(self.found[1:]):
-            reason += f"\n  fix: {self.found[i][2]}\n{other_where}: {other_reason}"
-        raise ImportInputError(path=where, reason=reason, fix=fix)
+        # each problem followed by its own fix
+        *before, (where, reason, fix) = self.found
+        raise ImportInputError(path=where, reason=reason, fix=fix,
+                               before=[ImportInputError(path=w, reason=r, fix=f) for w, r, f in before])
 
 
 def import_slime_runner(path: Path, *, num_rollout: int | None = None) -> Imported:
@@ -143,8 +142,8 @@ def import_slime_runner(path: Path, *, num_rollout: int | None = None) -> Import
     experiment = spec.setdefault("experiment", {})
     if num_rollout is not None:
         if num_rollout < 1:
-            raise UsageError(f"--num-rollout {num_rollout}: not a number of rollouts\n"
-                             "  fix: give a positive number, e.g. --num-rollout 100")
+            raise UsageError(f"--num-rollout {num_rollout}: not a number of rollouts",
+                             hint="give a positive number, e.g. --num-rollout 100")
         experiment["num_rollout"] = num_rollout
     elif "num_rollout" not in experiment:
         experiment["num_rollout"] = DEFAULT_NUM_ROLLOUT

@@ -275,7 +275,7 @@ class SpecBuilder:
             _, data = load_yaml(read_input(file, limit=YAML_LIMIT).decode("utf-8"), str(file))
         except (OSError, UnicodeDecodeError, yaml.YAMLError, ImportInputError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else \
-                str(exc).split("\n")[0].split(": ", 1)[-1] if isinstance(exc, ImportInputError) else type(exc).__name__
+                exc.reason if isinstance(exc, ImportInputError) else type(exc).__name__
             self.note("difference", f"the custom config {file.name} cannot be read ({why}): fill in "
                                     "[agentcore] by hand", text)
             return

@@ -741,7 +741,7 @@ def _config_mismatch(ctx: Context) -> Iterator[Finding]:
     better = "" if match is None else f'; or set [model] type = "{match}"' if match != ctx.spec.model.type else \
         '; or use the catalog entry of this type: args_source = "catalog"'
     for m in resolution.mismatches:
-        yield Finding(m.message.split(". Fix: ")[0], f"{m.fix}: in the spec, {m.override_hint}{better}")
+        yield Finding(m.problem, f"{m.fix}: in the spec, {m.override_hint}{better}")
 
 
 @rule("ACRL-M006", "error", ["model.args", "model.type", "model.overrides"],
@@ -805,7 +805,7 @@ def _script_vs_catalog(ctx: Context) -> Iterator[Finding]:
              'and args_source = "catalog"') if r.script_matches else ""
     for m in r.catalog_mismatches:
         note = f" (a known difference: {known[m.flag]})" if m.flag in known else ""
-        yield Finding(f"{m.message.split('. Fix: ')[0]}{note}: if the checkpoint is the published model, MODEL_ARGS "
+        yield Finding(f"{m.problem}{note}: if the checkpoint is the published model, MODEL_ARGS "
                       "do not describe it",
                       f"{m.fix}: in the spec, {m.override_hint}, or args_source = \"catalog\"; to keep the script's "
                       f"value, set it in [model.overrides] (or compile where the checkpoint's config.json is, or "

@@ -30,8 +30,8 @@ def run_sweep(args: argparse.Namespace, source: SpecSource) -> int:
     invalid = [r for r in results if r.bundle is None]
     if invalid and not args.keep_going:
         error = SpecError([d for r in invalid for d in r.diagnostics])
-        error.message += f"\n{len(invalid)} of {len(results)} sweep points are invalid (--keep-going writes the others)"
-        raise error
+        raise error.evolve(message=f"{error.message}\n{len(invalid)} of {len(results)} sweep points are invalid "
+                           "(--keep-going writes the others)")
     experiment = base.data.get("experiment")
     name = experiment.get("id") if isinstance(experiment, dict) else None
     out = args.output.rstrip(os.sep) or os.sep if args.output is not None else \
@@ -68,7 +68,7 @@ def check_sweep(args: argparse.Namespace, source: SpecSource) -> int:
     from ._errors import SpecError, UsageError
 
     if args.output is None:
-        raise UsageError("--check of a sweep needs the directory of its bundles\n  fix: add -o DIR")
+        raise UsageError("--check of a sweep needs the directory of its bundles", hint="add -o DIR")
     base, points = _sweep.sweep_points(source)
     results = _sweep.compile_points(base, points, strict=args.strict, target=args.target)
     invalid = [d for r in results if r.bundle is None for d in r.diagnostics]

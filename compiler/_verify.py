@@ -100,18 +100,27 @@ class Verification:
         return lines
 
     def format(self) -> str:
-        """The report `acrl verify` prints."""
+        """The report `acrl verify` prints: :meth:`report`, then the fix when the bundle is not intact."""
+        return self.report() if self.intact else f"{self.report()}\n  fix: {self.fix()}"
+
+    def report(self) -> str:
+        """What was found: intact (and the hash), or each difference; notes either way. No fix."""
         notes = [f"note: {note}" for note in self.notes]
         if self.intact:
             expected = " (the expected hash)" if self.expected_hash is not None else ""
             return "\n".join([f"{self.path}: intact, bundle sha256:{self.bundle_hash}{expected}", *notes])
         head = f"{self.path}: modified since it was compiled ({len(self.problems())} "
         head += "difference)" if len(self.problems()) == 1 else "differences)"
-        fix = "  fix: compile the spec again (acrl-compile SPEC -o DIR --force), or review the edit with `acrl diff`"
+        return "\n".join([head, *(f"  {line}" for line in self.problems()), *notes])
+
+    def fix(self) -> str:
+        """How to make a bundle that is not intact match its manifest again ("" when it is intact)."""
+        if self.intact:
+            return ""
         if self.unsafe_modes and not (self.added or self.removed or self.modified or self.recomputed_hash
                                       or self.not_regular or self.derived_mismatch):
-            fix = f"  fix: {self.chmod_fix()}"
-        return "\n".join([head, *(f"  {line}" for line in self.problems()), *notes, fix])
+            return self.chmod_fix()
+        return "compile the spec again (acrl-compile SPEC -o DIR --force), or review the edit with `acrl diff`"
 
     def chmod_fix(self) -> str:
         """The chmod commands that give the unsafe entries the modes acrl-compile writes."""

@@ -85,11 +85,11 @@ def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None
         parsed = json.loads(text("manifest.json")) if manifest is None else manifest
         segments, _ = bash_arrays(text("model_args.sh"), "MODEL_ARGS")
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # tomllib and json: ValueErrors
-        raise AcrlError(f"{where}: cannot read the bundle: {exc}\n"
-                        "  fix: compile the spec again (acrl-compile SPEC -o DIR --force)") from None
+        raise AcrlError(f"{where}: cannot read the bundle: {exc}",
+                        hint="compile the spec again (acrl-compile SPEC -o DIR --force)") from None
     if not isinstance(parsed, dict):
-        raise AcrlError(f"{where / 'manifest.json'}: cannot read the bundle: not a JSON object\n"
-                        "  fix: compile the spec again (acrl-compile SPEC -o DIR --force)")
+        raise AcrlError(f"{where / 'manifest.json'}: cannot read the bundle: not a JSON object",
+                        hint="compile the spec again (acrl-compile SPEC -o DIR --force)")
     if manifest is None:
         from acrl.compiler._bundle_view import derived_from_spec
 
@@ -418,7 +418,7 @@ def run_preflight(info: BundleInfo, skip: Collection[str] = (), checks: Sequence
     names = {c.name for c in checks}
     unknown = sorted(set(skip) - names)
     if unknown:
-        raise UsageError(f"--skip {', '.join(unknown)}: no such check\n  fix: use one of {', '.join(sorted(names))}")
+        raise UsageError(f"--skip {', '.join(unknown)}: no such check", hint=f"use one of {', '.join(sorted(names))}")
     results: dict[str, Result] = {c.name: Result(c.name, "skipped", "--skip") for c in checks if c.name in skip}
     pending = [c for c in checks if c.name not in results]
     running: dict[Future[Result], Check] = {}

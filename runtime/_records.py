@@ -175,5 +175,5 @@ def format_records(records: Sequence[Mapping[str, Any]]) -> str:
 
 
 def runs_dir_error(runs_dir: str, exc: OSError) -> AcrlError:
-    return AcrlError(f"{runs_dir}: cannot write the run record: {exc.strerror or exc}\n"
-                     "  fix: choose a writable folder with --runs-dir")
+    return AcrlError(f"{runs_dir}: cannot write the run record: {exc.strerror or exc}",
+                     hint="choose a writable folder with --runs-dir")

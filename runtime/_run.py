@@ -60,10 +60,10 @@ class ModifiedBundleError(AcrlError):
 
     def __init__(self, verification: Verification) -> None:
         if not verification.expected_hash_ok:  # --allow-modified never overrides the hash the runner pinned
-            super().__init__(verification.format() + "\n  --expect-hash: the bundle is not the one reviewed, "
-                             "so it is not run (not even with --allow-modified)")
+            super().__init__(verification.report(), hint=verification.fix() + "\n  --expect-hash: the bundle is not "
+                             "the one reviewed, so it is not run (not even with --allow-modified)")
         else:
-            super().__init__(verification.format() +
+            super().__init__(verification.report(), hint=verification.fix() +
                              "\n  or run it as it is with --allow-modified (recorded in run.json)")
 
 
@@ -82,7 +82,7 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     if not verification.expected_hash_ok or (not verification.intact and not options.allow_modified):
         raise ModifiedBundleError(verification)
     print(verification.format() if verification.intact else
-          verification.format().rsplit("\n  fix:", 1)[0] + "\n  --allow-modified: running it as it is", file=out)
+          verification.report() + "\n  --allow-modified: running it as it is", file=out)
     changed = {*verification.modified, *verification.added, *verification.removed}
     info = _preflight.read_bundle_info(options.bundle, address=address, modified=changed,
                                        files=verification.files,
@@ -91,8 +91,8 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     print(_preflight.format_table(results), file=out)
     failed = [r.name for r in results if r.status == "failed"]
     if failed:
-        raise PreflightFailed(f"preflight failed ({', '.join(failed)}): nothing was run\n"
-                              f"  fix: fix what the table says, or skip a check with --skip {failed[0]}")
+        raise PreflightFailed(f"preflight failed ({', '.join(failed)}): nothing was run",
+                              hint=f"fix what the table says, or skip a check with --skip {failed[0]}")
     exp_id = verification.manifest["exp_id"]  # one safe path component: read_manifest checked it
     run_id = _records.new_run_id()  # --dry-run's; a run takes the first free one (_records.new_run_dir)
     train_sh = str(Path(options.bundle) / "train.sh")
@@ -198,8 +198,8 @@ def _stop_grace() -> float:
         if not 0 <= grace <= 86400:
             raise ValueError
     except ValueError:
-        raise AcrlError(f"ACRL_STOP_GRACE={value!r}: not a number of seconds\n"
-                        "  fix: set it to how long train.sh may take to stop the Ray job (default 90), "
+        raise AcrlError(f"ACRL_STOP_GRACE={value!r}: not a number of seconds",
+                        hint="set it to how long train.sh may take to stop the Ray job (default 90), "
                         "or unset it") from None
     return grace
 
@@ -212,7 +212,7 @@ def cluster_address(option: str | None) -> str | None:
     if option and address_has_credentials(option):
         raise UsageError(f"--address {redact(option)}: an address with user:password on the command line is "
                          "visible to every user of this machine (ps) and kept in the shell's history; nothing was "
-                         "run\n  fix: export ACRL_RAY_ADDRESS with the authenticated address (read -rs "
+                         "run", hint="export ACRL_RAY_ADDRESS with the authenticated address (read -rs "
                          "ACRL_RAY_ADDRESS; export ACRL_RAY_ADDRESS) and run acrl run without --address")
     return option or os.environ.get("ACRL_RAY_ADDRESS") or None
 

@@ -389,8 +389,9 @@ def test_preflight_reads_a_bundle_nested_thousands_deep_as_unreadable(tmp_path: 
 
     write_bundle(tmp_path / "b", compile_spec(tmp_path / "s.toml", data=_spec().encode()).files, force=False)
     (tmp_path / "b" / "spec.toml").write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n")
-    with pytest.raises(AcrlError, match="cannot read the bundle"):
+    with pytest.raises(AcrlError) as error:
         read_bundle_info(tmp_path / "b")
+    assert error.value.message.startswith(f"{tmp_path / 'b'}: ") and "acrl-compile" in (error.value.hint or "")
 
 
 def test_an_extends_chain_is_bounded(tmp_path: Path) -> None:

@@ -118,7 +118,9 @@ def test_check_json(compiled: tuple[Path, Path], capsys: pytest.CaptureFixture[s
 def test_check_with_force_is_a_usage_error(compiled: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
     spec, bundle = compiled
     code, out, err = run(capsys, "--check", "--force", str(spec), "-o", str(bundle))
-    assert (code, out) == (2, "") and "fix: drop --force" in err
+    assert (code, out) == (2, "") and err.endswith("\n  fix: drop --force\n")
+    code, out, _ = run(capsys, "--check", "--force", str(spec), "-o", str(bundle), "--json")
+    assert code == 2 and json.loads(out)["error"]["hint"] == "drop --force"
 
 
 def test_an_invalid_spec_fails_the_check(compiled: tuple[Path, Path], write_spec: SpecWriter,
@@ -126,7 +128,9 @@ def test_an_invalid_spec_fails_the_check(compiled: tuple[Path, Path], write_spec
     spec, bundle = compiled
     write_spec({"rollout": {"batch_size": 0}})
     code, _, err = run(capsys, "--check", str(spec), "-o", str(bundle))
-    assert code == 1 and "[rollout] batch_size: must be at least 1, got 0" in err
+    assert code == 1 and re.search(rf"^{re.escape(str(spec))}:\d+:\d+: error: \[rollout\] batch_size: ", err, re.M)
+    code, out, _ = run(capsys, "--check", str(spec), "-o", str(bundle), "--json")
+    assert code == 1 and [d["key"] for d in json.loads(out)["error"]["diagnostics"]] == ["rollout.batch_size"]
 
 
 def test_check_bundles_checks_every_spec_against_its_exp_id(tmp_path: Path, write_spec: SpecWriter,
@@ -157,7 +161,11 @@ def test_check_bundles_without_specs_is_a_usage_error(tmp_path: Path, capsys: py
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     code, out, err = run(capsys, "check-bundles", main=acrl_main)
-    assert (code, out) == (2, "") and "no SPEC given and no specs/*.toml here" in err
+    assert (code, out) == (2, "") and err.startswith("acrl check-bundles: ")
+    code, out, _ = run(capsys, "check-bundles", "--json", main=acrl_main)
+    error = json.loads(out)["error"]
+    assert code == 2 and error["kind"] == "UsageError" and "acrl check-bundles" in error["hint"]
+    assert err == f"{error['message']}\n"
 
 
 def test_the_pre_commit_hook_runs_check_bundles() -> None:

@@ -315,9 +315,11 @@ def test_an_invalid_spec_exits_2_as_diff_does(write_spec: SpecWriter, capsys: py
     b = write_spec({"rollout": {"batch_size": 0}}, name="b.toml")
     code, out, err = run(capsys, "diff", str(a), str(b))
     assert (code, out) == (2, "")
-    assert "[rollout] batch_size: must be at least 1, got 0" in err
+    assert err.startswith(f"{b}:") and ": error: [rollout] batch_size: " in err
     code, out, err = run(capsys, "diff", str(a), str(b), "--format", "json")
-    assert code == 2 and json.loads(out)["error"]["kind"] == "SpecError"
+    error = json.loads(out)["error"]
+    assert code == 2 and error["kind"] == "SpecError"
+    assert [(d["file"], d["key"]) for d in error["diagnostics"]] == [(str(b), "rollout.batch_size")]
 
 
 def test_flag_groups() -> None:

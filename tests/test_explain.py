@@ -319,9 +319,11 @@ def test_cli_one_flag_as_key_and_json_anywhere(capsys: pytest.CaptureFixture[str
 
 def test_cli_unknown_key_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, str(MULTITURN), "rollout.batch_sise")
-    assert (code, out) == (2, "") and "fix: did you mean rollout.batch_size" in err
+    assert (code, out) == (2, "") and "fix: did you mean rollout.batch_size" in err  # the golden wording
     code, out, _ = run(capsys, str(MULTITURN), "rollout.batch_sise", "--json")
-    assert code == 2 and json.loads(out)["error"]["kind"] == "UsageError"
+    error = json.loads(out)["error"]
+    assert code == 2 and error["kind"] == "UsageError" and "rollout.batch_size" in error["hint"]
+    assert err == f"{error['message']}\n" and error["message"].endswith(f"\n  fix: {error['hint']}")
 
 
 def test_cli_two_keys_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -331,8 +333,11 @@ def test_cli_two_keys_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_cli_invalid_or_missing_spec_exits_1(write_spec: SpecWriter, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, str(write_spec({"rollout": {"batch_size": 0}})))
-    assert (code, out) == (1, "") and "[rollout] batch_size: must be at least 1, got 0" in err
+    spec = write_spec({"rollout": {"batch_size": 0}})
+    code, out, err = run(capsys, str(spec))
+    assert (code, out) == (1, "") and err.startswith(f"{spec}:") and ": error: [rollout] batch_size: " in err
+    code, out, _ = run(capsys, str(spec), "--json")
+    assert code == 1 and [d["key"] for d in json.loads(out)["error"]["diagnostics"]] == ["rollout.batch_size"]
     code, _, err = run(capsys, str(tmp_path / "nope.toml"))
     assert code == 1 and "cannot read the spec" in err
 

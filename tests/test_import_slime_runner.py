@@ -374,8 +374,9 @@ def test_num_rollout_option_yaml_and_default(tmp_path: Path, slime_dir: Path) ->
     in_yaml = write_yaml(tmp_path / "b.yaml", yaml.safe_dump({**minimal(slime_dir), "num_rollout": 12}))
     assert import_slime_runner(in_yaml).spec["experiment"]["num_rollout"] == 12
     assert import_slime_runner(in_yaml, num_rollout=3).spec["experiment"]["num_rollout"] == 3
-    with pytest.raises(UsageError, match="--num-rollout 0: not a number of rollouts"):
+    with pytest.raises(UsageError) as usage:
         import_slime_runner(config, num_rollout=0)
+    assert usage.value.message.startswith("--num-rollout 0: ") and "--num-rollout" in (usage.value.hint or "")
     proc = acrl("import", "slime-runner", str(config), "--num-rollout", "-3", "-o", "spec.toml", cwd=tmp_path)
     assert proc.returncode == 2 and "fix: give a positive number" in proc.stderr, proc.stderr
 
@@ -510,8 +511,9 @@ def test_quoted_integers_are_read_as_slime_reads_them(tmp_path: Path, slime_dir:
     assert imported.spec["experiment"]["num_rollout"] == 5
     assert imported.spec["parallel"]["tensor"] == 2 and imported.spec["rollout"]["batch_size"] == 16
     assert [n for n in imported.notes if n.message.startswith("tp_size: the YAML gives the string '2'")]
-    with pytest.raises(ImportInputError, match="tp_size: must be an integer, got str '2x'"):
+    with pytest.raises(ImportInputError) as bad:
         import_slime_runner(write_yaml(tmp_path / "bad.yaml", text.replace('"2"', '"2x"')))
+    assert bad.value.reason.startswith("tp_size: ") and "'2x'" in bad.value.reason and bad.value.hint
 
 
 def test_unwritable_output_says_the_fix(tmp_path: Path, slime_dir: Path) -> None:
@@ -539,5 +541,19 @@ def test_model_script_is_sourced_as_the_compile_sources_it(tmp_path: Path, slime
 def test_repeated_key_is_reported_at_the_line_that_counts(tmp_path: Path, slime_dir: Path) -> None:
     text = "tp_size: 2\n" + yaml.safe_dump(minimal(slime_dir), sort_keys=False) + "tp_size: 2.5\n"
     config = write_yaml(tmp_path / "run.yaml", text)
-    with pytest.raises(ImportInputError, match=rf"^{re.escape(str(config))}:{len(text.splitlines())}: tp_size"):
+    with pytest.raises(ImportInputError) as error:
         import_slime_runner(config)
+    assert error.value.path == f"{config}:{len(text.splitlines())}" and error.value.reason.startswith("tp_size: ")
+
+
+def test_every_problem_of_the_file_is_reported_with_its_own_fix(tmp_path: Path, slime_dir: Path) -> None:
+    text = yaml.safe_dump(minimal(slime_dir), sort_keys=False) + "rollout_batch_sise: 16\ntp_sise: 2\n"
+    config = write_yaml(tmp_path / "run.yaml", text)
+    with pytest.raises(ImportInputError) as error:
+        import_slime_runner(config)
+    lines = len(text.splitlines())
+    first, second = f"{config}:{lines - 1}", f"{config}:{lines}"
+    assert (error.value.path, error.value.reason.split(":")[0]) == (second, "tp_sise")  # the last problem
+    text_lines = str(error.value).splitlines()
+    assert [line.split(": ")[0] for line in text_lines] == [first, "  fix", second, "  fix"]
+    assert text_lines[3] == f"  fix: {error.value.hint}" and "rollout_batch_size" in text_lines[1]

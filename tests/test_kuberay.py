@@ -149,7 +149,9 @@ def test_kuberay_target_needs_an_image(write_spec: SpecWriter) -> None:
     path = write_spec()
     with pytest.raises(SpecError) as failed:
         compile_source(read_spec(path), target="kuberay")
-    assert "[kuberay] image" in str(failed.value)
+    (diagnostic,) = failed.value.diagnostics
+    assert (diagnostic.key, diagnostic.file, diagnostic.severity) == ("kuberay.image", str(path), "error")
+    assert diagnostic.hint
     assert "rayjob.yaml" not in compile_spec(path).files  # the default target is unchanged
 
 

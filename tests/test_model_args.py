@@ -91,8 +91,9 @@ def test_script_problems_are_spec_errors(write_spec: SpecWriter, slime_dir: Path
 
 
 def test_args_source_args_needs_a_table(write_spec: SpecWriter) -> None:
-    with pytest.raises(SpecError, match=r"\[model.args\] is empty"):
+    with pytest.raises(SpecError) as info:
         compile_spec(write_spec({"model": {"args": None, "args_source": "args"}}))
+    assert [(d.key, bool(d.hint)) for d in info.value.diagnostics] == [("model.args_source", True)]
 
 
 def test_literal_args_keep_written_order_and_values(write_spec: SpecWriter) -> None:
