@@ -8,7 +8,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from ._bundle import read_file
-from ._cli import EXIT_FAILED, EXIT_OK, _print_json
+from ._cli_output import EXIT_FAILED, EXIT_OK
+from ._cli_output import print_json as _print_json
 from ._secrets import redact
 
 if TYPE_CHECKING:

@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import time
-import tomllib
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -24,81 +23,16 @@ from typing import Any, Literal
 import attrs
 
 from acrl.compiler._bundle import _kind, read_input
-from acrl.compiler._bundle_view import bash_arrays
-from acrl.compiler._errors import AcrlError, UsageError
+from acrl.compiler._errors import UsageError
 from acrl.compiler._secrets import redact, without_credentials
 
+from ._bundle_info import BundleInfo
+from ._bundle_info import read_bundle_info as read_bundle_info  # the preflight API: read the bundle, then run_preflight
 from ._outcome import CheckFailed, CheckSkipped
 from ._python_checks import check_rollout_modules, check_slime_parser_of_bundle
 
 Status = Literal["passed", "failed", "skipped"]
 BAD_LINES_SHOWN = 5
-
-
-@attrs.frozen
-class BundleInfo:
-    """What the checks read from a bundle: its directory, resolved spec, manifest and MODEL_ARGS."""
-
-    path: Path
-    spec: Mapping[str, Any]
-    manifest: Mapping[str, Any]
-    model_args: tuple[str, ...]
-    address: str | None = None  # --address, which wins over the spec's [cluster] address
-    modified: tuple[str, ...] = ()  # files that differ from the manifest (run with --allow-modified)
-
-    def get(self, dotted: str, default: Any = None) -> Any:
-        """A value of the resolved spec by dotted key (``slime.dir``), or ``default``."""
-        node: Any = self.spec
-        for part in dotted.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return default
-            node = node[part]
-        return node
-
-    @property
-    def cluster_address(self) -> str | None:
-        """The existing Ray cluster the job goes to, or None for a local head."""
-        return self.address or self.get("cluster.address")
-
-
-def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None,
-                     modified: Collection[str] = (), files: Mapping[str, bytes] | None = None,
-                     manifest: Mapping[str, Any] | None = None) -> BundleInfo:
-    """Read spec.toml, manifest.json and model_args.sh of the bundle directory ``path``.
-
-    ``files``: the bundle's files as verify read them (acrl.compiler._bundle.read_bundle), so that
-    the checks see the bytes that were verified, not whatever is on disk a moment later.
-    ``manifest``: the manifest as verified, when the bundle is intact (its bundle hash covers
-    every field). Without it the manifest is not trusted: its derived section (the GPUs the
-    job needs) is computed from spec.toml instead, and left out when spec.toml is not a spec."""
-    where = Path(path)
-
-    def text(name: str) -> str:
-        if files is None:
-            return (where / name).read_text(encoding="utf-8")
-        if name not in files:
-            raise OSError(f"{name} is missing or not a regular file")
-        return files[name].decode("utf-8")
-
-    try:
-        spec = tomllib.loads(text("spec.toml"))
-        parsed = json.loads(text("manifest.json")) if manifest is None else manifest
-        segments, _ = bash_arrays(text("model_args.sh"), "MODEL_ARGS")
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # tomllib and json: ValueErrors
-        raise AcrlError(f"{where}: cannot read the bundle: {exc}\n"
-                        "  fix: compile the spec again (acrl-compile SPEC -o DIR --force)") from None
-    if not isinstance(parsed, dict):
-        raise AcrlError(f"{where / 'manifest.json'}: cannot read the bundle: not a JSON object\n"
-                        "  fix: compile the spec again (acrl-compile SPEC -o DIR --force)")
-    if manifest is None:
-        from acrl.compiler._bundle_view import derived_from_spec
-
-        derived = derived_from_spec(text("spec.toml").encode("utf-8"))
-        parsed = {key: value for key, value in parsed.items() if key != "derived"}
-        if derived is not None:
-            parsed["derived"] = derived
-    tokens = tuple(token for _, words in segments for token in words)
-    return BundleInfo(where, spec, parsed, tokens, address, tuple(sorted(modified)))
 
 
 # --- the checks ------------------------------------------------------------------------------------
