@@ -1,7 +1,7 @@
 """The ``acrl`` console script: the compiler's commands plus the executor's `run` and `runs`.
 
 The compiler never imports acrl.runtime, so the entry point lives here and hands the compiler's
-command line (acrl.compiler._cli.acrl_main) the executor's subcommands. Like the compiler's, it
+command line (acrl.compiler.acrl_main) the executor's subcommands. Like the compiler's, it
 imports nothing but os and sys up front: each handler imports the executor when it runs, so
 `acrl --help` stays fast.
 """
@@ -19,13 +19,13 @@ if TYPE_CHECKING:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``acrl``."""
-    from acrl.compiler._cli import acrl_main
+    from acrl.compiler import acrl_main
 
     return acrl_main(argv, more_commands=_add_run_commands)
 
 
 def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
-    from acrl.compiler._cli import _HelpFormatter
+    from acrl.compiler import HelpFormatter
 
     run = commands.add_parser("run", help="verify a bundle, run preflight checks, run its train.sh, keep a record",
                               description="Verify BUNDLE against its manifest (a modified bundle is refused), run "
@@ -34,7 +34,7 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
                               "stops the Ray job and records the run as cancelled; a second Ctrl-C (or "
                               "ACRL_STOP_GRACE seconds, default 90) ends train.sh and everything it started. Exit "
                               "status: train.sh's (75: the job's state is unknown, recorded as such); 1 when the "
-                              "bundle is refused or a check fails.", formatter_class=_HelpFormatter)
+                              "bundle is refused or a check fails.", formatter_class=HelpFormatter)
     run.add_argument("bundle", metavar="BUNDLE", help="a bundle directory (bundles/<exp_id>)")
     run.add_argument("--dry-run", action="store_true",
                      help="verify and run the checks, print the command; run nothing, record nothing")
@@ -55,7 +55,7 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
                                description="List the run records under DIR/<exp_id>/<run_id>/run.json. A "
                                "record still 'running' whose acrl run is gone from this machine is shown as "
                                "launcher-died.",
-                               formatter_class=_HelpFormatter)
+                               formatter_class=HelpFormatter)
     runs.add_argument("--runs-dir", metavar="DIR", default="runs", help="where run records are (default: runs)")
     runs.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
     runs.set_defaults(run=_run_runs)

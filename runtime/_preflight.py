@@ -22,9 +22,7 @@ from typing import Any, Literal
 
 import attrs
 
-from acrl.compiler._bundle import _kind, read_input
-from acrl.compiler._errors import UsageError
-from acrl.compiler._secrets import redact, without_credentials
+from acrl.compiler import UsageError, file_kind, read_input, redact, without_credentials
 
 from ._bundle_info import BundleInfo
 from ._bundle_info import read_bundle_info as read_bundle_info  # the preflight API: read the bundle, then run_preflight
@@ -59,7 +57,7 @@ def check_slime(info: BundleInfo) -> str:
         what = "no such directory" if not slime.is_dir() else f"has no {entry}"
         raise CheckFailed(f"[slime] dir {slime}: {what}",
                           f"point [slime] dir at a slime checkout (with {entry}) and compile again")
-    from acrl.compiler._slime_source import read_git_commit
+    from acrl.compiler import read_git_commit
 
     wanted = info.get("slime.commit")
     found = read_git_commit(slime)
@@ -80,7 +78,7 @@ def check_megatron(info: BundleInfo) -> str:
 
 
 def check_model(info: BundleInfo) -> str:
-    from acrl.compiler._hf_config import compare, derive_model_args
+    from acrl.compiler import compare_model_args, derive_model_args
 
     model = Path(info.get("model.dir", ""))
     config = model / "config.json"
@@ -96,7 +94,7 @@ def check_model(info: BundleInfo) -> str:
     if not isinstance(data, dict):
         raise CheckFailed(f"{config}: not a JSON object", "restore the checkpoint's config.json")
     derived = derive_model_args(data)
-    errors = [m for m in compare(info.model_args, "model_args.sh", derived.args, str(config))
+    errors = [m for m in compare_model_args(info.model_args, "model_args.sh", derived.args, str(config))
               if m.severity == "error"]
     if errors:
         raise CheckFailed(f"{len(errors)} MODEL_ARGS differ from {config}: " + "; ".join(m.message for m in errors),
@@ -155,7 +153,7 @@ def scan_jsonl(path: Path, prompt_key: str = "prompt", metadata_key: str = "meta
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise OSError(errno.EINVAL, f"not a regular file ({_kind(mode)})")
+        raise OSError(errno.EINVAL, f"not a regular file ({file_kind(mode)})")
     with os.fdopen(fd, "rb") as lines:
         while raw := lines.readline(LINE_LIMIT + 1):
             count += 1

@@ -28,10 +28,15 @@ from typing import IO, Any
 
 import attrs
 
-from acrl.compiler._errors import AcrlError, UsageError
-from acrl.compiler._secrets import address_has_credentials, redact
-from acrl.compiler._verify import Verification, verify_bundle
-from acrl.compiler._version import __version__
+from acrl.compiler import (
+    AcrlError,
+    UsageError,
+    Verification,
+    __version__,
+    address_has_credentials,
+    redact,
+    verify_bundle,
+)
 
 from . import _bundle_info, _preflight, _records
 from ._python_checks import train_sh_env
