@@ -9,6 +9,8 @@ must not pay for the executor.
 
 from __future__ import annotations
 
+import sys
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from typing import Any
@@ -34,7 +36,5 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import sys
-
     __import__(f"{__name__}.{module}")
     return getattr(sys.modules[f"{__name__}.{module}"], name)

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from acrl.compiler import AcrlError, bash_arrays
+from acrl.compiler import AcrlError, bash_arrays, derived_from_spec
 
 
 @attrs.frozen
@@ -72,8 +72,6 @@ def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None
         raise AcrlError(f"{where / 'manifest.json'}: cannot read the bundle: not a JSON object\n"
                         "  fix: compile the spec again (acrl-compile SPEC -o DIR --force)")
     if manifest is None:
-        from acrl.compiler import derived_from_spec
-
         derived = derived_from_spec(text("spec.toml").encode("utf-8"))
         parsed = {key: value for key, value in parsed.items() if key != "derived"}
         if derived is not None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sys
 
+from acrl.compiler import HelpFormatter, acrl_main
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     import argparse
@@ -19,14 +21,10 @@ if TYPE_CHECKING:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``acrl``."""
-    from acrl.compiler import acrl_main
-
     return acrl_main(argv, more_commands=_add_run_commands)
 
 
 def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
-    from acrl.compiler import HelpFormatter
-
     run = commands.add_parser("run", help="verify a bundle, run preflight checks, run its train.sh, keep a record",
                               description="Verify BUNDLE against its manifest (a modified bundle is refused), run "
                               "the preflight checks (a table of passed / failed / skipped), then run its train.sh "
@@ -62,7 +60,7 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _run_run(args: argparse.Namespace) -> int:
-    from ._run import RunOptions, run_bundle
+    from ._run import RunOptions, run_bundle  # lazy: the executor (attrs, verify, preflight) is not for `acrl --help`
 
     return run_bundle(RunOptions(args.bundle, dry_run=args.dry_run, skip=tuple(args.skip),
                                  allow_modified=args.allow_modified, address=args.address, runs_dir=args.runs_dir,
@@ -70,11 +68,11 @@ def _run_run(args: argparse.Namespace) -> int:
 
 
 def _run_runs(args: argparse.Namespace) -> int:
-    from ._records import format_records, list_records
+    from ._records import format_records, list_records  # lazy: `acrl --help` does not pay for it
 
     records = list_records(args.runs_dir)
     if args.json:
-        import json
+        import json  # lazy: only `acrl runs --json` prints JSON; `acrl --help` does not pay for it
 
         print(json.dumps(records, indent=2, sort_keys=True))
     else:

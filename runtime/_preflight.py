@@ -9,9 +9,12 @@ write the function and add one ``Check(...)`` line to CHECKS (or call :func:`reg
 
 from __future__ import annotations
 
+import errno
+import importlib.util
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -22,8 +25,18 @@ from typing import Any, Literal
 
 import attrs
 
-from acrl.compiler import UsageError, file_kind, read_input, redact, without_credentials
+from acrl.compiler import (
+    UsageError,
+    compare_model_args,
+    derive_model_args,
+    file_kind,
+    read_git_commit,
+    read_input,
+    redact,
+    without_credentials,
+)
 
+from . import _aws
 from ._bundle_info import BundleInfo
 from ._bundle_info import read_bundle_info as read_bundle_info  # the preflight API: read the bundle, then run_preflight
 from ._outcome import CheckFailed, CheckSkipped
@@ -57,8 +70,6 @@ def check_slime(info: BundleInfo) -> str:
         what = "no such directory" if not slime.is_dir() else f"has no {entry}"
         raise CheckFailed(f"[slime] dir {slime}: {what}",
                           f"point [slime] dir at a slime checkout (with {entry}) and compile again")
-    from acrl.compiler import read_git_commit
-
     wanted = info.get("slime.commit")
     found = read_git_commit(slime)
     if found is None:
@@ -78,8 +89,6 @@ def check_megatron(info: BundleInfo) -> str:
 
 
 def check_model(info: BundleInfo) -> str:
-    from acrl.compiler import compare_model_args, derive_model_args
-
     model = Path(info.get("model.dir", ""))
     config = model / "config.json"
     if not config.is_file():
@@ -143,9 +152,6 @@ LINE_LIMIT = 64 << 20  # the longest dataset line read whole (/dev/zero, or a fi
 def scan_jsonl(path: Path, prompt_key: str = "prompt", metadata_key: str = "metadata",
                keep: int = BAD_LINES_SHOWN) -> tuple[int, list[tuple[int, str]], int]:
     """Stream ``path`` line by line: (lines, the first ``keep`` bad lines with why, bad lines)."""
-    import errno
-    import stat
-
     count = bad_count = 0
     bad: list[tuple[int, str]] = []
     decode = json.JSONDecoder().decode
@@ -209,8 +215,6 @@ def check_gpus(info: BundleInfo) -> str:
     if smi is not None:
         command, tool = [smi, "-L"], "nvidia-smi -L"
     else:
-        import importlib.util
-
         if importlib.util.find_spec("torch") is None:
             raise CheckSkipped("neither nvidia-smi nor torch is here to count GPUs")
         command, tool = [sys.executable, "-c", "import torch; print(torch.cuda.device_count())"], "torch"
@@ -243,8 +247,6 @@ def check_cuda_home(info: BundleInfo) -> str:
 
 def _runtime_arn(info: BundleInfo) -> tuple[str, str]:
     """The AgentCore runtime ARN of the bundle and the region it names."""
-    from . import _aws
-
     arn = str(info.get("agentcore.runtime_arn", ""))
     try:
         return arn, _aws.region_from_arn(arn)
@@ -255,22 +257,16 @@ def _runtime_arn(info: BundleInfo) -> tuple[str, str]:
 
 def check_aws_identity(info: BundleInfo) -> str:
     """AWS credentials resolve (STS GetCallerIdentity), in the region of the runtime ARN."""
-    from . import _aws
-
     return _aws.check_credentials(_runtime_arn(info)[1])
 
 
 def check_s3_bucket(info: BundleInfo) -> str:
     """The rollout bucket exists and is writable."""
-    from . import _aws
-
     return _aws.check_bucket(str(info.get("agentcore.s3_bucket", "")), _runtime_arn(info)[1])
 
 
 def check_agent_runtime(info: BundleInfo) -> str:
     """The AgentCore runtime exists and is READY."""
-    from . import _aws
-
     return _aws.check_agent_runtime(_runtime_arn(info)[0])
 
 
