@@ -12,6 +12,6 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
 
 
 def print_json(data: Any) -> None:
-    import json  # by the commands that print JSON only: `acrl --help` never needs it
+    import json  # lazy: only the commands that print JSON need it, `acrl --help` never does
 
     print(json.dumps(data, indent=2, sort_keys=True))
