@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ._cli_output import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
+from ._cli_output import print_json as _print_json
 from ._version import __version__
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy treats it the same
@@ -22,9 +24,6 @@ if TYPE_CHECKING:
 
     from . import _cache
     from ._source import SpecSource
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
-
 
 def _HelpFormatter(prog: str) -> argparse.HelpFormatter:
     """argparse's formatter, given the width argparse would compute itself: argparse finds it with
@@ -133,12 +132,6 @@ def _compile_and_keep(spec: str, raw: bytes | None, *, strict: bool, keep: bool,
     if inputs is not None and _cache.UNKNOWN not in (sig for _, sig in signatures):
         _cache.store(spec, bundle.spec_sha256, entry, strict=strict, started_ns=started, overrides=overrides)
     return entry
-
-
-def _print_json(data: Any) -> None:
-    import json
-
-    print(json.dumps(data, indent=2, sort_keys=True))
 
 
 def _handle(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

@@ -4,11 +4,16 @@ calls these when the spec has a [sweep] table; compiler/_sweep.py does the work)
 from __future__ import annotations
 
 import os
+import shlex
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import _sweep
 from ._bundle import read_file
-from ._cli import EXIT_FAILED, EXIT_OK, _print_json
+from ._cli_output import EXIT_FAILED, EXIT_OK
+from ._cli_output import print_json as _print_json
+from ._errors import SpecError, UsageError
 from ._secrets import redact
 
 if TYPE_CHECKING:
@@ -20,11 +25,6 @@ if TYPE_CHECKING:
 def run_sweep(args: argparse.Namespace, source: SpecSource) -> int:
     """A spec with a [sweep] table: validate every point, then write a bundle per point and sweep.json
     (none when a point is invalid, unless --keep-going)."""
-    from pathlib import Path
-
-    from . import _sweep
-    from ._errors import SpecError
-
     base, points = _sweep.sweep_points(source)
     results = _sweep.compile_points(base, points, strict=args.strict, target=args.target)
     invalid = [r for r in results if r.bundle is None]
@@ -61,11 +61,8 @@ def run_sweep(args: argparse.Namespace, source: SpecSource) -> int:
 
 def check_sweep(args: argparse.Namespace, source: SpecSource) -> int:
     """--check of a sweep: every point's bundle, and the index, against what the spec compiles to."""
-    import shlex
-
-    from . import _sweep
+    # lazy: only --check compares bundles; a sweep compile does not pay for _diff
     from ._diff import check_bundle, format_check
-    from ._errors import SpecError, UsageError
 
     if args.output is None:
         raise UsageError("--check of a sweep needs the directory of its bundles", hint="add -o DIR")

@@ -9,19 +9,22 @@ must not pay for the executor.
 
 from __future__ import annotations
 
+import sys
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._bundle_info import BundleInfo, read_bundle_info
     from ._outcome import CheckFailed, CheckSkipped
-    from ._preflight import CHECKS, BundleInfo, Check, Result, read_bundle_info, register, run_preflight
+    from ._preflight import CHECKS, Check, Result, register, run_preflight
     from ._records import list_records
     from ._run import RunOptions, run_bundle
 
 _WHERE = {
     "CheckFailed": "_outcome", "CheckSkipped": "_outcome",
-    "CHECKS": "_preflight", "BundleInfo": "_preflight", "Check": "_preflight", "Result": "_preflight",
-    "read_bundle_info": "_preflight", "register": "_preflight", "run_preflight": "_preflight",
+    "CHECKS": "_preflight", "BundleInfo": "_bundle_info", "Check": "_preflight", "Result": "_preflight",
+    "read_bundle_info": "_bundle_info", "register": "_preflight", "run_preflight": "_preflight",
     "list_records": "_records", "RunOptions": "_run", "run_bundle": "_run",
 }
 
@@ -33,7 +36,5 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import sys
-
     __import__(f"{__name__}.{module}")
     return getattr(sys.modules[f"{__name__}.{module}"], name)

@@ -49,6 +49,7 @@ class _Aws:
 
     def __init__(self) -> None:
         try:
+            # lazy: boto3 is optional (acrl[aws]) and heavy (~200 ms); only the AWS checks need it
             import boto3  # type: ignore[import-untyped]
             import botocore.exceptions  # type: ignore[import-untyped]
         except ImportError as exc:
@@ -69,7 +70,7 @@ class _Aws:
             self._secrets = [s for s in (frozen.access_key, frozen.secret_key, frozen.token) if s]
 
     def client(self, service: str, region: str, endpoint_url: str | None) -> Any:
-        from botocore.config import Config  # type: ignore[import-untyped]
+        from botocore.config import Config  # type: ignore[import-untyped]  # lazy: botocore, as boto3 above
 
         config = Config(connect_timeout=5, read_timeout=20, retries={"max_attempts": 2, "mode": "standard"})
         return self.session.client(service, region_name=region, endpoint_url=endpoint_url, config=config)

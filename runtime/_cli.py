@@ -1,7 +1,7 @@
 """The ``acrl`` console script: the compiler's commands plus the executor's `run` and `runs`.
 
 The compiler never imports acrl.runtime, so the entry point lives here and hands the compiler's
-command line (acrl.compiler._cli.acrl_main) the executor's subcommands. Like the compiler's, it
+command line (acrl.compiler.acrl_main) the executor's subcommands. Like the compiler's, it
 imports nothing but os and sys up front: each handler imports the executor when it runs, so
 `acrl --help` stays fast.
 """
@@ -9,6 +9,8 @@ imports nothing but os and sys up front: each handler imports the executor when 
 from __future__ import annotations
 
 import sys
+
+from acrl.compiler import HelpFormatter, acrl_main
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -19,14 +21,10 @@ if TYPE_CHECKING:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``acrl``."""
-    from acrl.compiler._cli import acrl_main
-
     return acrl_main(argv, more_commands=_add_run_commands)
 
 
 def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
-    from acrl.compiler._cli import _HelpFormatter
-
     run = commands.add_parser("run", help="verify a bundle, run preflight checks, run its train.sh, keep a record",
                               description="Verify BUNDLE against its manifest (a modified bundle is refused), run "
                               "the preflight checks (a table of passed / failed / skipped), then run its train.sh "
@@ -34,7 +32,7 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
                               "stops the Ray job and records the run as cancelled; a second Ctrl-C (or "
                               "ACRL_STOP_GRACE seconds, default 90) ends train.sh and everything it started. Exit "
                               "status: train.sh's (75: the job's state is unknown, recorded as such); 1 when the "
-                              "bundle is refused or a check fails.", formatter_class=_HelpFormatter)
+                              "bundle is refused or a check fails.", formatter_class=HelpFormatter)
     run.add_argument("bundle", metavar="BUNDLE", help="a bundle directory (bundles/<exp_id>)")
     run.add_argument("--dry-run", action="store_true",
                      help="verify and run the checks, print the command; run nothing, record nothing")
@@ -55,14 +53,14 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
                                description="List the run records under DIR/<exp_id>/<run_id>/run.json. A "
                                "record still 'running' whose acrl run is gone from this machine is shown as "
                                "launcher-died.",
-                               formatter_class=_HelpFormatter)
+                               formatter_class=HelpFormatter)
     runs.add_argument("--runs-dir", metavar="DIR", default="runs", help="where run records are (default: runs)")
     runs.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
     runs.set_defaults(run=_run_runs)
 
 
 def _run_run(args: argparse.Namespace) -> int:
-    from ._run import RunOptions, run_bundle
+    from ._run import RunOptions, run_bundle  # lazy: the executor (attrs, verify, preflight) is not for `acrl --help`
 
     return run_bundle(RunOptions(args.bundle, dry_run=args.dry_run, skip=tuple(args.skip),
                                  allow_modified=args.allow_modified, address=args.address, runs_dir=args.runs_dir,
@@ -70,11 +68,11 @@ def _run_run(args: argparse.Namespace) -> int:
 
 
 def _run_runs(args: argparse.Namespace) -> int:
-    from ._records import format_records, list_records
+    from ._records import format_records, list_records  # lazy: `acrl --help` does not pay for it
 
     records = list_records(args.runs_dir)
     if args.json:
-        import json
+        import json  # lazy: only `acrl runs --json` prints JSON; `acrl --help` does not pay for it
 
         print(json.dumps(records, indent=2, sort_keys=True))
     else:

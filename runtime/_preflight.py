@@ -9,13 +9,15 @@ write the function and add one ``Check(...)`` line to CHECKS (or call :func:`reg
 
 from __future__ import annotations
 
+import errno
+import importlib.util
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
-import tomllib
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -23,82 +25,25 @@ from typing import Any, Literal
 
 import attrs
 
-from acrl.compiler._bundle import _kind, read_input
-from acrl.compiler._bundle_view import bash_arrays
-from acrl.compiler._errors import AcrlError, UsageError
-from acrl.compiler._secrets import redact, without_credentials
+from acrl.compiler import (
+    UsageError,
+    compare_model_args,
+    derive_model_args,
+    file_kind,
+    read_git_commit,
+    read_input,
+    redact,
+    without_credentials,
+)
 
+from . import _aws
+from ._bundle_info import BundleInfo
+from ._bundle_info import read_bundle_info as read_bundle_info  # the preflight API: read the bundle, then run_preflight
 from ._outcome import CheckFailed, CheckSkipped
 from ._python_checks import check_rollout_modules, check_slime_parser_of_bundle
 
 Status = Literal["passed", "failed", "skipped"]
 BAD_LINES_SHOWN = 5
-
-
-@attrs.frozen
-class BundleInfo:
-    """What the checks read from a bundle: its directory, resolved spec, manifest and MODEL_ARGS."""
-
-    path: Path
-    spec: Mapping[str, Any]
-    manifest: Mapping[str, Any]
-    model_args: tuple[str, ...]
-    address: str | None = None  # --address, which wins over the spec's [cluster] address
-    modified: tuple[str, ...] = ()  # files that differ from the manifest (run with --allow-modified)
-
-    def get(self, dotted: str, default: Any = None) -> Any:
-        """A value of the resolved spec by dotted key (``slime.dir``), or ``default``."""
-        node: Any = self.spec
-        for part in dotted.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return default
-            node = node[part]
-        return node
-
-    @property
-    def cluster_address(self) -> str | None:
-        """The existing Ray cluster the job goes to, or None for a local head."""
-        return self.address or self.get("cluster.address")
-
-
-def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None,
-                     modified: Collection[str] = (), files: Mapping[str, bytes] | None = None,
-                     manifest: Mapping[str, Any] | None = None) -> BundleInfo:
-    """Read spec.toml, manifest.json and model_args.sh of the bundle directory ``path``.
-
-    ``files``: the bundle's files as verify read them (acrl.compiler._bundle.read_bundle), so that
-    the checks see the bytes that were verified, not whatever is on disk a moment later.
-    ``manifest``: the manifest as verified, when the bundle is intact (its bundle hash covers
-    every field). Without it the manifest is not trusted: its derived section (the GPUs the
-    job needs) is computed from spec.toml instead, and left out when spec.toml is not a spec."""
-    where = Path(path)
-
-    def text(name: str) -> str:
-        if files is None:
-            return (where / name).read_text(encoding="utf-8")
-        if name not in files:
-            raise OSError(f"{name} is missing or not a regular file")
-        return files[name].decode("utf-8")
-
-    try:
-        spec = tomllib.loads(text("spec.toml"))
-        parsed = json.loads(text("manifest.json")) if manifest is None else manifest
-        segments, _ = bash_arrays(text("model_args.sh"), "MODEL_ARGS")
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # tomllib and json: ValueErrors
-        raise AcrlError(f"{where}: cannot read the bundle: {exc}",
-                        hint="compile the spec again (acrl-compile SPEC -o DIR --force)") from None
-    if not isinstance(parsed, dict):
-        raise AcrlError(f"{where / 'manifest.json'}: cannot read the bundle: not a JSON object",
-                        hint="compile the spec again (acrl-compile SPEC -o DIR --force)")
-    if manifest is None:
-        from acrl.compiler._bundle_view import derived_from_spec
-
-        derived = derived_from_spec(text("spec.toml").encode("utf-8"))
-        parsed = {key: value for key, value in parsed.items() if key != "derived"}
-        if derived is not None:
-            parsed["derived"] = derived
-    tokens = tuple(token for _, words in segments for token in words)
-    return BundleInfo(where, spec, parsed, tokens, address, tuple(sorted(modified)))
 
 
 # --- the checks ------------------------------------------------------------------------------------
@@ -125,8 +70,6 @@ def check_slime(info: BundleInfo) -> str:
         what = "no such directory" if not slime.is_dir() else f"has no {entry}"
         raise CheckFailed(f"[slime] dir {slime}: {what}",
                           f"point [slime] dir at a slime checkout (with {entry}) and compile again")
-    from acrl.compiler._slime_source import read_git_commit
-
     wanted = info.get("slime.commit")
     found = read_git_commit(slime)
     if found is None:
@@ -146,8 +89,6 @@ def check_megatron(info: BundleInfo) -> str:
 
 
 def check_model(info: BundleInfo) -> str:
-    from acrl.compiler._hf_config import compare, derive_model_args
-
     model = Path(info.get("model.dir", ""))
     config = model / "config.json"
     if not config.is_file():
@@ -162,7 +103,7 @@ def check_model(info: BundleInfo) -> str:
     if not isinstance(data, dict):
         raise CheckFailed(f"{config}: not a JSON object", "restore the checkpoint's config.json")
     derived = derive_model_args(data)
-    errors = [m for m in compare(info.model_args, "model_args.sh", derived.args, str(config))
+    errors = [m for m in compare_model_args(info.model_args, "model_args.sh", derived.args, str(config))
               if m.severity == "error"]
     if errors:
         raise CheckFailed(f"{len(errors)} MODEL_ARGS differ from {config}: " + "; ".join(m.message for m in errors),
@@ -211,9 +152,6 @@ LINE_LIMIT = 64 << 20  # the longest dataset line read whole (/dev/zero, or a fi
 def scan_jsonl(path: Path, prompt_key: str = "prompt", metadata_key: str = "metadata",
                keep: int = BAD_LINES_SHOWN) -> tuple[int, list[tuple[int, str]], int]:
     """Stream ``path`` line by line: (lines, the first ``keep`` bad lines with why, bad lines)."""
-    import errno
-    import stat
-
     count = bad_count = 0
     bad: list[tuple[int, str]] = []
     decode = json.JSONDecoder().decode
@@ -221,7 +159,7 @@ def scan_jsonl(path: Path, prompt_key: str = "prompt", metadata_key: str = "meta
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise OSError(errno.EINVAL, f"not a regular file ({_kind(mode)})")
+        raise OSError(errno.EINVAL, f"not a regular file ({file_kind(mode)})")
     with os.fdopen(fd, "rb") as lines:
         while raw := lines.readline(LINE_LIMIT + 1):
             count += 1
@@ -277,8 +215,6 @@ def check_gpus(info: BundleInfo) -> str:
     if smi is not None:
         command, tool = [smi, "-L"], "nvidia-smi -L"
     else:
-        import importlib.util
-
         if importlib.util.find_spec("torch") is None:
             raise CheckSkipped("neither nvidia-smi nor torch is here to count GPUs")
         command, tool = [sys.executable, "-c", "import torch; print(torch.cuda.device_count())"], "torch"
@@ -311,8 +247,6 @@ def check_cuda_home(info: BundleInfo) -> str:
 
 def _runtime_arn(info: BundleInfo) -> tuple[str, str]:
     """The AgentCore runtime ARN of the bundle and the region it names."""
-    from . import _aws
-
     arn = str(info.get("agentcore.runtime_arn", ""))
     try:
         return arn, _aws.region_from_arn(arn)
@@ -323,22 +257,16 @@ def _runtime_arn(info: BundleInfo) -> tuple[str, str]:
 
 def check_aws_identity(info: BundleInfo) -> str:
     """AWS credentials resolve (STS GetCallerIdentity), in the region of the runtime ARN."""
-    from . import _aws
-
     return _aws.check_credentials(_runtime_arn(info)[1])
 
 
 def check_s3_bucket(info: BundleInfo) -> str:
     """The rollout bucket exists and is writable."""
-    from . import _aws
-
     return _aws.check_bucket(str(info.get("agentcore.s3_bucket", "")), _runtime_arn(info)[1])
 
 
 def check_agent_runtime(info: BundleInfo) -> str:
     """The AgentCore runtime exists and is READY."""
-    from . import _aws
-
     return _aws.check_agent_runtime(_runtime_arn(info)[0])
 
 

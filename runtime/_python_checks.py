@@ -21,7 +21,7 @@ from ._outcome import CheckFailed, CheckSkipped
 from ._slime_parser import check_slime_parser
 
 if TYPE_CHECKING:
-    from ._preflight import BundleInfo
+    from ._bundle_info import BundleInfo
 
 TIMEOUT_S = 120.0
 

@@ -18,8 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from acrl.compiler._bundle import read_input
-from acrl.compiler._errors import AcrlError
+from acrl.compiler import AcrlError, read_input, without_credentials
 
 RECORD, LOG = "run.json", "train.log"
 RECORD_LIMIT = 16 << 20  # a record is a few kB; a bigger run.json is not one acrl wrote
@@ -103,8 +102,6 @@ def utc(seconds: float) -> str:
 
 def public_address(address: str | None) -> str | None:
     """``address`` without a user:password part, which never goes into a record."""
-    from acrl.compiler._secrets import without_credentials
-
     return without_credentials(address) if address else address
 
 

@@ -28,12 +28,17 @@ from typing import IO, Any
 
 import attrs
 
-from acrl.compiler._errors import AcrlError, UsageError
-from acrl.compiler._secrets import address_has_credentials, redact
-from acrl.compiler._verify import Verification, verify_bundle
-from acrl.compiler._version import __version__
+from acrl.compiler import (
+    AcrlError,
+    UsageError,
+    Verification,
+    __version__,
+    address_has_credentials,
+    redact,
+    verify_bundle,
+)
 
-from . import _preflight, _records
+from . import _bundle_info, _preflight, _records
 from ._python_checks import train_sh_env
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -84,7 +89,7 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     print(verification.format() if verification.intact else
           verification.report() + "\n  --allow-modified: running it as it is", file=out)
     changed = {*verification.modified, *verification.added, *verification.removed}
-    info = _preflight.read_bundle_info(options.bundle, address=address, modified=changed,
+    info = _bundle_info.read_bundle_info(options.bundle, address=address, modified=changed,
                                        files=verification.files,
                                        manifest=verification.manifest if verification.intact else None)
     results = _preflight.run_preflight(info, options.skip)
@@ -217,7 +222,7 @@ def cluster_address(option: str | None) -> str | None:
     return option or os.environ.get("ACRL_RAY_ADDRESS") or None
 
 
-def _ray_address(info: _preflight.BundleInfo) -> str:
+def _ray_address(info: _bundle_info.BundleInfo) -> str:
     """The address train.sh submits to: --address, the spec's, or the local head's dashboard."""
     return info.cluster_address or f"http://127.0.0.1:{info.get('cluster.dashboard_port', 8265)}"
 
