@@ -5,6 +5,11 @@ compile in a fresh process, medians over --runs processes.
 
 Run it with the python of a regular install (see docs/performance.md); --python adds columns for
 other installs (e.g. the previous version), run interleaved with this one.
+
+After the first compile, the child compiles the same spec a second time in the same process ("again"
+rows, not in the total): what a long-lived process (a sweep's points, a test suite) pays per
+compile once everything is imported and generated. `python -c pass` runs interleaved with the
+children, and every row is also given as a ratio to it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,6 +54,9 @@ for name in _render.TEMPLATE_VARIABLES:
 mark("load the templates")
 bundle = _compile.compile_source(source); mark("structure again + resolve + validate + render + hash")
 _compile.write(bundle, Path(sys.argv[2])); mark("write")
+source = _source.read_spec(Path(sys.argv[1])); mark("again: parse")
+bundle = _compile.compile_source(source); mark("again: structure + resolve + validate + render + hash")
+_compile.write(bundle, Path(sys.argv[2] + "-again")); mark("again: write (a new bundle directory)")
 import json
 print(json.dumps([(name, t - marks[0][1]) for name, t in marks]))
 """
@@ -64,7 +73,12 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["XDG_CACHE_HOME"] = str(scratch / "cache")
     stages: list[dict[str, list[float]]] = [{} for _ in pythons]
+    bare: list[float] = []
     for n in range(args.runs + 1):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+        if n:
+            bare.append(time.perf_counter() - started)
         for i, python in enumerate(pythons):
             out = subprocess.run([python, "-c", CHILD, str(args.spec), str(scratch / f"out-{i}-{n}")],
                                  capture_output=True, text=True, env=env, check=True).stdout
@@ -72,16 +86,25 @@ def main() -> None:
             if n:  # the first round warms the file cache, the .pyc files and the template cache
                 for (_, before), (name, after) in itertools.pairwise(marks):
                     stages[i].setdefault(name, []).append(after - before)
+    start = statistics.median(bare)
+    print(f"median of {args.runs} processes each; bare interpreter start (python -c pass) {start * 1e3:.1f} ms\n")
     width = max(len(name) for name in stages[0])
-    print(f"| {'stage':<{width}} | " + " | ".join(f"{Path(p).parent.parent.name:>12}" for p in pythons) + " |")
-    print(f"|{'-' * (width + 2)}|" + "|".join("-" * 13 + ":" for _ in pythons) + "|")
-    for name in stages[0]:
-        print(f"| {name:<{width}} | " + " | ".join(f"{statistics.median(s[name]) * 1e3:9.1f} ms" for s in stages)
-              + " |")
-    totals = [sum(statistics.median(times) for times in s.values()) for s in stages]
-    print(f"| {'total after the interpreter started':<{width}} | "
-          + " | ".join(f"{t * 1e3:9.1f} ms" for t in totals) + " |")
+    print(f"| {'stage':<{width}} | " + " | ".join(f"{Path(p).parent.parent.name:>19}" for p in pythons) + " |")
+    print(f"|{'-' * (width + 2)}|" + "|".join("-" * 20 + ":" for _ in pythons) + "|")
 
+    def row(name: str, seconds: list[float]) -> None:
+        print(f"| {name:<{width}} | " + " | ".join(f"{t * 1e3:7.1f} ms ({t / start:5.2f}x)" for t in seconds) + " |")
+
+    for name in stages[0]:
+        if not name.startswith("again"):
+            row(name, [statistics.median(s[name]) for s in stages])
+    row("total after the interpreter started",
+        [sum(statistics.median(times) for name, times in s.items() if not name.startswith("again")) for s in stages])
+    for name in stages[0]:
+        if name.startswith("again"):
+            row(name, [statistics.median(s[name]) for s in stages])
+    row("again: total (a second compile in the same process)",
+        [sum(statistics.median(times) for name, times in s.items() if name.startswith("again")) for s in stages])
 
 if __name__ == "__main__":
     main()
