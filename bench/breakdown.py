@@ -1,10 +1,13 @@
 """Where one cold `acrl-compile` spends its time: timestamps between the imports and the stages of a
 compile in a fresh process, medians over --runs processes.
 
-    python bench/breakdown.py [--runs 25] [--spec SPEC] [--python OTHER_PYTHON ...]
+    python bench/breakdown.py [--runs 25] [--cpu] [--spec SPEC] [--python OTHER_PYTHON ...]
 
 Run it with the python of a regular install (see docs/performance.md); --python adds columns for
 other installs (e.g. the previous version), run interleaved with this one.
+
+--cpu times the process's CPU time (time.process_time) instead of wall time, and the bare start's
+CPU time (user + sys) as the unit: on a loaded machine, waiting for a CPU then counts in no row.
 
 After the first compile, the child compiles the same spec a second time in the same process ("again"
 rows, not in the total): what a long-lived process (a sweep's points, a test suite) pays per
@@ -31,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 # first, so that a module's row is its own cost, not its dependencies'.
 CHILD = r"""
 import time, sys
-T = time.perf_counter
+T = time.process_time if sys.argv[3] == "cpu" else time.perf_counter
 marks = [("start", T())]
 def mark(name): marks.append((name, T()))
 import re, argparse; mark("re + argparse (console script, command line)")
@@ -66,6 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=25)
     parser.add_argument("--spec", type=Path, default=REPO / "specs" / "gsm8k-qwen2.5-3b-smoke.toml")
+    parser.add_argument("--cpu", action="store_true", help="CPU time instead of wall time")
     parser.add_argument("--python", action="append", default=[], help="also time this interpreter's install")
     args = parser.parse_args()
     pythons = [sys.executable, *args.python]
@@ -76,18 +80,22 @@ def main() -> None:
     bare: list[float] = []
     for n in range(args.runs + 1):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+        proc = subprocess.Popen([sys.executable, "-c", "pass"], env=env)
+        usage = os.wait4(proc.pid, 0)[2]
         if n:
-            bare.append(time.perf_counter() - started)
+            bare.append(usage.ru_utime + usage.ru_stime if args.cpu else time.perf_counter() - started)
         for i, python in enumerate(pythons):
-            out = subprocess.run([python, "-c", CHILD, str(args.spec), str(scratch / f"out-{i}-{n}")],
+            out = subprocess.run([python, "-c", CHILD, str(args.spec), str(scratch / f"out-{i}-{n}"),
+                                  "cpu" if args.cpu else "wall"],
                                  capture_output=True, text=True, env=env, check=True).stdout
             marks = json.loads(out)
             if n:  # the first round warms the file cache, the .pyc files and the template cache
                 for (_, before), (name, after) in itertools.pairwise(marks):
                     stages[i].setdefault(name, []).append(after - before)
     start = statistics.median(bare)
-    print(f"median of {args.runs} processes each; bare interpreter start (python -c pass) {start * 1e3:.1f} ms\n")
+    clock = "CPU time (user + sys)" if args.cpu else "wall time"
+    print(f"{clock}, median of {args.runs} processes each; bare interpreter start (python -c pass) "
+          f"{start * 1e3:.1f} ms\n")
     width = max(len(name) for name in stages[0])
     print(f"| {'stage':<{width}} | " + " | ".join(f"{Path(p).parent.parent.name:>19}" for p in pythons) + " |")
     print(f"|{'-' * (width + 2)}|" + "|".join("-" * 20 + ":" for _ in pythons) + "|")

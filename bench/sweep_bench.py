@@ -141,15 +141,16 @@ def main() -> None:
     args = parser.parse_args()
     count, rows = measure(args.runs, args.points, args.dir)
     start = statistics.median(wall for wall, _ in rows[BARE])
+    start_cpu = statistics.median(cpu for _, cpu in rows[BARE])
     medians = {name: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
                for name, v in rows.items()}
     names = list(medians)
     in_command = names[2:2 + IN_COMMAND]
     report = {
         "points": count, "runs": args.runs, "dir": args.dir or tempfile.gettempdir(),
-        "bare_start_ms": round(start * 1e3, 2),
+        "bare_start_ms": round(start * 1e3, 2), "bare_start_cpu_ms": round(start_cpu * 1e3, 2),
         "per_bundle": {name: {"wall_ms": round(w / count * 1e3, 3), "x_bare_start": round(w / count / start, 3),
-                              "cpu_ms": round(c / count * 1e3, 3)}
+                              "cpu_ms": round(c / count * 1e3, 3), "cpu_x_bare_start": round(c / count / start_cpu, 3)}
                        for name, (w, c) in medians.items() if name != BARE},
         "stages_of_the_command_sum_ms_per_bundle":
             round(sum(medians[name][0] for name in in_command) / count * 1e3, 3),
@@ -159,19 +160,19 @@ def main() -> None:
         return
     print(f"{count} points, median of {args.runs} rounds, bundles written under {report['dir']}; python "
           f"{sys.version.split()[0]}, {os.cpu_count()} CPUs; bare interpreter start (python -c pass): "
-          f"{start * 1e3:.1f} ms\n")
+          f"{start * 1e3:.1f} ms, {start_cpu * 1e3:.1f} ms CPU\n")
     width = max(len(name) for name in names) + 2
-    print(f"| {'per bundle':<{width}} | {'wall':>9} | {'x bare start':>12} | {'CPU':>9} |")
-    print(f"|{'-' * (width + 2)}|{'-' * 10}:|{'-' * 13}:|{'-' * 10}:|")
+    print(f"| {'per bundle':<{width}} | {'wall':>9} | {'x bare start':>12} | {'CPU':>9} | {'CPU x bare':>10} |")
+    print(f"|{'-' * (width + 2)}|{'-' * 10}:|{'-' * 13}:|{'-' * 10}:|{'-' * 11}:|")
     for name in names[1:]:
         wall, cpu = medians[name]
         if name == names[2 + IN_COMMAND]:
             total = report["stages_of_the_command_sum_ms_per_bundle"]
             label = "= the stages of the command, summed"
-            print(f"| {label:<{width}} | {total:6.2f} ms | {total / 1e3 / start:11.3f}x | {'':>9} |")
+            print(f"| {label:<{width}} | {total:6.2f} ms | {total / 1e3 / start:11.3f}x | {'':>9} | {'':>10} |")
         label = f"- {name}" if name in in_command else name
         print(f"| {label:<{width}} | {wall / count * 1e3:6.2f} ms | {wall / count / start:11.3f}x | "
-              f"{cpu / count * 1e3:6.2f} ms |")
+              f"{cpu / count * 1e3:6.2f} ms | {cpu / count / start_cpu:9.3f}x |")
 
 if __name__ == "__main__":
     main()
