@@ -21,6 +21,7 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -78,20 +79,23 @@ def main() -> None:
     env["XDG_CACHE_HOME"] = str(scratch / "cache")
     stages: list[dict[str, list[float]]] = [{} for _ in pythons]
     bare: list[float] = []
-    for n in range(args.runs + 1):
-        started = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-c", "pass"], env=env)
-        usage = os.wait4(proc.pid, 0)[2]
-        if n:
-            bare.append(usage.ru_utime + usage.ru_stime if args.cpu else time.perf_counter() - started)
-        for i, python in enumerate(pythons):
-            out = subprocess.run([python, "-c", CHILD, str(args.spec), str(scratch / f"out-{i}-{n}"),
-                                  "cpu" if args.cpu else "wall"],
-                                 capture_output=True, text=True, env=env, check=True).stdout
-            marks = json.loads(out)
-            if n:  # the first round warms the file cache, the .pyc files and the template cache
-                for (_, before), (name, after) in itertools.pairwise(marks):
-                    stages[i].setdefault(name, []).append(after - before)
+    try:
+        for n in range(args.runs + 1):
+            started = time.perf_counter()
+            proc = subprocess.Popen([sys.executable, "-c", "pass"], env=env)
+            usage = os.wait4(proc.pid, 0)[2]
+            if n:
+                bare.append(usage.ru_utime + usage.ru_stime if args.cpu else time.perf_counter() - started)
+            for i, python in enumerate(pythons):
+                out = subprocess.run([python, "-c", CHILD, str(args.spec), str(scratch / f"out-{i}-{n}"),
+                                      "cpu" if args.cpu else "wall"],
+                                     capture_output=True, text=True, env=env, check=True).stdout
+                marks = json.loads(out)
+                if n:  # the first round warms the file cache, the .pyc files and the template cache
+                    for (_, before), (name, after) in itertools.pairwise(marks):
+                        stages[i].setdefault(name, []).append(after - before)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     start = statistics.median(bare)
     clock = "CPU time (user + sys)" if args.cpu else "wall time"
     print(f"{clock}, median of {args.runs} processes each; bare interpreter start (python -c pass) "
