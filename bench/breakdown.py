@@ -39,17 +39,20 @@ T = time.process_time if sys.argv[3] == "cpu" else time.perf_counter
 marks = [("start", T())]
 def mark(name): marks.append((name, T()))
 import re, argparse; mark("re + argparse (console script, command line)")
-from acrl.compiler import _cli; mark("acrl.compiler._cli")
+from acrl.compiler._cli import main as _cli; mark("acrl.compiler._cli.main")
 import attrs; mark("import attrs")
 import cattrs; mark("import cattrs")
 import jinja2; mark("import jinja2")
 import tomllib; mark("import tomllib")
 import yaml; mark("import yaml")
 import tomli_w; mark("import tomli_w")
-from acrl.compiler import _spec; mark("acrl: _spec (attrs classes)")
-from acrl.compiler import _model_args; mark("acrl: _model_args")
-from acrl.compiler import _slime_source; mark("acrl: _slime_source")
-from acrl.compiler import _compile, _render, _source, _structure; mark("acrl: every other module")
+from acrl.compiler._spec import tables as _spec; mark("acrl: _spec (attrs classes)")
+from acrl.compiler._pipeline.model_args import resolve as _model_args; mark("acrl: _model_args")
+from acrl.compiler._slime import source as _slime_source; mark("acrl: _slime_source")
+from acrl.compiler._pipeline import compile as _compile
+from acrl.compiler._pipeline import render as _render
+from acrl.compiler._pipeline import parse as _source
+from acrl.compiler._pipeline import structure as _structure; mark("acrl: every other module")
 from pathlib import Path
 source = _source.read_spec(Path(sys.argv[1])); mark("parse (tomllib + key positions)")
 _structure.structure(source); mark("structure (cattrs generates code)")

@@ -51,8 +51,8 @@ import os, sys, time, json
 marks = [("start", time.perf_counter(), time.process_time())]
 def mark(name): marks.append((name, time.perf_counter(), time.process_time()))
 from pathlib import Path
-from acrl.compiler import _sweep
-from acrl.compiler._layers import load_spec
+from acrl.compiler._pipeline import sweep as _sweep
+from acrl.compiler._pipeline.layers import load_spec
 import attrs, cattrs, jinja2, yaml, tomli_w
 mark("imports (acrl and its libraries)")
 spec, out = Path(sys.argv[1]), Path(sys.argv[2])

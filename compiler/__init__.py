@@ -21,14 +21,22 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~4 ms); 
 if TYPE_CHECKING:
     from typing import Any
 
-    from ._bundle import _kind as file_kind
-    from ._bundle import read_input
-    from ._bundle_view import bash_arrays, derived_from_spec
-    from ._cli import _HelpFormatter as HelpFormatter
-    from ._cli import acrl_main
-    from ._compile import Bundle, compile_source, compile_spec, resolved_spec, write
-    from ._diff import BundleDiff, CheckResult, check_bundle, diff_paths
-    from ._errors import (
+    from ._cli.main import _HelpFormatter as HelpFormatter
+    from ._cli.main import acrl_main
+    from ._pipeline.bundle import _kind as file_kind
+    from ._pipeline.bundle import read_input
+    from ._pipeline.compile import Bundle, compile_source, compile_spec, resolved_spec, write
+    from ._pipeline.model_args.hf_config import compare as compare_model_args
+    from ._pipeline.model_args.hf_config import derive_model_args
+    from ._pipeline.parse import SpecSource, parse_spec_text, read_spec
+    from ._pipeline.validate.rules import RULES, Rule
+    from ._review.diff import BundleDiff, CheckResult, check_bundle, diff_paths
+    from ._review.verify import Verification, verify_bundle
+    from ._review.view import bash_arrays, derived_from_spec
+    from ._secrets import address_has_credentials, redact, without_credentials
+    from ._slime.source import read_git_commit
+    from ._spec.tables import Spec
+    from .errors import (
         AcrlError,
         BundleExistsError,
         BundleReadError,
@@ -37,31 +45,25 @@ if TYPE_CHECKING:
         SpecError,
         UsageError,
     )
-    from ._hf_config import compare as compare_model_args
-    from ._hf_config import derive_model_args
-    from ._rules import RULES, Rule
-    from ._secrets import address_has_credentials, redact, without_credentials
-    from ._slime_source import read_git_commit
-    from ._source import SpecSource, parse_spec_text, read_spec
-    from ._spec import Spec
-    from ._verify import Verification, verify_bundle
 
 _WHERE = {
-    "Bundle": "_compile", "compile_source": "_compile", "compile_spec": "_compile",
-    "resolved_spec": "_compile", "write": "_compile",
-    "AcrlError": "_errors", "BundleExistsError": "_errors", "BundleWriteError": "_errors",
-    "Diagnostic": "_errors", "SpecError": "_errors", "UsageError": "_errors",
-    "RULES": "_rules", "Rule": "_rules",
-    "SpecSource": "_source", "parse_spec_text": "_source", "read_spec": "_source",
-    "Spec": "_spec",
-    "BundleDiff": "_diff", "CheckResult": "_diff", "check_bundle": "_diff", "diff_paths": "_diff",
-    "BundleReadError": "_errors", "Verification": "_verify", "verify_bundle": "_verify",
+    "Bundle": "_pipeline.compile", "compile_source": "_pipeline.compile", "compile_spec": "_pipeline.compile",
+    "resolved_spec": "_pipeline.compile", "write": "_pipeline.compile",
+    "AcrlError": "errors", "BundleExistsError": "errors", "BundleWriteError": "errors",
+    "Diagnostic": "errors", "SpecError": "errors", "UsageError": "errors",
+    "RULES": "_pipeline.validate.rules", "Rule": "_pipeline.validate.rules",
+    "SpecSource": "_pipeline.parse", "parse_spec_text": "_pipeline.parse", "read_spec": "_pipeline.parse",
+    "Spec": "_spec.tables",
+    "BundleDiff": "_review.diff", "CheckResult": "_review.diff", "check_bundle": "_review.diff",
+    "diff_paths": "_review.diff",
+    "BundleReadError": "errors", "Verification": "_review.verify", "verify_bundle": "_review.verify",
     # shared with acrl.runtime; "module:name" where the compiler's own name differs
-    "file_kind": "_bundle:_kind", "read_input": "_bundle", "bash_arrays": "_bundle_view",
-    "derived_from_spec": "_bundle_view", "HelpFormatter": "_cli:_HelpFormatter", "acrl_main": "_cli",
-    "compare_model_args": "_hf_config:compare", "derive_model_args": "_hf_config",
+    "file_kind": "_pipeline.bundle:_kind", "read_input": "_pipeline.bundle", "bash_arrays": "_review.view",
+    "derived_from_spec": "_review.view", "HelpFormatter": "_cli.main:_HelpFormatter", "acrl_main": "_cli.main",
+    "compare_model_args": "_pipeline.model_args.hf_config:compare",
+    "derive_model_args": "_pipeline.model_args.hf_config",
     "address_has_credentials": "_secrets", "redact": "_secrets", "without_credentials": "_secrets",
-    "read_git_commit": "_slime_source",
+    "read_git_commit": "_slime.source",
 }
 
 __all__ = [

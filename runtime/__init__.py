@@ -15,16 +15,17 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from typing import Any
 
-    from ._bundle_info import BundleInfo, read_bundle_info
-    from ._outcome import CheckFailed, CheckSkipped
-    from ._preflight import CHECKS, Check, Result, register, run_preflight
+    from ._preflight.bundle_info import BundleInfo, read_bundle_info
+    from ._preflight.checks import CHECKS, Check, Result, register, run_preflight
+    from ._preflight.outcome import CheckFailed, CheckSkipped
     from ._records import list_records
     from ._run import RunOptions, run_bundle
 
 _WHERE = {
-    "CheckFailed": "_outcome", "CheckSkipped": "_outcome",
-    "CHECKS": "_preflight", "BundleInfo": "_bundle_info", "Check": "_preflight", "Result": "_preflight",
-    "read_bundle_info": "_bundle_info", "register": "_preflight", "run_preflight": "_preflight",
+    "CheckFailed": "_preflight.outcome", "CheckSkipped": "_preflight.outcome",
+    "CHECKS": "_preflight.checks", "BundleInfo": "_preflight.bundle_info", "Check": "_preflight.checks",
+    "Result": "_preflight.checks",
+    "read_bundle_info": "_preflight.bundle_info", "register": "_preflight.checks", "run_preflight": "_preflight.checks",
     "list_records": "_records", "RunOptions": "_run", "run_bundle": "_run",
 }
 

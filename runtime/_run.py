@@ -38,8 +38,10 @@ from acrl.compiler import (
     verify_bundle,
 )
 
-from . import _bundle_info, _preflight, _records
-from ._python_checks import train_sh_env
+from . import _records
+from ._preflight import bundle_info as _bundle_info
+from ._preflight import checks as _preflight
+from ._preflight.python import train_sh_env
 
 EXIT_OK, EXIT_FAILED = 0, 1
 EXIT_UNKNOWN = 75  # train.sh: the Ray job's state is unknown (it may still be running)

@@ -104,7 +104,7 @@ def forge_manifest(bundle: Path, **changes: Any) -> dict[str, Any]:
     all, so that the bundle matches its own manifest again. Returns the new manifest."""
     import json
 
-    from acrl.compiler._bundle import manifest_hash, sha256
+    from acrl.compiler._pipeline.bundle import manifest_hash, sha256
 
     manifest = json.loads((bundle / "manifest.json").read_text())
     manifest["files"] = {name: sha256((bundle / name).read_bytes()) for name in manifest["files"]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from acrl.compiler._bundle import STALE_SECONDS, _exchange, read_bundle, recover, write_bundle
-from acrl.compiler._layers import load_spec
-from acrl.compiler._sweep import compile_points, sweep_points, write_sweep
+from acrl.compiler._pipeline.bundle import STALE_SECONDS, _exchange, read_bundle, recover, write_bundle
+from acrl.compiler._pipeline.layers import load_spec
+from acrl.compiler._pipeline.sweep import compile_points, sweep_points, write_sweep
 from conftest import SpecWriter
 
 OLD = {"manifest.json": b"{}\n", "train.sh": b"#!/bin/bash\necho old\n", "spec.toml": b"a = 1\n"}
@@ -27,7 +27,7 @@ NEW = {"manifest.json": b"{ }\n", "train.sh": b"#!/bin/bash\necho new\n", "spec.
 # (the strace reproduction); "exchange": steps counted, renameat2 used; "fallback": no renameat2.
 _KILLER = r"""
 import os, signal, sys
-from acrl.compiler import _bundle
+from acrl.compiler._pipeline import bundle as _bundle
 out, k, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 NEW = NEW_FILES
 calls = [0]
@@ -175,7 +175,7 @@ def _dead_pid() -> int:
 
 _SWEEP_KILLER = r"""
 import os, pickle, signal, sys
-from acrl.compiler import _bundle, _sweep
+from acrl.compiler._pipeline import bundle as _bundle, sweep as _sweep
 out, k, which = sys.argv[1], int(sys.argv[2]), sys.argv[4]
 with open(sys.argv[3], "rb") as f:
     results = pickle.load(f)[which]

@@ -17,14 +17,14 @@ import pytest
 boto3 = pytest.importorskip("boto3", reason="the AWS checks need boto3: pip install -e '.[test]'")
 moto_server = pytest.importorskip("moto.server", reason="the AWS checks need moto[server]: pip install -e '.[test]'")
 
-from acrl.runtime._aws import (  # noqa: E402
+from acrl.runtime._preflight.aws import (  # noqa: E402
     check_agent_runtime,
     check_bucket,
     check_credentials,
     region_from_arn,
     runtime_id_from_arn,
 )
-from acrl.runtime._outcome import CheckFailed  # noqa: E402
+from acrl.runtime._preflight.outcome import CheckFailed  # noqa: E402
 
 REGION = "us-west-2"
 ACCOUNT = "123456789012"
@@ -306,7 +306,7 @@ def test_importing_the_module_does_not_import_boto3() -> None:
     import subprocess
     import sys
 
-    code = "import sys, acrl.runtime._aws; print('boto3' in sys.modules, 'botocore' in sys.modules)"
+    code = "import sys, acrl.runtime._preflight.aws; print('boto3' in sys.modules, 'botocore' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 

@@ -23,10 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acrl.compiler import SpecError, compile_spec
-from acrl.compiler._bundle import INPUT_LIMIT, YAML_LIMIT, read_file, read_input, write_bundle
-from acrl.compiler._source import MAX_DIGITS, MAX_NESTING, parse_spec_text, toml_bounds
-from acrl.compiler._spec import Spec
-from acrl.compiler._structure import PATH_KEYS
+from acrl.compiler._pipeline.bundle import INPUT_LIMIT, YAML_LIMIT, read_file, read_input, write_bundle
+from acrl.compiler._pipeline.parse import MAX_DIGITS, MAX_NESTING, parse_spec_text, toml_bounds
+from acrl.compiler._pipeline.structure import PATH_KEYS
+from acrl.compiler._spec.tables import Spec
 from conftest import MINIMAL, SpecWriter, merge
 
 MEMORY = 1 << 30  # bytes of address space each command may use
@@ -249,7 +249,7 @@ def test_a_pipe_is_read_when_allowed_and_bounded(tmp_path: Path) -> None:
 
 
 def test_a_spec_piped_without_end_is_refused_at_the_limit(tmp_path: Path) -> None:
-    proc = subprocess.run(f"yes | {sys.executable} -m acrl.compiler._cli compile /dev/stdin -o out",
+    proc = subprocess.run(f"yes | {sys.executable} -m acrl.compiler._cli.main compile /dev/stdin -o out",
                           shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT,
                           preexec_fn=_limits)
     assert proc.returncode == 1 and "too large" in proc.stderr and "Traceback" not in proc.stderr
@@ -385,7 +385,7 @@ def test_import_removes_only_the_temporaries_of_importers_that_are_gone(tmp_path
 
 def test_preflight_reads_a_bundle_nested_thousands_deep_as_unreadable(tmp_path: Path) -> None:
     from acrl.compiler import AcrlError
-    from acrl.runtime._preflight import read_bundle_info
+    from acrl.runtime._preflight.checks import read_bundle_info
 
     write_bundle(tmp_path / "b", compile_spec(tmp_path / "s.toml", data=_spec().encode()).files, force=False)
     (tmp_path / "b" / "spec.toml").write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n")
@@ -395,7 +395,7 @@ def test_preflight_reads_a_bundle_nested_thousands_deep_as_unreadable(tmp_path: 
 
 
 def test_an_extends_chain_is_bounded(tmp_path: Path) -> None:
-    from acrl.compiler._layers import MAX_BASES, load_spec
+    from acrl.compiler._pipeline.layers import MAX_BASES, load_spec
 
     for i in range(MAX_BASES + 1):
         (tmp_path / f"c{i}.toml").write_text(f'extends = "c{i + 1}.toml"\n')
@@ -412,7 +412,7 @@ def test_an_extends_chain_is_bounded(tmp_path: Path) -> None:
 
 
 def _preflight_outcome(check: str, where: Path, spec: dict[str, object]) -> tuple[str, str]:
-    from acrl.runtime import _preflight
+    from acrl.runtime._preflight import checks as _preflight
 
     info = _preflight.BundleInfo(where, spec, {"derived": {}}, (), None)
     result = _preflight.run_check(_preflight.Check("c", getattr(_preflight, check)), info)
@@ -439,7 +439,7 @@ def test_a_dataset_that_is_not_a_regular_file_fails_at_once(tmp_path: Path, kind
 
 
 def test_a_dataset_line_over_the_limit_is_a_bad_line_read_in_bounded_memory(tmp_path: Path) -> None:
-    from acrl.runtime._preflight import LINE_LIMIT, scan_jsonl
+    from acrl.runtime._preflight.checks import LINE_LIMIT, scan_jsonl
 
     path = tmp_path / "d.jsonl"
     with open(path, "wb") as f:
@@ -465,7 +465,7 @@ def test_a_config_json_is_read_bounded(tmp_path: Path) -> None:
 
 
 def test_git_files_of_a_checkout_are_read_bounded(tmp_path: Path) -> None:
-    from acrl.compiler._slime_source import read_git_commit
+    from acrl.compiler._slime.source import read_git_commit
 
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "HEAD").write_text("a" * 40 + "\n")

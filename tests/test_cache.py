@@ -1,4 +1,4 @@
-"""The compile cache (compiler/_cache.py): a hit repeats exactly what compiling would print and
+"""The compile cache (compiler/_fast/cache.py): a hit repeats exactly what compiling would print and
 write, without importing the compiler's libraries; anything that could change the result is a miss."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import attrs
 import pytest
 import tomli_w
 
-import acrl.compiler._compile as compile_module
-from acrl.compiler import _cache
-from acrl.compiler._cli import compile_main
+import acrl.compiler._pipeline.compile as compile_module
+from acrl.compiler._cli.main import compile_main
+from acrl.compiler._fast import cache as _cache
 from conftest import EXAMPLE_SPECS, MINIMAL, REPO, SpecWriter, merge
 
 HF = REPO / "tests" / "fixtures" / "hf"
@@ -272,12 +272,12 @@ def test_a_library_or_compiler_file_that_changes_changes_every_key(tmp_path: Pat
     assert _cache.key("spec.toml", "0" * 64, strict=False) != before
 
 
-@pytest.mark.parametrize("edited", ["compiler/_render.py", "templates/train.sh.jinja"])
+@pytest.mark.parametrize("edited", ["compiler/_pipeline/render.py", "templates/train.sh.jinja"])
 def test_an_edit_to_the_compiler_or_a_template_changes_every_key(edited: str, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     for part in ("compiler", "templates"):
         shutil.copytree(REPO / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(_cache, "__file__", str(tmp_path / "compiler" / "_cache.py"))  # where the code is
+    monkeypatch.setattr(_cache, "__file__", str(tmp_path / "compiler" / "_fast/cache.py"))  # where the code is
     monkeypatch.setattr(_cache, "_FINGERPRINT", None)
     before = _cache.key("spec.toml", "0" * 64, strict=False)
     with open(tmp_path / edited, "a") as f:
@@ -289,7 +289,7 @@ def test_an_edit_to_the_compiler_or_a_template_changes_every_key(edited: str, tm
 def test_a_spec_read_from_a_pipe_compiles(tmp_path: Path, cache_home: Path) -> None:
     """The spec is read once: a pipe has nothing left for a second read."""
     for _ in range(2):  # a miss, then a hit
-        proc = subprocess.run(f"cat {EXAMPLE_SPECS[0]} | {sys.executable} -m acrl.compiler._cli compile /dev/stdin "
+        proc = subprocess.run(f"cat {EXAMPLE_SPECS[0]} | {sys.executable} -m acrl.compiler._cli.main compile /dev/stdin "  # noqa: E501
                               f"-o {tmp_path / 'out'} --force", shell=True, capture_output=True, text=True,
                               env={**os.environ, "XDG_CACHE_HOME": str(cache_home)})
         assert proc.returncode == 0, proc.stderr
@@ -330,7 +330,7 @@ def _imports_after_compile(tmp_path: Path, spec: Path, out: str) -> tuple[list[s
         for part in ("compiler", "templates"):
             (tree / "acrl" / part).symlink_to(REPO / part)
     site = os.path.dirname(os.path.dirname(attrs.__file__))
-    code = ("import sys\nfrom acrl.compiler._cli import compile_main\n"
+    code = ("import sys\nfrom acrl.compiler._cli.main import compile_main\n"
             f"code = compile_main([{str(spec)!r}, '-o', {out!r}])\n"
             "print(repr(sorted(sys.modules)), file=sys.stderr)\nsys.exit(code)\n")
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{site}"}
@@ -363,7 +363,7 @@ def test_no_cache_neither_reads_nor_writes(write_spec: SpecWriter, tmp_path: Pat
 _AUDIT = r"""
 import json, sys
 from pathlib import Path
-from acrl.compiler import _compile
+from acrl.compiler._pipeline import compile as _compile
 
 warm_up, spec = Path(sys.argv[1]), Path(sys.argv[2])
 _compile.compile_spec(warm_up)  # every module the compile imports lazily is imported now
@@ -444,7 +444,7 @@ def test_kept_help_that_does_not_match_is_not_printed(tmp_path: Path, cache_home
 
 
 def test_an_unknown_command_with_help_is_still_an_error(capsys: pytest.CaptureFixture[str], cache_home: Path) -> None:
-    from acrl.compiler._cli import acrl_main
+    from acrl.compiler._cli.main import acrl_main
 
     for _ in range(2):
         with pytest.raises(SystemExit) as exc:
@@ -456,7 +456,7 @@ def test_an_unknown_command_with_help_is_still_an_error(capsys: pytest.CaptureFi
 def test_check_writes_nothing_even_into_an_empty_cache_home(tmp_path: Path, cache_home: Path) -> None:
     """--check compiles with cold caches and still writes no file anywhere (subprocess: the template
     cache's read-only switch is process-wide)."""
-    proc = subprocess.run([sys.executable, "-m", "acrl.compiler._cli", "compile", "--check", str(EXAMPLE_SPECS[0]),
+    proc = subprocess.run([sys.executable, "-m", "acrl.compiler._cli.main", "compile", "--check", str(EXAMPLE_SPECS[0]),
                            "-o", str(REPO / "tests" / "golden" / EXAMPLE_SPECS[0].stem)], capture_output=True,
                           text=True, env={**os.environ, "XDG_CACHE_HOME": str(cache_home)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -467,7 +467,7 @@ def test_help_words_that_argparse_takes_as_an_argument_run_the_command(tmp_path:
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """`acrl explain NAME --help`: argparse hands --help to explain as its KEY (argparse.REMAINDER); explain
     prints its own help for it, as the user asked, rather than any help kept for other words."""
-    from acrl.compiler._cli import acrl_main
+    from acrl.compiler._cli.main import acrl_main
 
     bundle = tmp_path / "mybundle"
     shutil.copytree(REPO / "tests" / "golden" / EXAMPLE_SPECS[0].stem, bundle)
@@ -483,8 +483,8 @@ def test_help_words_that_argparse_takes_as_an_argument_run_the_command(tmp_path:
 
 def test_the_compilers_own_help_is_kept_apart_from_the_acrl_commands_help(
         cache_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`python -m acrl.compiler._cli --help` has no `run`; it must never be what `acrl --help` prints."""
-    from acrl.compiler._cli import acrl_main
+    """`python -m acrl.compiler._cli.main --help` has no `run`; it must never be what `acrl --help` prints."""
+    from acrl.compiler._cli.main import acrl_main
     from acrl.runtime._cli import main
 
     for entry_point in (acrl_main, main, acrl_main, main):  # each twice: the second time from the cache

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from acrl.compiler._catalog import CATALOG, CatalogEntry, entry, lookup_error
-from acrl.compiler._hf_config import SETTINGS, compare, derive_model_args
+from acrl.compiler._pipeline.model_args.catalog import CATALOG, CatalogEntry, entry, lookup_error
+from acrl.compiler._pipeline.model_args.hf_config import SETTINGS, compare, derive_model_args
 from conftest import shared_slime
 
 REQUIRED = [

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from acrl.compiler._cli import acrl_main, compile_main
+from acrl.compiler._cli.main import acrl_main, compile_main
 from conftest import REPO, SpecWriter
 
 

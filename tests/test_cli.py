@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from acrl.compiler._cli import acrl_main, compile_main
+from acrl.compiler._cli.main import acrl_main, compile_main
 from conftest import SPECS, SpecWriter
 
 SMOKE = SPECS / "gsm8k-qwen2.5-3b-smoke.toml"
@@ -134,7 +134,7 @@ def test_unwritable_output_is_a_clear_error(write_spec: SpecWriter, tmp_path: Pa
 
 def test_internal_errors_print_no_traceback(capsys: pytest.CaptureFixture[str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    import acrl.compiler._compile as compile_module
+    import acrl.compiler._pipeline.compile as compile_module
 
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("kaboom")
@@ -147,7 +147,7 @@ def test_internal_errors_print_no_traceback(capsys: pytest.CaptureFixture[str],
 def test_an_internal_error_never_shows_a_secret(capsys: pytest.CaptureFixture[str],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug's message may quote an input: its credentials are masked like every other message's."""
-    import acrl.compiler._compile as compile_module
+    import acrl.compiler._pipeline.compile as compile_module
 
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("cannot reach http://admin:hunter2-Zq9@head:8265 with sk-abcdefghijklmnopqrstuvwxyz0123")

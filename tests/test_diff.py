@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import tomli_w
 
-from acrl.compiler._bundle_view import FORWARDED, PINNED_AT_LAUNCH, bash_arrays
-from acrl.compiler._cli import acrl_main
-from acrl.compiler._diff import GROUPS, SECTIONS, flag_group
+from acrl.compiler._cli.main import acrl_main
+from acrl.compiler._review.diff import GROUPS, SECTIONS, flag_group
+from acrl.compiler._review.view import FORWARDED, PINNED_AT_LAUNCH, bash_arrays
 from conftest import REPO, SpecWriter, forge_manifest
 
 GOLDEN = REPO / "tests" / "golden"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from acrl.compiler._docs import GENERATED, REGENERATE, main, reference_markdown, rules_markdown
-from acrl.compiler._schema import FLAG_KEYWORD, spec_schema
+from acrl.compiler._cli.docs import GENERATED, REGENERATE, main, reference_markdown, rules_markdown
+from acrl.compiler._spec.schema import FLAG_KEYWORD, spec_schema
 from conftest import REPO
 
 
@@ -40,7 +40,7 @@ def test_unknown_targets_and_missing_docs_folder_are_usage_errors(tmp_path: Path
     assert main([str(tmp_path / "notes.md")]) == 2
     assert "not a generated file" in capsys.readouterr().err
     assert main([str(tmp_path / "nowhere" / "rules.md")]) == 2
-    assert "run `python -m acrl.compiler._docs` from the repository root" in capsys.readouterr().err
+    assert "run `python -m acrl.compiler._cli.docs` from the repository root" in capsys.readouterr().err
 
 
 def test_every_rule_is_documented() -> None:

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from acrl.compiler import _cli
-from acrl.compiler._errors import (
+from acrl.compiler._cli import main as _cli
+from acrl.compiler._review.verify import Verification
+from acrl.compiler.errors import (
     AcrlError,
     BundleExistsError,
     BundleReadError,
@@ -28,10 +29,9 @@ from acrl.compiler._errors import (
     SpecError,
     UsageError,
 )
-from acrl.compiler._verify import Verification
 from conftest import REPO, SpecWriter
 
-SOURCES = sorted([*(REPO / "compiler").glob("*.py"), *(REPO / "runtime").glob("*.py")])
+SOURCES = sorted([*(REPO / "compiler").rglob("*.py"), *(REPO / "runtime").rglob("*.py")])
 
 
 def _modified_verification(**changes: object) -> Verification:
@@ -41,14 +41,14 @@ def _modified_verification(**changes: object) -> Verification:
 
 
 def _sweep_spec_error() -> AcrlError:
-    from acrl.compiler._compile import SweepSpecError
-    from acrl.compiler._source import parse_spec_text
+    from acrl.compiler._pipeline.compile import SweepSpecError
+    from acrl.compiler._pipeline.parse import parse_spec_text
 
     return SweepSpecError(parse_spec_text('[sweep]\n"train.lr" = [1e-6]\n', "s.toml"))
 
 
 def _import_input_error() -> AcrlError:
-    from acrl.compiler._import import ImportInputError
+    from acrl.compiler._importers.base import ImportInputError
 
     return ImportInputError(path="r.yaml:3", reason="lr: not a number", fix="write a number")
 
@@ -83,8 +83,8 @@ EXAMPLES: dict[str, tuple[Callable[[], AcrlError], int]] = {
 def _error_classes() -> dict[str, str]:
     """Every subclass of AcrlError defined in compiler/ or runtime/ (name -> module), found in the
     source so that a new one cannot be missed by the table above."""
-    known = {"AcrlError": "acrl.compiler._errors"}
-    defined = [(node, f"acrl.{path.parent.name}.{path.stem}") for path in SOURCES
+    known = {"AcrlError": "acrl.compiler.errors"}
+    defined = [(node, "acrl." + ".".join(path.relative_to(REPO).with_suffix("").parts)) for path in SOURCES
                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)]
     grew = True
     while grew:
@@ -163,7 +163,7 @@ def test_golden_wording() -> None:
     assert str(BundleExistsError(path="out/a", reason="holds another bundle")) == (
         "out/a: holds another bundle; not overwritten.\n"
         "  fix: pass --force to replace it, or choose another directory with -o.")
-    from acrl.compiler._import import ImportInputError
+    from acrl.compiler._importers.base import ImportInputError
 
     first = ImportInputError(path="r.yaml:2", reason="a: not a number", fix="write a number")
     error = ImportInputError(path="r.yaml:5", reason="b: unknown key", fix="remove it", before=[first])
@@ -190,12 +190,12 @@ def test_modified_bundle_error_and_verify_report_share_the_fix() -> None:
 
 # The functions that turn a fix field into text, and nothing else may write "fix:".
 FORMATTERS = {
-    ("compiler/_errors.py", "AcrlError.__str__"),  # every AcrlError
-    ("compiler/_errors.py", "Diagnostic.format"),  # a located problem in a spec
-    ("compiler/_verify.py", "Verification.format"),  # acrl verify's report: report() and fix()
-    ("compiler/_hf_config.py", "Mismatch.message"),  # a MODEL_ARGS note: problem and fix
-    ("runtime/_preflight.py", "format_table"),  # the preflight table: a CheckFailed's hint under its row
-    ("compiler/_diff.py", "format_check"),  # acrl-compile --check's report (not an error)
+    ("compiler/errors.py", "AcrlError.__str__"),  # every AcrlError
+    ("compiler/errors.py", "Diagnostic.format"),  # a located problem in a spec
+    ("compiler/_review/verify.py", "Verification.format"),  # acrl verify's report: report() and fix()
+    ("compiler/_pipeline/model_args/hf_config.py", "Mismatch.message"),  # a MODEL_ARGS note: problem and fix
+    ("runtime/_preflight/checks.py", "format_table"),  # the preflight table: a CheckFailed's hint under its row
+    ("compiler/_review/diff.py", "format_check"),  # acrl-compile --check's report (not an error)
 }
 _FIX = re.compile(r"\bfix:", re.IGNORECASE)
 _PARSERS = {"split", "rsplit", "splitlines", "partition", "rpartition", "removesuffix", "removeprefix", "index",
@@ -310,7 +310,7 @@ def test_the_parse_rule_allows_fields_and_other_exceptions() -> None:
 def test_json_errors_carry_the_hint_end_to_end(write_spec: SpecWriter, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     """Through the real command lines: the hint in its own field, the text and exit status as before."""
-    from acrl.compiler._cli import acrl_main
+    from acrl.compiler._cli.main import acrl_main
 
     spec = write_spec()
     assert acrl_main(["compile", str(spec), "--check", "--force", "--json"]) == 2

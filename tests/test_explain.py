@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from acrl.compiler import UsageError, read_spec
-from acrl.compiler._bundle_view import read_view
-from acrl.compiler._cli import acrl_main
-from acrl.compiler._explain import Explanation, Item, explain_bundle, explain_path, explain_spec
+from acrl.compiler._cli.main import acrl_main
+from acrl.compiler._review.explain import Explanation, Item, explain_bundle, explain_path, explain_spec
+from acrl.compiler._review.view import read_view
 from conftest import EXAMPLE_SPECS, REPO, SpecWriter
 
 GOLDEN = REPO / "tests" / "golden"

@@ -14,13 +14,14 @@ import tomli_w
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import acrl.compiler._compile as compile_module
-from acrl.compiler import _cache, compile_spec
-from acrl.compiler._cli import acrl_main, compile_main
-from acrl.compiler._errors import SpecError
-from acrl.compiler._explain import explain_path
-from acrl.compiler._layers import layer, load_spec, merge_data, overlay
-from acrl.compiler._source import parse_spec_text
+import acrl.compiler._pipeline.compile as compile_module
+from acrl.compiler import compile_spec
+from acrl.compiler._cli.main import acrl_main, compile_main
+from acrl.compiler._fast import cache as _cache
+from acrl.compiler._pipeline.layers import layer, load_spec, merge_data, overlay
+from acrl.compiler._pipeline.parse import parse_spec_text
+from acrl.compiler._review.explain import explain_path
+from acrl.compiler.errors import SpecError
 from conftest import MINIMAL
 
 

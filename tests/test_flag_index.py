@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from acrl.compiler import compile_spec
-from acrl.compiler._argv import build_argv
-from acrl.compiler._flag_index import CoerceError, canonical_int, coerce, extra_value, flag_index
-from acrl.compiler._flags import flag_tokens
-from acrl.compiler._spec import Spec
+from acrl.compiler._importers.flag_index import CoerceError, canonical_int, coerce, extra_value, flag_index
+from acrl.compiler._pipeline.argv import build_argv
+from acrl.compiler._spec.flags import flag_tokens
+from acrl.compiler._spec.tables import Spec
 from conftest import EXAMPLE_SPECS, MINIMAL, merge
 
 # Every optional key set, so that build_argv passes every flag a key can set.

@@ -45,7 +45,7 @@ def test_same_bytes_from_another_directory_and_process(spec: Path, tmp_path: Pat
     copy.parent.mkdir()
     shutil.copy(spec, copy)
     env = {**os.environ, "HOME": str(tmp_path), "TZ": "Pacific/Kiritimati", "LC_ALL": "C"}
-    subprocess.run([sys.executable, "-m", "acrl.compiler._cli", "compile", spec.name, "-o", str(tmp_path / "b")],
+    subprocess.run([sys.executable, "-m", "acrl.compiler._cli.main", "compile", spec.name, "-o", str(tmp_path / "b")],
                    cwd=copy.parent, env=env, check=True, capture_output=True)
     for name, data in compile_spec(spec).files.items():
         assert (tmp_path / "b" / name).read_bytes() == data, name

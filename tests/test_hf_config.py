@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from acrl.compiler._catalog import entry
-from acrl.compiler._hf_config import HF_FIELD, SETTINGS, compare, derive_model_args
+from acrl.compiler._pipeline.model_args.catalog import entry
+from acrl.compiler._pipeline.model_args.hf_config import HF_FIELD, SETTINGS, compare, derive_model_args
 from conftest import shared_slime
 
 HERE = Path(__file__).resolve().parent

@@ -31,8 +31,8 @@ from test_train_sh import (
 )
 
 from acrl.compiler import Spec, SpecError, compile_spec, write
-from acrl.compiler._kuberay import rayjob_documents
-from acrl.compiler._render import custom_config, environment
+from acrl.compiler._pipeline.kuberay import rayjob_documents
+from acrl.compiler._pipeline.render import custom_config, environment
 from conftest import MINIMAL, merge
 
 BIN = Path(sys.executable).parent
@@ -198,7 +198,7 @@ def test_explain_and_diff_source_nothing_for_a_refused_spec(command: str, tmp_pa
 
 
 def test_import_slime_runner_never_sources_a_model_type_that_is_a_path(tmp_path: Path, slime_dir: Path) -> None:
-    from acrl.compiler._import_slime_runner import import_slime_runner
+    from acrl.compiler._importers.slime_runner import import_slime_runner
 
     config = tmp_path / "runner.yaml"
     config.write_text(json.dumps({
@@ -214,7 +214,7 @@ def test_import_slime_runner_never_sources_a_model_type_that_is_a_path(tmp_path:
 @pytest.mark.parametrize("expression", ["{{ x }}", "{{ x | join(' ') }}", "{{ x ~ '' }}", "{{ x | upper }}",
                                         "{{ n }}", "{{ '{' }}", "{{ x | sh ~ 'a' }}"])
 def test_a_template_value_without_an_escaping_filter_does_not_render(expression: str) -> None:
-    from acrl.compiler._render import UnescapedValueError
+    from acrl.compiler._pipeline.render import UnescapedValueError
 
     with pytest.raises(UnescapedValueError):
         environment().from_string(expression).render(x="a", n=3)
@@ -226,7 +226,7 @@ def test_a_template_value_without_an_escaping_filter_does_not_render(expression:
                                                    ("{{ x | name }}", "a\n"), ("{{ x | sh }}", "a\0"),
                                                    ("{{ x | shwords }}", "ab"), ("{{ x | sh }}", None)])
 def test_checking_filters_refuse_what_they_do_not_check(expression: str, value: object) -> None:
-    from acrl.compiler._render import UnescapedValueError
+    from acrl.compiler._pipeline.render import UnescapedValueError
 
     with pytest.raises(UnescapedValueError):
         environment().from_string(expression).render(x=value)
@@ -237,7 +237,7 @@ CONTROLS = [chr(c) for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))] + ["\u2028
 
 @pytest.mark.parametrize("char", CONTROLS, ids=[f"U+{ord(c):04X}" for c in CONTROLS])
 def test_comment_escapes_every_control_character(char: str) -> None:
-    from acrl.compiler._render import comment_text
+    from acrl.compiler._pipeline.render import comment_text
 
     text = comment_text(f"a{char}b\\")
     assert char not in text and text.isprintable() and text.startswith("a\\") and text.endswith("b\\\\")
@@ -479,9 +479,9 @@ def test_any_text_in_any_slot(slot: Slot, text: str, tools: Toolbox) -> None:
 # --- the writers escape even values that did not pass the rules (defence in depth) ---------------------------------
 
 def test_writers_escape_values_the_rules_would_have_refused(tmp_path: Path) -> None:
-    from acrl.compiler import _render
-    from acrl.compiler._kuberay import rayjob_yaml
-    from acrl.compiler._render import UnescapedValueError
+    from acrl.compiler._pipeline import render as _render
+    from acrl.compiler._pipeline.kuberay import rayjob_yaml
+    from acrl.compiler._pipeline.render import UnescapedValueError
 
     bundle = compile_spec(write_toml(tmp_path / "spec.toml", merge(MINIMAL, {"kuberay": {"image": "r/i:1"}})))
     payload = f"x\ntouch {tmp_path / 'MARKER'}\r\u2028#"

@@ -22,9 +22,9 @@ import pytest
 import yaml
 from test_train_sh import CALLER_LD_LIBRARY_PATH, Toolbox, make_toolbox, run_train_sh
 
-from acrl.compiler._errors import UsageError
-from acrl.compiler._import import ImportInputError
-from acrl.compiler._import_slime_runner import import_slime_runner
+from acrl.compiler._importers.base import ImportInputError
+from acrl.compiler._importers.slime_runner import import_slime_runner
+from acrl.compiler.errors import UsageError
 
 BIN = Path(sys.executable).parent
 ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/agent-abc123"

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from test_train_sh import Toolbox, compile_into, make_toolbox, run_train_sh
 
 from acrl.compiler import compile_spec
-from acrl.compiler._errors import AcrlError
-from acrl.compiler._import import Imported, ImportInputError, Note, render_spec
-from acrl.compiler._import_train_sh import import_train_sh
+from acrl.compiler._importers.base import Imported, ImportInputError, Note, render_spec
+from acrl.compiler._importers.train_sh import import_train_sh
+from acrl.compiler.errors import AcrlError
 from conftest import EXAMPLE_SPECS, REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "train_sh"
@@ -251,7 +251,7 @@ def test_async_entry_and_model_args_array(tmp_path: Path) -> None:
 
 def _acrl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.run([sys.executable, "-m", "acrl.compiler._cli", *args], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "acrl.compiler._cli.main", *args], cwd=cwd, capture_output=True,
                           text=True, env=env, timeout=60, check=False)
 
 

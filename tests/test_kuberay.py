@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from acrl.compiler import compile_spec
-from acrl.compiler._compile import compile_source
-from acrl.compiler._errors import SpecError
-from acrl.compiler._kuberay import k8s_name
-from acrl.compiler._source import read_spec
+from acrl.compiler._pipeline.compile import compile_source
+from acrl.compiler._pipeline.kuberay import k8s_name
+from acrl.compiler._pipeline.parse import read_spec
+from acrl.compiler.errors import SpecError
 from conftest import SpecWriter, merge
 
 # json tags of KubeRay's v1 Go types (the subset a RayJob may carry that acrl could write)
@@ -156,7 +156,7 @@ def test_kuberay_target_needs_an_image(write_spec: SpecWriter) -> None:
 
 
 def test_cli_writes_rayjob_yaml(write_spec: SpecWriter, tmp_path: Path) -> None:
-    from acrl.compiler._cli import compile_main
+    from acrl.compiler._cli.main import compile_main
 
     path = write_spec(KUBERAY)
     assert compile_main([str(path), "-o", str(tmp_path / "b"), "--target", "kuberay", "--no-cache"]) == 0

@@ -11,7 +11,7 @@ import pytest
 import tomli_w
 
 from acrl.compiler import SpecError, compile_spec
-from acrl.compiler._catalog import entry
+from acrl.compiler._pipeline.model_args.catalog import entry
 from conftest import MINIMAL, REPO, SpecWriter, merge
 
 HF = REPO / "tests" / "fixtures" / "hf"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from acrl.compiler._catalog import CATALOG
-from acrl.compiler._cli import acrl_main
+from acrl.compiler._cli.main import acrl_main
+from acrl.compiler._pipeline.model_args.catalog import CATALOG
 
 
 def test_models_lists_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
@@ -42,7 +42,7 @@ def test_unknown_model_suggests_names(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     script = tmp_path / "models.py"
-    script.write_text("import sys\nfrom acrl.compiler._cli import acrl_main\nsys.exit(acrl_main(['models']))\n")
+    script.write_text("import sys\nfrom acrl.compiler._cli.main import acrl_main\nsys.exit(acrl_main(['models']))\n")
     proc = subprocess.run(f"'{sys.executable}' '{script}' | head -1; exit ${{PIPESTATUS[0]}}", shell=True,
                           executable="/bin/bash", capture_output=True, text=True, check=False)
     assert proc.stdout.startswith("name") and proc.stderr == "" and proc.returncode == 0

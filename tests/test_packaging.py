@@ -13,7 +13,7 @@ import jinja2
 import jinja2.meta
 import pytest
 
-from acrl.compiler._render import TEMPLATE_VARIABLES, environment
+from acrl.compiler._pipeline.render import TEMPLATE_VARIABLES, environment
 from conftest import REPO
 
 HEAVY = ("ray", "boto3", "botocore", "torch", "sglang", "acrl.runtime")
@@ -62,7 +62,8 @@ def test_wheel_contains_every_module_of_the_source_tree(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for folder, package in (("compiler", "acrl/compiler"), ("runtime", "acrl/runtime"),
                             ("templates", "acrl/templates")):
-        for path in (REPO / folder).iterdir():
+        for path in (REPO / folder).rglob("*"):  # sub-packages included
+            name = path.relative_to(REPO / folder).as_posix()
             if path.suffix in (".py", ".jinja", ".typed"):
-                assert f"{package}/{path.name}" in names, f"{folder}/{path.name} is missing from the wheel"
+                assert f"{package}/{name}" in names, f"{folder}/{name} is missing from the wheel"
     assert any(n.endswith("entry_points.txt") for n in names)

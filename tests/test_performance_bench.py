@@ -1,5 +1,5 @@
 """The benches behind docs/performance.md still run against the code they measure, and each reports
-the rows the document quotes. They import compiler internals by name (acrl.compiler._sweep, _compile,
+the rows the document quotes. They import compiler internals by name (acrl.compiler._pipeline.sweep, _compile,
 ...): a module moved or renamed must fail here, not the next time someone re-measures."""
 
 from __future__ import annotations

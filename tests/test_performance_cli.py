@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from acrl.compiler import _cli
+from acrl.compiler._cli import main as _cli
 from conftest import REPO
 
 # Modules `acrl --help` must not import: the compiler's dependencies, and the standard library
@@ -39,7 +39,7 @@ def test_help_imports_nothing_it_does_not_need(argv: list[str], tmp_path: Path) 
     proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONPATH": str(tmp_path)})
     loaded = ast.literal_eval(proc.stderr.splitlines()[-1])
-    assert "acrl.compiler._cli" in loaded and "acrl.runtime._cli" in loaded
+    assert "acrl.compiler._cli.main" in loaded and "acrl.runtime._cli" in loaded
     assert [m for m in loaded if m.split(".")[0] in NOT_FOR_HELP] == []
     assert [m for m in loaded if m.startswith("acrl.runtime.") and m != "acrl.runtime._cli"] == []
 
@@ -95,7 +95,7 @@ def test_a_spec_with_errors_is_reported_without_loading_the_renderers(tmp_path: 
     spec = tmp_path / "spec.toml"
     spec.write_text((REPO / "specs" / "gsm8k-qwen2.5-3b-smoke.toml").read_text().replace(
         "[data]", "[data]\nbatch_sise = 3", 1))
-    code = ("import sys\nfrom acrl.compiler._cli import compile_main\n"
+    code = ("import sys\nfrom acrl.compiler._cli.main import compile_main\n"
             f"code = compile_main([{str(spec)!r}, '-o', {str(tmp_path / 'out')!r}])\n"
             "print(repr([code, sorted(sys.modules)]))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -10,8 +10,8 @@ import cattrs
 import pytest
 
 from acrl.compiler import compile_spec
-from acrl.compiler._spec import Spec
-from acrl.compiler._structure import converter
+from acrl.compiler._pipeline.structure import converter
+from acrl.compiler._spec.tables import Spec
 from conftest import EXAMPLE_SPECS, REPO, SpecWriter
 
 EVERYTHING_SET: dict[str, Any] = {

@@ -14,9 +14,11 @@ from typing import Any
 import jinja2
 import pytest
 
-from acrl.compiler import _render, _template_cache, compile_spec
-from acrl.compiler._render import environment
-from acrl.compiler._template_cache import TemplateCache
+from acrl.compiler import compile_spec
+from acrl.compiler._fast import template_cache as _template_cache
+from acrl.compiler._fast.template_cache import TemplateCache
+from acrl.compiler._pipeline import render as _render
+from acrl.compiler._pipeline.render import environment
 from conftest import EXAMPLE_SPECS, SPECS
 
 SMOKE = SPECS / "gsm8k-qwen2.5-3b-smoke.toml"
@@ -177,7 +179,7 @@ def test_concurrent_compiles_share_the_cache_safely(cache_home: Path, tmp_path: 
     env = {**os.environ, "XDG_CACHE_HOME": str(cache_home)}
     for _ in range(2):  # into an empty cache, then into a full one
         outs = [tmp_path / f"out{i}-{len(list(tmp_path.iterdir()))}" for i in range(6)]
-        procs = [subprocess.Popen([sys.executable, "-m", "acrl.compiler._cli", "compile", str(SMOKE), "-o", str(out)],
+        procs = [subprocess.Popen([sys.executable, "-m", "acrl.compiler._cli.main", "compile", str(SMOKE), "-o", str(out)],  # noqa: E501
                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for out in outs]
         assert [p.wait() for p in procs] == [0] * len(procs)
         for out in outs:

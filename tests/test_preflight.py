@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from acrl.runtime import _preflight
-from acrl.runtime._outcome import CheckFailed, CheckSkipped
-from acrl.runtime._preflight import BundleInfo, Check, run_preflight, scan_jsonl
+from acrl.runtime._preflight import checks as _preflight
+from acrl.runtime._preflight.checks import BundleInfo, Check, run_preflight, scan_jsonl
+from acrl.runtime._preflight.outcome import CheckFailed, CheckSkipped
 from conftest import QWEN25_3B_ARGS, REPO
 
 HF = REPO / "tests" / "fixtures" / "hf"

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from test_train_sh import Toolbox, make_toolbox, run_train_sh
 
 from acrl.compiler import Spec, SpecError, compile_spec, write
-from acrl.compiler._cli import compile_main
+from acrl.compiler._cli.main import compile_main
 from conftest import EXAMPLE_SPECS, MINIMAL, REPO, merge
 
 BUNDLE_FILES = ("train.sh", "model_args.sh", "custom_config.yaml", "spec.toml", "manifest.json")
@@ -344,7 +344,7 @@ def test_deterministic_across_processes(tmp_path: Path) -> None:
         out = tmp_path / f"run{i}"
         env = {**os.environ, "PYTHONHASHSEED": seed, "TZ": tz, "LC_ALL": "C.UTF-8" if i else "C"}
         for spec in EXAMPLE_SPECS:
-            subprocess.run([sys.executable, "-c", "import sys; from acrl.compiler._cli import compile_main; "
+            subprocess.run([sys.executable, "-c", "import sys; from acrl.compiler._cli.main import compile_main; "
                             "sys.exit(compile_main(sys.argv[1:]))", str(spec), "-o", str(out / spec.stem)],
                            env=env, cwd=cwd, check=True, capture_output=True, timeout=60)
         outputs.append({spec.stem: files_of(out / spec.stem) for spec in EXAMPLE_SPECS})

@@ -504,7 +504,7 @@ def test_an_edited_derived_section_is_refused_before_the_gpu_check(tmp_path: Pat
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "manifest: its bundle_hash" in proc.stderr and "preflight" not in proc.stdout
     # run anyway: the GPUs needed come from spec.toml, not from the manifest's unverified copy
-    from acrl.runtime._preflight import read_bundle_info
+    from acrl.runtime._preflight.checks import read_bundle_info
 
     info = read_bundle_info(project.bundle)
     assert info.manifest["derived"]["actor_gpus"] == 1 == manifest["derived"]["actor_gpus"]
@@ -520,7 +520,7 @@ def test_expect_hash_pins_the_reviewed_bundle(tmp_path: Path) -> None:
     # train.sh edited and the manifest rewritten to match it: intact for verify, but not the reviewed bundle
     train = project.bundle / "train.sh"
     train.write_text("#!/usr/bin/env bash\necho \"edited by hand $ACRL_RUN_ID\"\nexit 3\n")
-    from acrl.compiler._verify import verify_bundle
+    from acrl.compiler._review.verify import verify_bundle
     from conftest import forge_manifest
 
     forged = forge_manifest(project.bundle)

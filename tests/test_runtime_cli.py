@@ -19,7 +19,7 @@ from conftest import REPO
 def test_the_console_script_is_the_runtime_entry_point() -> None:
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["acrl"] == "acrl.runtime._cli:main"
-    assert scripts["acrl-compile"] == "acrl.compiler._cli:compile_main"
+    assert scripts["acrl-compile"] == "acrl.compiler._cli.main:compile_main"
 
 
 def test_help_lists_the_compiler_and_the_executor_commands(capsys: pytest.CaptureFixture[str],
@@ -50,7 +50,7 @@ def test_run_help_imports_neither_the_executor_nor_ray(tmp_path: Path) -> None:
                           env={**os.environ, "PYTHONPATH": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "c")})
     loaded = ast.literal_eval(proc.stderr.splitlines()[-1])
     assert proc.stdout.startswith("usage: acrl run")
-    assert [m for m in loaded if m.startswith(("acrl.runtime._run", "acrl.runtime._preflight", "ray", "boto3",
+    assert [m for m in loaded if m.startswith(("acrl.runtime._run", "acrl.runtime._preflight.checks", "ray", "boto3",
                                                "concurrent", "subprocess", "json"))] == []
 
 
@@ -62,7 +62,7 @@ def test_a_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_the_public_api_resolves_lazily() -> None:
     code = ("import sys, acrl.runtime as r\n"
-            "print('acrl.runtime._run' in sys.modules, 'acrl.runtime._preflight' in sys.modules)\n"
+            "print('acrl.runtime._run' in sys.modules, 'acrl.runtime._preflight.checks' in sys.modules)\n"
             "print(sorted(n for n in r.__all__ if getattr(r, n) is None))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.splitlines() == ["False False", "[]"]

@@ -19,9 +19,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from acrl.compiler import Spec, parse_spec_text
-from acrl.compiler._cli import acrl_main
-from acrl.compiler._schema import FLAG_KEYWORD, OMIT_IF_KEYWORD, default_value, schema_json, spec_schema
-from acrl.compiler._structure import structure
+from acrl.compiler._cli.main import acrl_main
+from acrl.compiler._pipeline.structure import structure
+from acrl.compiler._spec.schema import FLAG_KEYWORD, OMIT_IF_KEYWORD, default_value, schema_json, spec_schema
 from conftest import EXAMPLE_SPECS, MINIMAL, REPO, merge
 
 GOLDEN_SPECS = sorted((REPO / "tests" / "golden").glob("*/spec.toml"))

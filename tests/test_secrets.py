@@ -22,7 +22,7 @@ from test_import_slime_runner import minimal
 from test_run import NO_AWS, make_project, only_record, tool_env
 from test_train_sh import Run, Toolbox, compile_into, make_toolbox, run_train_sh
 
-from acrl.compiler._import import render_spec
+from acrl.compiler._importers.base import render_spec
 from acrl.compiler._secrets import (
     MASK,
     address_has_credentials,
@@ -195,7 +195,7 @@ def test_redact_golden_wording() -> None:
 def test_import_max_tokens_per_gpu_from_a_variable(tmp_path: Path) -> None:
     """The toolkit's example passes --max-tokens-per-gpu ${MAX_TOKENS_PER_GPU}: its value is imported
     (the old heuristic took TOKENS for a secret word and fell back silently to 9216)."""
-    from acrl.compiler._import_train_sh import import_train_sh
+    from acrl.compiler._importers.train_sh import import_train_sh
 
     script = tmp_path / "train.sh"
     script.write_text('#!/bin/bash\nMAX_TOKENS_PER_GPU=12288\n'
@@ -263,7 +263,7 @@ COMPILE_ROWS: list[tuple[str, dict[str, Any], list[str], set[str], str]] = [
 def test_compile_refuses_and_never_shows_the_secret(overrides: dict[str, Any], sets: list[str], rules: set[str],
                                                     secret: str, write_spec: SpecWriter, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    from acrl.compiler._cli import compile_main
+    from acrl.compiler._cli.main import compile_main
 
     spec = write_spec(overrides)
     out = tmp_path / "bundle"
@@ -282,7 +282,7 @@ def test_compile_refuses_and_never_shows_the_secret(overrides: dict[str, Any], s
 
 def test_the_source_line_under_the_caret_is_masked(write_spec: SpecWriter, capsys: pytest.CaptureFixture[str],
                                                    tmp_path: Path) -> None:
-    from acrl.compiler._cli import compile_main
+    from acrl.compiler._cli.main import compile_main
 
     spec = write_spec()
     spec.write_text(spec.read_text() + f'\n[env.vars]\nDB_PASSWORD = "{PASSWORD}"\n')
@@ -293,7 +293,7 @@ def test_the_source_line_under_the_caret_is_masked(write_spec: SpecWriter, capsy
 
 
 def test_set_is_shown_masked(write_spec: SpecWriter, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from acrl.compiler._cli import compile_main
+    from acrl.compiler._cli.main import compile_main
 
     code = compile_main([str(write_spec()), "-o", str(tmp_path / "b"), "--no-cache",
                          "--set", f'cluster.address="http://admin:{PASSWORD}@head:8265"'])
@@ -455,7 +455,7 @@ def test_acrl_run_takes_an_authenticated_address_from_the_environment(tmp_path: 
 @pytest.mark.parametrize("address", [f"http://admin:{PASSWORD}@head:8265", f"admin:{PASSWORD}@head:8265"])
 def test_preflight_never_shows_the_password_of_the_address(address: str, tmp_path: Path) -> None:
     """The gpus check's detail names the cluster (a library caller may pass any address): without user:password."""
-    from acrl.runtime import _preflight
+    from acrl.runtime._preflight import checks as _preflight
 
     info = _preflight.BundleInfo(tmp_path, {}, {}, (), address)
     result = _preflight.run_check(next(c for c in _preflight.CHECKS if c.name == "gpus"), info)
@@ -466,8 +466,8 @@ def test_preflight_never_shows_the_password_of_the_address(address: str, tmp_pat
 # --- the importers never copy a credential -----------------------------------------------------
 
 def test_import_train_sh_never_copies_a_credential(tmp_path: Path) -> None:
-    from acrl.compiler._import import render_spec
-    from acrl.compiler._import_train_sh import import_train_sh
+    from acrl.compiler._importers.base import render_spec
+    from acrl.compiler._importers.train_sh import import_train_sh
 
     script = tmp_path / "train.sh"
     script.write_text('#!/bin/bash\n'
@@ -486,8 +486,8 @@ def test_import_train_sh_never_copies_a_credential(tmp_path: Path) -> None:
 def test_import_slime_runner_never_copies_a_credential(tmp_path: Path) -> None:
     import yaml
 
-    from acrl.compiler._import import render_spec
-    from acrl.compiler._import_slime_runner import import_slime_runner
+    from acrl.compiler._importers.base import render_spec
+    from acrl.compiler._importers.slime_runner import import_slime_runner
 
     slime_dir = tmp_path / "slime"
     (slime_dir / "scripts" / "models").mkdir(parents=True)
@@ -505,7 +505,7 @@ def test_import_slime_runner_never_copies_a_credential(tmp_path: Path) -> None:
 
 def test_import_train_sh_notes_never_echo_a_secret_shaped_word(tmp_path: Path) -> None:
     """A stray word the importer reports (left out, not a flag) is named only when it does not look secret."""
-    from acrl.compiler._import_train_sh import import_train_sh
+    from acrl.compiler._importers.train_sh import import_train_sh
 
     script = tmp_path / "train.sh"
     script.write_text('#!/bin/bash\n'
@@ -524,7 +524,7 @@ def test_script_env_values_reach_no_argument_list(write_spec: SpecWriter, tmp_pa
     """[model] script_env goes to slime's model script in its environment at compile time, never as `env K=V`
     words of a process's argv; a value holding credentials is then refused (ACRL-S003)."""
     from acrl.compiler import compile_spec
-    from acrl.compiler._errors import SpecError
+    from acrl.compiler.errors import SpecError
 
     models = tmp_path / "slime" / "scripts" / "models"
     models.mkdir(parents=True)
@@ -555,7 +555,7 @@ def _string_settings() -> list[tuple[str, Any]]:
 
     import attrs
 
-    from acrl.compiler._spec import Spec
+    from acrl.compiler._spec.tables import Spec
 
     def walk(cls: Any, prefix: str) -> list[tuple[str, Any]]:
         hints = typing.get_type_hints(cls)
@@ -595,7 +595,7 @@ def test_every_string_setting_is_covered() -> None:
 def test_a_credential_anywhere_in_the_spec_is_refused_and_not_shown(key: str, hint: Any, secret: str,
                                                                     write_spec: SpecWriter, tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    from acrl.compiler._cli import compile_main
+    from acrl.compiler._cli.main import compile_main
 
     shown_secret = PASSWORD if PASSWORD in secret else secret
     spec = write_spec(_placed(key, hint, secret))
@@ -625,7 +625,7 @@ def test_a_sweep_point_with_a_secret_is_refused_and_not_shown(grid: str, secret:
                                                               tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """A point's name is made of its values: the error, --json and sweep.json (--keep-going) show it masked."""
-    from acrl.compiler._cli import compile_main
+    from acrl.compiler._cli.main import compile_main
 
     spec = write_spec()
     spec.write_text(spec.read_text() + f"\n[sweep]\ngrid = {{ {grid} }}\n", encoding="utf-8")
@@ -645,7 +645,7 @@ def test_import_slime_runner_leaves_out_any_secret_shaped_field(tmp_path: Path) 
     leaves it out, with a note naming the key (never the value)."""
     import yaml
 
-    from acrl.compiler._import_slime_runner import import_slime_runner
+    from acrl.compiler._importers.slime_runner import import_slime_runner
 
     slime_dir = tmp_path / "slime"
     (slime_dir / "scripts" / "models").mkdir(parents=True)

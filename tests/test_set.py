@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from acrl.compiler import compile_spec
-from acrl.compiler._cli import acrl_main, compile_main
-from acrl.compiler._errors import SpecError
-from acrl.compiler._explain import explain_path
-from acrl.compiler._layers import dotted, parse_assignment
+from acrl.compiler._cli.main import acrl_main, compile_main
+from acrl.compiler._pipeline.layers import dotted, parse_assignment
+from acrl.compiler._review.explain import explain_path
+from acrl.compiler.errors import SpecError
 from conftest import SpecWriter
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from acrl.runtime._outcome import CheckFailed
-from acrl.runtime._slime_parser import check_slime_parser
+from acrl.runtime._preflight.outcome import CheckFailed
+from acrl.runtime._preflight.slime_parser import check_slime_parser
 
 SLIME_ARGUMENTS = '''
 import argparse

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from acrl.compiler._slime_source import (
+from acrl.compiler._slime.source import (
     UNVERIFIED_PREFIXES,
     AcceptedFlags,
     FlagStatus,
@@ -417,7 +417,7 @@ def test_importing_and_reading_imports_no_framework() -> None:
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from acrl.compiler._slime_source import read_accepted_flags\n"
+        "from acrl.compiler._slime.source import read_accepted_flags\n"
         f"assert read_accepted_flags(Path({str(SLIME)!r}), Path({str(MEGATRON)!r})) is not None\n"
         "banned = {'slime', 'megatron', 'torch', 'sglang', 'sglang_router', 'ray', 'transformers'}\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in banned))\n"

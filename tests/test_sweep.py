@@ -11,12 +11,12 @@ import pytest
 import tomli_w
 
 from acrl.compiler import compile_spec
-from acrl.compiler._cli import acrl_main, compile_main
-from acrl.compiler._compile import SweepSpecError
-from acrl.compiler._diff import diff_paths
-from acrl.compiler._errors import SpecError
-from acrl.compiler._layers import load_spec
-from acrl.compiler._sweep import sweep_points
+from acrl.compiler._cli.main import acrl_main, compile_main
+from acrl.compiler._pipeline.compile import SweepSpecError
+from acrl.compiler._pipeline.layers import load_spec
+from acrl.compiler._pipeline.sweep import sweep_points
+from acrl.compiler._review.diff import diff_paths
+from acrl.compiler.errors import SpecError
 from conftest import MINIMAL, merge
 
 GRID = '[sweep]\ngrid = { "rollout.batch_size" = [32, 64], "train.lr" = [1e-6, 3e-6] }\n'
@@ -249,8 +249,8 @@ def test_a_point_directory_that_cannot_hold_a_bundle_stops_the_sweep_before_any_
 
 def test_a_write_failing_half_way_leaves_no_index_of_other_bundles(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import acrl.compiler._bundle as bundle_module
-    from acrl.compiler._errors import BundleWriteError
+    import acrl.compiler._pipeline.bundle as bundle_module
+    from acrl.compiler.errors import BundleWriteError
 
     spec = sweep_spec(tmp_path, GRID)
     out = tmp_path / "out"

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acrl.compiler import _bundle
-from acrl.compiler._bundle import manifest_hash, sha256
-from acrl.compiler._cli import acrl_main, compile_main
-from acrl.compiler._compile import BUNDLE_FORMAT
-from acrl.compiler._errors import BundleReadError
-from acrl.compiler._verify import is_safe_exp_id, verify_bundle
+from acrl.compiler._cli.main import acrl_main, compile_main
+from acrl.compiler._pipeline import bundle as _bundle
+from acrl.compiler._pipeline.bundle import manifest_hash, sha256
+from acrl.compiler._pipeline.compile import BUNDLE_FORMAT
+from acrl.compiler._review.verify import is_safe_exp_id, verify_bundle
+from acrl.compiler.errors import BundleReadError
 from acrl.runtime._run import ModifiedBundleError, RunOptions, run_bundle
 from conftest import REPO, SpecWriter, forge_manifest
 
@@ -184,8 +184,8 @@ UNSAFE_EXP_IDS: list[Any] = ["../x", "..", ".", "a/b", "/abs", "", "a\\b", "x\n"
 
 
 def test_the_exp_id_check_is_the_specs_rule() -> None:
-    from acrl.compiler._rules import _EXP_ID
-    from acrl.compiler._verify import EXP_ID
+    from acrl.compiler._pipeline.validate.rules import _EXP_ID
+    from acrl.compiler._review.verify import EXP_ID
 
     assert EXP_ID.pattern.strip("^$") == _EXP_ID.pattern.strip("^$")
     assert all(is_safe_exp_id(v) for v in ["a", "gsm8k-qwen2.5-3b-smoke", "A_1.b", "a" * 64])
@@ -364,7 +364,7 @@ def test_verify_of_an_odd_path_is_a_located_error(kind: str, reason: str, tmp_pa
 
 def test_an_unreadable_file_in_a_bundle_is_reported_not_raised(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from acrl.compiler import _bundle
+    from acrl.compiler._pipeline import bundle as _bundle
 
     bundle = copy_golden(tmp_path)
     real = _bundle._read_regular

@@ -1,4 +1,4 @@
-"""`acrl verify` and acrl.compiler._verify: every file against the manifest, and the manifest
+"""`acrl verify` and acrl.compiler._review.verify: every file against the manifest, and the manifest
 against itself. Bundles are copied from tests/golden/ or compiled here, then edited."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from acrl.compiler._bundle import manifest_hash, sha256
-from acrl.compiler._cli import acrl_main
-from acrl.compiler._compile import BUNDLE_FORMAT
-from acrl.compiler._verify import READABLE_FORMATS, verify_bundle
+from acrl.compiler._cli.main import acrl_main
+from acrl.compiler._pipeline.bundle import manifest_hash, sha256
+from acrl.compiler._pipeline.compile import BUNDLE_FORMAT
+from acrl.compiler._review.verify import READABLE_FORMATS, verify_bundle
 from acrl.compiler._version import __version__
 from conftest import REPO, SpecWriter, forge_manifest
 
@@ -185,7 +185,7 @@ def test_verify_stays_light_for_the_executor() -> None:
     import subprocess
     import sys
 
-    code = "import sys, json\nimport acrl.compiler._verify\nprint(json.dumps(sorted(sys.modules)))"
+    code = "import sys, json\nimport acrl.compiler._review.verify\nprint(json.dumps(sorted(sys.modules)))"
     loaded = _json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                         check=True).stdout)
     assert not [m for m in loaded if m.split(".")[0] in ("jinja2", "cattrs", "yaml", "tomli_w")]
@@ -264,7 +264,7 @@ def test_a_forged_derived_section_does_not_verify(bundle: Path, capsys: pytest.C
 
 def test_the_derived_section_is_computed_from_spec_toml_as_the_compiler_does(tmp_path: Path,
                                                                               write_spec: SpecWriter) -> None:
-    from acrl.compiler._bundle_view import derived_from_spec
+    from acrl.compiler._review.view import derived_from_spec
 
     assert acrl_main(["compile", str(write_spec({"cluster": {"colocate": False, "rollout_num_gpus": 2}})),
                       "-o", str(tmp_path / "b")]) == 0

@@ -1,0 +1,316 @@
+"""The second half of `acrl import train-sh`: the flags of a launch script's train.py command, and
+the variables around it, mapped onto spec keys (see :mod:`acrl.compiler._importers.train_sh` for the first half)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .._pipeline.bundle import YAML_LIMIT, read_input
+from .._secrets import is_credential_flag, looks_secret_value, without_credentials
+from .._shell.eval import Shell, Text
+from .._spec.flags import known_absent_flags
+from .._spec.tables import TOOLKIT_SLIME_COMMIT
+from .base import ImportInputError, Note, NoteKind, load_yaml
+from .flag_index import CoerceError, FlagKey, coerce, extra_value, flag_index
+
+_TABLES = ("experiment", "agentcore", "model", "data", "slime", "cluster", "parallel", "rollout", "sglang",
+           "algorithm", "train", "eval", "checkpoint", "cuda", "wandb", "extra")
+# custom-config key -> spec key (the keys acrl writes into custom_config.yaml, see _render.custom_config)
+_CUSTOM_CONFIG = {
+    "agent_runtime_arn": "agentcore.runtime_arn", "s3_bucket": "agentcore.s3_bucket", "exp_id": "experiment.id",
+    "gateway_port": "agentcore.gateway_port", "acr_timeout": "agentcore.timeout", "model_id": "agentcore.model_id",
+    "acr_tps_limit": "agentcore.tps_limit", "max_concurrent": "agentcore.max_concurrent",
+    "max_pool_connections": "agentcore.max_pool_connections",
+    "reward_postprocessing": "agentcore.reward_postprocessing",
+    "cumulative_token_mode": "agentcore.cumulative_token_mode", "renderer_family": "agentcore.renderer_family",
+    "gateway_log_level": "agentcore.gateway_log_level",
+}
+# `--flag=value`, one argv word that argparse reads as the flag and its value
+INLINE_FLAG = re.compile(r"(--[A-Za-z0-9][\w-]*)=(.*)", re.DOTALL)
+# flags train.sh adds itself at run time, from spec keys that are not flags
+_RUN_TIME = {
+    "--train-env-vars": "acrl passes --train-env-vars itself (CUDA_HOME and LD_LIBRARY_PATH) when [cuda] home is "
+                        "set",
+    "--use-wandb": "acrl passes --use-wandb only when the variable named by [wandb] key_env is set at run time",
+}
+
+
+@attrs.define
+class Occurrence:
+    flag: str
+    values: list[Text]
+    token: Text
+
+
+@attrs.define
+class SpecBuilder:
+    """The spec being built, and the notes about it."""
+
+    path: Path
+    shell: Shell
+    notes: list[Note]
+    torch_memory_saver: bool
+    spec: dict[str, Any] = attrs.Factory(lambda: {t: {} for t in _TABLES})
+
+    def note(self, kind: NoteKind, message: str, text: Text | None = None) -> None:
+        if text is not None:
+            self.notes += text.notes
+        self.notes.append(Note(kind, message, f"{self.path}:{text.line}" if text else str(self.path)))
+
+    def set(self, path: str, value: Any, text: Text | None = None) -> None:
+        table, key = path.split(".", 1)
+        self.spec[table][key] = value
+        if text is not None:
+            self.notes += text.notes
+
+    def unique_notes(self) -> Iterable[Note]:
+        return dict.fromkeys(self.notes)
+
+    def entry(self, entry: Text) -> None:
+        if entry.text.endswith("train_async.py"):
+            self.set("train.mode", "async")
+        if entry.problem:
+            self.note("unresolved", f"[slime] dir: the train.py path {entry.text} cannot be resolved: {entry.problem}; "
+                                    "set [slime] dir by hand", entry)
+        elif "/" in entry.text:
+            self.set("slime.dir", entry.text.rsplit("/", 1)[0], entry)
+        megatron = self.variable("MEGATRON_DIR")
+        if megatron is not None and megatron.problem:
+            self.note("unresolved", f"[slime] megatron_dir: {megatron.problem}; set it by hand", megatron)
+        elif megatron is not None:
+            self.set("slime.megatron_dir", megatron.text, megatron)
+        cuda = self.shell.env.get("CUDA_HOME")
+        if cuda is not None and cuda.exported and (text := self.variable("CUDA_HOME")) is not None:
+            if text.problem:
+                self.note("unresolved", f"[cuda] home: CUDA_HOME is exported but {text.problem}", text)
+            else:
+                self.set("cuda.home", text.text, text)
+        if not self.torch_memory_saver:
+            self.set("cuda.fix_torch_memory_saver", False)
+
+    def address(self, text: Text) -> None:
+        """An existing cluster's address; a local head's (127.0.0.1, localhost, empty) is the default.
+        A user:password in it is never copied (ACRL-S003): it is given at run time."""
+        address = without_credentials(text.text)
+        if address != text.text:
+            self.note("difference", "[cluster] address: the Ray address carries user:password, which a spec never "
+                                    "holds; it is left out: give the address with them at run time "
+                                    "(ACRL_RAY_ADDRESS=... bash train.sh, or acrl run --address ...)", text)
+        if text.problem:
+            self.note("unresolved", f"[cluster] address: the Ray address {address} cannot be resolved: "
+                                    f"{text.problem}; a local Ray head is the default", text)
+        elif address and not re.match(r"^(\w+://)?(127\.0\.0\.1|localhost)(:\d+)?/?$", address):
+            self.set("cluster.address", address, text)
+
+    def variable(self, name: str) -> Text | None:
+        """The variable's one value; one made from a secret counts as unresolved (it is never copied)."""
+        value = self.shell.env.get(name)
+        if value is None or len(value.texts) != 1 or value.is_array:
+            return None
+        text = value.texts[0]
+        if text.secret and not text.problem:
+            return attrs.evolve(text, text=f"${name}", problem=f"{name} is made from the secret {text.secret}, "
+                                "which is never copied into a spec", notes=())
+        return text
+
+    def model(self, model_type: Text | None, tokens: list[Text], from_file: bool) -> None:
+        if model_type is not None and not model_type.problem:
+            self.set("model.type", model_type.text, model_type)
+        else:
+            self.note("unresolved", "[model] type: the script sources no scripts/models/<type>.sh that can be "
+                                    "resolved; set [model] type by hand", model_type)
+        if tokens:
+            args: dict[str, Any] = {}
+            for occurrence in _group(tokens, self):
+                secret = next((v.secret for v in occurrence.values if v.secret), None)
+                if is_credential_flag(occurrence.flag) or secret or _secret_shaped(occurrence.values):
+                    self.note("difference", f"MODEL_ARGS: {occurrence.flag} carries a secret"
+                              f"{f' ({secret})' if secret else ''}: it is not copied into the spec", occurrence.token)
+                    continue
+                args[occurrence.flag.removeprefix("--")] = extra_value([v.text for v in occurrence.values])
+            self.set("model.args", args)
+        elif model_type is not None and not from_file:
+            self.note("default", f"MODEL_ARGS: the script sources slime's scripts/models/{model_type.text}.sh on the "
+                                 f"cluster; acrl resolves them at compile time from [model] type (its catalog "
+                                 "entry, else that script in [slime] dir) and freezes them in model_args.sh",
+                      model_type)
+
+    def flags(self, occurrences: list[Occurrence]) -> None:
+        index = flag_index()
+        last: dict[str, Occurrence] = {}
+        for occurrence in occurrences:
+            if occurrence.flag in last:
+                lines = [o.token.line for o in occurrences if o.flag == occurrence.flag]
+                self.note("difference", f"{occurrence.flag} is given {len(lines)} times (lines "
+                          f"{', '.join(map(str, lines))}): the last one counts, as in slime's parser", occurrence.token)
+                del last[occurrence.flag]
+            last[occurrence.flag] = occurrence
+        absent = known_absent_flags(TOOLKIT_SLIME_COMMIT) or {}
+        for flag, occurrence in last.items():
+            values, token = occurrence.values, occurrence.token
+            key = index.get(flag)
+            problem = next((v for v in values if v.problem), None)
+            secret = next((v.secret for v in values if v.secret), None)
+            if is_credential_flag(flag) or secret or _secret_shaped(values):
+                name = secret or self.spec["wandb"].get("key_env", "WANDB_API_KEY")
+                self.note("difference", f"{flag} carries a secret: it is not copied into the spec; acrl reads "
+                                        f"secrets from the environment only ([wandb] key_env names {name})", token)
+            elif flag in _RUN_TIME:
+                if token.only_if and flag == "--use-wandb":
+                    self.wandb_key(token.only_if)
+                else:
+                    self.note("difference", f"{flag} is not copied: {_RUN_TIME[flag]}", token)
+            elif problem is not None:
+                fallback = f"the spec's default applies ([{key.table}] {key.key})" if key and key.default is not \
+                    attrs.NOTHING else f"set [{key.table}] {key.key} by hand" if key else "not imported"
+                self.note("unresolved", f"{flag}: {problem.problem}; {fallback}", problem)
+            elif flag == "--custom-config-path":
+                self.custom_config(values)
+            elif flag in absent:
+                self.note("difference", f"{flag} is left out: slime at the targeted commit has no such flag "
+                                        f"({absent[flag]}); it did nothing", token)
+            elif flag == "--global-batch-size":
+                self.global_batch(values, token, "--num-steps-per-rollout" in last)
+            elif key is not None:
+                self.keyed(key, values, token)
+            else:
+                self.spec["extra"].setdefault("flags", {})[flag] = extra_value([v.text for v in values])
+                self.note("escape-hatch", f"{flag}: no spec key sets it; put in [extra.flags]", token)
+        self.defaults(index, last)
+
+    def finish(self) -> dict[str, Any]:
+        """The spec, once everything is read: the experiment id, empty tables left out."""
+        if "id" not in self.spec["experiment"]:
+            exp_id = self.variable("EXP_ID")
+            if exp_id is not None and not exp_id.problem:
+                self.set("experiment.id", exp_id.text, exp_id)
+            else:
+                self.note("unresolved", "[experiment] id: neither a custom config's exp_id nor an EXP_ID variable "
+                                        "names the experiment; set it by hand")
+        self.spec["experiment"] = dict(sorted(self.spec["experiment"].items(), key=lambda item: item[0] != "id"))
+        return {table: keys for table, keys in self.spec.items() if keys}
+
+    def keyed(self, key: FlagKey, values: list[Text], token: Text) -> None:
+        if token.only_if:
+            if key.table == "wandb":
+                self.wandb_key(token.only_if)
+            else:
+                self.note("difference", f"{key.flag} was passed only when {token.only_if} is set; the spec passes it "
+                                        "always", token)
+        try:
+            value = coerce(key, [v.text for v in values])
+        except CoerceError as exc:
+            value = " ".join(v.text for v in values)
+            self.note("difference", f"{exc}: [{key.table}] {key.key} is set to {value!r} for you to correct", token)
+        if key.flag == "--ref-load" and value == self.spec["model"].get("dir"):
+            return  # acrl's default: the reference model is the checkpoint
+        for v in values:
+            self.notes += v.notes
+        self.set(key.path, value, token)
+
+    def defaults(self, index: Mapping[str, FlagKey], given: Mapping[str, Occurrence]) -> None:
+        """Keys whose flag the script left out: off for switches, noted where acrl passes a default."""
+        for flag, key in index.items():
+            if flag in given or key.table == "wandb":
+                continue
+            if key.kind == "switch":
+                if key.default is True:
+                    self.set(key.path, False)
+            elif key.default is attrs.NOTHING:
+                if flag != "--hf-checkpoint" or "dir" not in self.spec["model"]:
+                    self.note("unresolved", f"the script does not pass {flag}: set [{key.table}] {key.key} by hand")
+            elif flag == "--ref-load":
+                self.note("default", "the script does not pass --ref-load: acrl passes --ref-load with [model] dir")
+            elif flag == "--megatron-to-hf-mode":
+                self.note("default", "the script does not pass --megatron-to-hf-mode: acrl passes 'bridge' where the "
+                                     "targeted slime has the flag ([model] megatron_to_hf_mode = 'auto')")
+            elif not key.optional and key.path not in ("train.num_steps_per_rollout",):
+                self.note("default", f"the script does not pass {flag}: acrl passes {flag} {key.default} (the "
+                                     f"default of [{key.table}] {key.key})")
+        if "--num-steps-per-rollout" not in given and "--global-batch-size" not in given:
+            self.note("difference", "the script passes neither --num-steps-per-rollout nor --global-batch-size, so "
+                                    "Megatron's fallback decided the optimizer steps per rollout; acrl passes "
+                                    "--num-steps-per-rollout 1 and the derived --global-batch-size")
+
+    def global_batch(self, values: list[Text], token: Text, with_steps: bool) -> None:
+        rollout = self.spec["rollout"]
+        samples = rollout.get("batch_size", 32) * rollout.get("n_samples_per_prompt", 8)
+        try:
+            batch = int(values[0].text) if len(values) == 1 else 0
+        except ValueError:
+            batch = 0
+        if with_steps:
+            return  # acrl derives it from the steps; the compile checks the arithmetic
+        if batch > 0 and isinstance(samples, int) and samples % batch == 0:
+            self.set("train.num_steps_per_rollout", samples // batch)
+            self.note("difference", f"--global-batch-size {batch} is derived by acrl: [train] num_steps_per_rollout "
+                                    f"= {samples // batch} ({samples} samples per rollout / {batch})", token)
+        else:
+            self.note("difference", f"--global-batch-size {' '.join(v.text for v in values)} does not divide the "
+                                    f"{samples} samples of a rollout: set [train] num_steps_per_rollout by hand", token)
+
+    def wandb_key(self, name: str) -> None:
+        if name != "WANDB_API_KEY":
+            self.set("wandb.key_env", name)
+
+    def custom_config(self, values: list[Text]) -> None:
+        if len(values) != 1:
+            self.note("difference", "--custom-config-path takes one path; not read")
+            return
+        text = values[0]
+        file = Path(text.text)
+        file = file if file.is_absolute() else self.path.resolve().parent / file
+        if not file.is_file():
+            self.note("difference", f"the custom config {text.text} is not beside the script: fill in [agentcore] "
+                                    "runtime_arn and s3_bucket (and the gateway keys) by hand", text)
+            return
+        import yaml
+
+        try:
+            _, data = load_yaml(read_input(file, limit=YAML_LIMIT).decode("utf-8"), str(file))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, ImportInputError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else \
+                exc.reason if isinstance(exc, ImportInputError) else type(exc).__name__
+            self.note("difference", f"the custom config {file.name} cannot be read ({why}): fill in "
+                                    "[agentcore] by hand", text)
+            return
+        if not isinstance(data, dict):
+            self.note("difference", f"the custom config {file.name} is not a mapping: fill in [agentcore] by hand",
+                      text)
+            return
+        for name, value in data.items():
+            target = _CUSTOM_CONFIG.get(str(name))
+            if target is None or isinstance(value, dict | list):
+                self.note("difference", f"custom config key {name!r} has no spec key: not carried over (acrl "
+                                        "writes its own custom_config.yaml)", text)
+            elif not isinstance(value, str | int | float | bool):  # null, a date, binary: no spec value
+                self.note("unresolved", f"custom config key {name!r} in {file.name} is {type(value).__name__}, not "
+                                        f"a string, number or boolean: set {target} by hand", text)
+            else:
+                self.set(target, value)
+
+
+def _group(tokens: list[Text], builder: SpecBuilder) -> list[Occurrence]:
+    out: list[Occurrence] = []
+    for token in tokens:
+        inline = INLINE_FLAG.match(token.text)
+        if token.problem:
+            builder.note("unresolved", f"MODEL_ARGS: {token.problem}", token)
+        elif inline is not None:
+            out.append(Occurrence(inline.group(1), [attrs.evolve(token, text=inline.group(2))], token))
+        elif token.text.startswith("--"):
+            out.append(Occurrence(token.text, [], token))
+        elif out:
+            out[-1].values.append(token)
+    return out
+
+
+def _secret_shaped(values: Iterable[Text]) -> bool:
+    """A value written literally in the script that looks like a credential (a pasted key, a URL with
+    user:password): never copied into the spec, whatever flag it follows."""
+    return any(not v.problem and looks_secret_value(v.text) for v in values)

@@ -1,0 +1,155 @@
+"""The slime argv: every flag train.sh passes to train.py, grouped for people and for `acrl diff`.
+
+Each argument remembers the spec key that set it, so messages, `acrl explain` and `acrl diff` can
+say where a flag came from. Arguments that depend on the run-time environment (the custom-config
+path, wandb, --train-env-vars) are added by train.sh itself and documented there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import attrs
+
+from .._spec.flags import flag_tokens, known_absent_flags, normalize_flag
+from .._spec.tables import Spec
+from .model_args.resolve import ModelArgs
+
+
+@attrs.frozen
+class Arg:
+    """One flag and its values, and the spec key (or rule) it came from."""
+
+    flag: str
+    values: tuple[str, ...]
+    origin: str  # "rollout.batch_size", "derived: ...", "extra.flags.--x", "model_args"
+
+    @property
+    def tokens(self) -> list[str]:
+        return [self.flag, *self.values]
+
+
+@attrs.frozen
+class ArgGroup:
+    title: str
+    args: tuple[Arg, ...]
+
+
+def _field(obj: Any, table: str, name: str) -> Iterator[Arg]:
+    field = attrs.fields_dict(type(obj))[name]
+    value = getattr(obj, name)
+    if "omit_if" in field.metadata and field.metadata["omit_if"] is not attrs.NOTHING \
+            and value == field.metadata["omit_if"]:
+        return
+    tokens = flag_tokens(field.metadata["flag"], value)
+    if tokens:
+        yield Arg(tokens[0], tuple(tokens[1:]), f"{table}.{name}")
+
+
+def _fields(obj: Any, table: str, *names: str) -> list[Arg]:
+    return [arg for name in names for arg in _field(obj, table, name)]
+
+
+def actor_gpus(spec: Spec) -> int:
+    """GPUs of the training actor."""
+    return spec.cluster.num_nodes * spec.cluster.gpus_per_node
+
+
+def rollout_gpus(spec: Spec) -> int | None:
+    """GPUs of the rollout engines: the actor's when colocated (slime's default), else rollout_num_gpus."""
+    c = spec.cluster
+    return actor_gpus(spec) if c.colocate and c.rollout_num_gpus is None else c.rollout_num_gpus
+
+
+def samples_per_rollout(spec: Spec) -> int:
+    """Samples one rollout produces."""
+    return spec.rollout.batch_size * spec.rollout.n_samples_per_prompt
+
+
+def global_batch_size(spec: Spec) -> int:
+    """Samples per optimizer step: the rollout's samples split into num_steps_per_rollout steps."""
+    return samples_per_rollout(spec) // spec.train.num_steps_per_rollout
+
+
+def hf_mode(spec: Spec) -> Literal["bridge", "raw"] | None:
+    """--megatron-to-hf-mode value, or None when the targeted slime has no such flag."""
+    if spec.model.megatron_to_hf_mode != "auto":
+        return spec.model.megatron_to_hf_mode
+    absent = known_absent_flags(spec.slime.commit) or {}
+    return None if "--megatron-to-hf-mode" in absent else "bridge"
+
+
+def build_argv(spec: Spec) -> tuple[ArgGroup, ...]:
+    """The flags train.sh passes after MODEL_ARGS, grouped; the raw [extra] args come last."""
+    s = spec
+    cluster = [
+        *_fields(s.cluster, "cluster", "num_nodes", "gpus_per_node", "colocate", "rollout_num_gpus"),
+        *_fields(s.rollout, "rollout", "gpus_per_engine"),
+        *_fields(s.parallel, "parallel", "tensor", "pipeline", "context", "expert", "sequence_parallel"),
+    ]
+    model = [
+        *_fields(s.model, "model", "dir"),
+        Arg("--ref-load", (s.model.ref_load or s.model.dir,),
+            "model.ref_load" if s.model.ref_load else "derived: model.ref_load defaults to model.dir"),
+    ]
+    mode = hf_mode(s)
+    if mode is not None:
+        origin = "model.megatron_to_hf_mode" if s.model.megatron_to_hf_mode != "auto" else \
+            "derived: model.megatron_to_hf_mode 'auto' is 'bridge' where slime has the flag"
+        model.append(Arg("--megatron-to-hf-mode", (mode,), origin))
+    model += _fields(s.data, "data", "path", "input_key", "label_key", "metadata_key")
+    batch = [
+        *_fields(s.experiment, "experiment", "num_rollout"),
+        *_fields(s.rollout, "rollout", "batch_size", "n_samples_per_prompt", "over_sampling_batch_size"),
+        *_fields(s.train, "train", "num_steps_per_rollout"),
+        Arg("--global-batch-size", (str(global_batch_size(s)),),
+            "derived: rollout.batch_size x rollout.n_samples_per_prompt / train.num_steps_per_rollout"),
+        *_fields(s.train, "train", "micro_batch_size", "use_dynamic_batch_size", "max_tokens_per_gpu"),
+    ]
+    rollout = [
+        *_fields(s.rollout, "rollout", "max_response_len", "max_prompt_len", "max_context_len", "temperature",
+                 "top_p"),
+        *_fields(s.sglang, "sglang", "mem_fraction_static", "context_length", "tool_call_parser",
+                 "reasoning_parser", "data_parallel_size", "cuda_graph_max_bs", "log_level", "log_level_http"),
+    ]
+    algorithm = _fields(s.algorithm, "algorithm", "advantage_estimator", "use_kl_loss", "kl_loss_type",
+                        "kl_loss_coef", "kl_coef", "entropy_coef", "eps_clip", "eps_clip_high",
+                        "normalize_advantages", "use_tis")
+    optimizer = _fields(s.train, "train", "lr", "lr_decay_style", "weight_decay", "adam_beta1", "adam_beta2",
+                        "optimizer_cpu_offload", "overlap_cpu_optimizer_d2h_h2d", "precision_aware_optimizer")
+    kernels = [
+        *_fields(s.train, "train", "attention_backend", "attention_dropout", "hidden_dropout",
+                 "accumulate_allreduce_grads_in_fp32", "attention_softmax_in_fp32"),
+        *_fields(s.experiment, "experiment", "seed"),
+    ]
+    integration = _fields(s.rollout, "rollout", "function_path", "reward_post_process_path",
+                          "custom_generate_function_path", "custom_rm_path")
+    evaluation = _fields(s.eval, "eval", "interval")
+    if s.eval.datasets:
+        pairs = tuple(v for name, path in s.eval.datasets.items() for v in (name, path))
+        evaluation.append(Arg("--eval-prompt-data", pairs, "eval.datasets"))
+    evaluation += _fields(s.eval, "eval", "n_samples_per_prompt", "temperature", "max_response_len")
+    checkpoints = _fields(s.checkpoint, "checkpoint", "save", "save_interval", "save_hf")
+    extra = []
+    for name, value in s.extra.flags.items():
+        tokens = flag_tokens(normalize_flag(name), value)
+        if tokens:
+            extra.append(Arg(tokens[0], tuple(tokens[1:]), f"extra.flags.{name}"))
+    groups = [
+        ("cluster and parallelism", cluster), ("model and data", model), ("batch arithmetic", batch),
+        ("rollout and sglang", rollout), ("algorithm", algorithm), ("optimizer", optimizer),
+        ("training kernels", kernels), ("integration", integration), ("evaluation", evaluation),
+        ("checkpoints", checkpoints), ("escape hatch: [extra.flags]", extra),
+    ]
+    return tuple(ArgGroup(title, tuple(args)) for title, args in groups if args)
+
+
+def flat_argv(model_args: ModelArgs, groups: tuple[ArgGroup, ...], spec: Spec) -> list[str]:
+    """MODEL_ARGS, the grouped flags and the raw [extra] args, as slime receives them (without the
+    run-time arguments train.sh adds)."""
+    out = list(model_args.args)
+    for group in groups:
+        for arg in group.args:
+            out += arg.tokens
+    return out + list(spec.extra.args)

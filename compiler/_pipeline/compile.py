@@ -1,0 +1,218 @@
+"""compile_spec: the pipeline, a short chain of pure stages.
+
+parse -> structure -> resolve (model args, slime flags) -> validate -> render -> hash.
+Only :func:`write` touches the output directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from .._slime.verify_flags import verify_flags
+from .._spec.tables import Spec
+from .._version import __version__
+from ..errors import Diagnostic, SpecError
+from . import render as _render
+from .argv import (
+    ArgGroup,
+    actor_gpus,
+    build_argv,
+    flat_argv,
+    global_batch_size,
+    hf_mode,
+    rollout_gpus,
+    samples_per_rollout,
+)
+from .bundle import MANIFEST, manifest_hash, sha256, write_bundle
+from .layers import EXTENDS, SWEEP, load_spec, resolve_extends
+from .model_args.resolve import ModelArgs, ModelArgsError, is_dir_here, resolve_model_args
+from .model_args.resolve import _config_path as config_path
+from .parse import SpecSource
+from .structure import structure, unstructure
+from .validate.rules import Context, validate
+
+# 2: the bundle hash covers every manifest field (_bundle.manifest_hash); 1: only the file list.
+BUNDLE_FORMAT = 2
+_NO_MODEL_ARGS = ModelArgs((), "args", "not resolved yet", "")  # for the rules checked before they are
+Target = Literal["ray", "kuberay"]
+TARGETS: tuple[Target, ...] = ("ray", "kuberay")
+
+
+class SweepSpecError(SpecError):
+    """The spec has a [sweep] table: it compiles to a bundle per point (acrl.compiler._pipeline.sweep), not to
+    one bundle. ``source`` is the spec, parsed and resolved, for the caller that compiles sweeps."""
+
+    def __init__(self, source: SpecSource) -> None:
+        super().__init__([source.diagnostic((SWEEP,), "a spec with a [sweep] table compiles to one bundle per point",
+                                            hint="compile it with acrl-compile SPEC -o DIR (a bundle per point "
+                                                 "under DIR, and DIR/sweep.json); explain or diff a point's bundle")])
+        self.source = source
+
+
+@attrs.frozen
+class Bundle:
+    """A compiled bundle in memory: its files, hash and everything the compiler learned."""
+
+    spec: Spec
+    files: Mapping[str, bytes]
+    bundle_hash: str
+    warnings: tuple[Diagnostic, ...]
+    notes: tuple[str, ...]
+    model_args: ModelArgs
+    groups: tuple[ArgGroup, ...]
+    spec_sha256: str = ""  # of the spec's bytes as read
+    base_paths: tuple[str, ...] = ()  # the base specs read for ``extends``, as opened
+
+    @property
+    def exp_id(self) -> str:
+        return self.spec.experiment.id
+
+    def argv(self) -> list[str]:
+        """The slime argv without the run-time arguments train.sh adds."""
+        return flat_argv(self.model_args, self.groups, self.spec)
+
+
+def compile_spec(path: Path, *, strict: bool = False, display_name: str | None = None,
+                 target: Target = "ray", data: bytes | None = None, overrides: Sequence[str] = ()) -> Bundle:
+    """Compile the spec at ``path`` into an in-memory bundle. Raises SpecError listing every
+    problem; with ``strict``, warnings are errors too. ``target="kuberay"`` adds rayjob.yaml.
+    ``data``: the file's bytes, if already read (a pipe cannot be read twice). ``overrides``:
+    ``KEY=VALUE`` strings (``--set``), applied on top of the spec and its bases."""
+    source = load_spec(path, data=data, display_name=display_name, overrides=overrides)
+    return compile_source(source, strict=strict, target=target)
+
+
+def compile_source(source: SpecSource, *, strict: bool = False, target: Target = "ray") -> Bundle:
+    """Compile an already parsed spec (see :func:`compile_spec`); its ``extends`` is resolved here
+    if it was not yet. A spec with a [sweep] table is compiled by
+    :func:`acrl.compiler._pipeline.sweep.compile_points`."""
+    if EXTENDS in source.data:
+        source = resolve_extends(source)
+    if SWEEP in source.data:
+        raise SweepSpecError(source)
+    spec, diagnostics = structure(source)
+    if spec is None:
+        raise SpecError(diagnostics)
+    # The rules on the spec alone ([model] type, [model.script_env], NUL bytes) come first: a spec they refuse
+    # never has a script sourced (or a template rendered) with its values.
+    early = validate(source, Context(spec, _NO_MODEL_ARGS, ()), before_sourcing=True)
+    if any(d.severity == "error" for d in early):
+        raise SpecError([attrs.evolve(d, severity="error") if strict and d.severity == "warning" else d
+                         for d in early])
+    try:
+        resolution = resolve_model_args(spec, Path(source.name).parent)
+    except ModelArgsError as exc:
+        key = ("model", exc.key) if ("model", exc.key) in source.positions else ("model", "type")
+        raise SpecError([source.diagnostic(key, exc.message, hint=exc.hint)]) from None
+    model_args = resolution.model_args
+    groups = build_argv(spec)
+    verification = verify_flags(spec)
+    diagnostics = early + validate(source, Context(spec, model_args, groups, verification.check, resolution),
+                                   before_sourcing=False)
+    if strict:
+        diagnostics = [attrs.evolve(d, severity="error") if d.severity == "warning" else d for d in diagnostics]
+    if target == "kuberay" and spec.kuberay.image is None:
+        diagnostics.append(source.diagnostic(
+            ("kuberay", "image"),
+            "--target kuberay needs the container image of the Ray pods",
+            hint='set [kuberay] image = "REGISTRY/IMAGE:TAG" (slime, Megatron-LM, sglang and the rollout '
+                 "integration installed)"))
+    if any(d.severity == "error" for d in diagnostics):
+        raise SpecError(diagnostics)
+    notes = (*resolution.notes, *verification.notes)
+    if target == "kuberay" and spec.cuda.home is not None:
+        notes += ("[cuda] home is applied by train.sh only: the pods of rayjob.yaml use the image's CUDA "
+                  "(set CUDA_HOME, PATH and LD_LIBRARY_PATH in the image)",)
+    return _assemble(source, spec, model_args, groups, tuple(diagnostics), notes, target)
+
+
+def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tuple[ArgGroup, ...],
+              warnings: tuple[Diagnostic, ...], notes: tuple[str, ...], target: Target = "ray") -> Bundle:
+    files = {
+        "train.sh": _render.train_sh(spec, groups),
+        "model_args.sh": _render.model_args_sh(spec, model_args),
+        "custom_config.yaml": _render.custom_config_yaml(spec),
+        "spec.toml": _render.resolved_spec_toml(unstructure(resolved_spec(spec, model_args))),
+    }
+    if target == "kuberay":
+        from .kuberay import rayjob_yaml
+
+        files["rayjob.yaml"] = rayjob_yaml(spec, flat_argv(model_args, groups, spec), files["custom_config.yaml"])
+    hashes = {name: sha256(data) for name, data in sorted(files.items())}
+    manifest = _manifest(source, spec, model_args, warnings, hashes)
+    manifest["bundle_hash"] = digest = manifest_hash(manifest)
+    files[MANIFEST] = _render.manifest_json(manifest)
+    return Bundle(spec, files, digest, warnings, notes, model_args, groups, manifest["spec"]["sha256"],
+                  source.base_paths)
+
+
+def external_inputs(bundle: Bundle, spec_dir: Path) -> tuple[Path, ...] | None:
+    """The paths outside the spec that compiling it read or looked for, where a change could change
+    the result (used by the compile cache); None when they cannot all be named: a model script
+    sourced by bash may read anything, and a slime checkout was read file by file."""
+    spec = bundle.spec
+    if bundle.model_args.source == "script" or is_dir_here(Path(spec.slime.dir)):
+        return None
+    return (config_path(spec, spec_dir), Path(spec.slime.dir),  # Megatron's is read only with slime's
+            *(Path(base) for base in bundle.base_paths))
+
+
+def resolved_spec(spec: Spec, model_args: ModelArgs) -> Spec:
+    """The spec with every "auto" and implicit default replaced by what it resolved to."""
+    mode = hf_mode(spec)
+    model = attrs.evolve(spec.model, args_source=model_args.source, ref_load=spec.model.ref_load or spec.model.dir,
+                         megatron_to_hf_mode=mode if mode is not None else spec.model.megatron_to_hf_mode)
+    return attrs.evolve(spec, model=model)
+
+
+def _manifest(source: SpecSource, spec: Spec, model_args: ModelArgs, warnings: tuple[Diagnostic, ...],
+              hashes: Mapping[str, str]) -> dict[str, Any]:
+    """The manifest without its bundle_hash, which is the hash of all of this (_bundle.manifest_hash)."""
+    return {
+        "acrl_version": __version__,
+        "bundle_format": BUNDLE_FORMAT,
+        "exp_id": spec.experiment.id,
+        "files": dict(hashes),
+        "spec": {"name": Path(source.name).name, "sha256": sha256(source.text.encode("utf-8"))},
+        "slime": {"commit": spec.slime.commit},
+        "model_args": model_args.provenance(),
+        "derived": {
+            "actor_gpus": actor_gpus(spec),
+            "rollout_gpus": rollout_gpus(spec),
+            "samples_per_rollout": samples_per_rollout(spec),
+            "global_batch_size": global_batch_size(spec),
+            "optimizer_steps_per_rollout": spec.train.num_steps_per_rollout,
+        },
+        "warnings": [attrs.evolve(d, file=manifest_file_name(d.file)).as_json() for d in warnings],
+        **({"extends": _extends_entries(source)} if source.bases else {}),
+        **({"overrides": [{"key": key, "value": value, "from": origin} for key, value, origin in source.overrides]}
+           if source.overrides else {}),
+    }
+
+
+def _extends_entries(source: SpecSource) -> list[dict[str, Any]]:
+    """Each base spec as written in ``extends`` (relative to the spec that names it), its sha256 and
+    the keys whose value it set, so that `acrl explain BUNDLE` can say where a value came from."""
+    set_by: dict[str, list[str]] = {}
+    for path, file in source.files.items():
+        node: Any = source.data
+        for step in path:
+            node = node.get(step) if isinstance(node, Mapping) else None
+        if all(isinstance(step, str) for step in path) and node is not None and not isinstance(node, Mapping):
+            set_by.setdefault(file, []).append(".".join(map(str, path)))
+    return [{"path": ref, "sha256": digest, "keys": sorted(set_by.get(name, []))}
+            for ref, digest, name in source.bases]
+
+
+def manifest_file_name(file: str) -> str:
+    """A diagnostic's file as the manifest records it: no directory of the compiling machine."""
+    return file if file.startswith(("--", "[sweep]")) else Path(file).name  # --set a="/x/y": not a path
+
+
+def write(bundle: Bundle, out: Path, *, force: bool = False) -> str:
+    """Write ``bundle`` into ``out`` atomically; see :func:`acrl.compiler._pipeline.bundle.write_bundle`."""
+    return write_bundle(out, bundle.files, force=force)

@@ -1,0 +1,152 @@
+"""The built-in model catalog: published Hugging Face config.json fields under slime's model names.
+
+Each entry keeps only the config.json fields that shape MODEL_ARGS, copied from the model's published config; its
+MODEL_ARGS are ``derive_model_args(hf_fields)``, so the catalog and a checkpoint's own config.json go through one
+translation. Where slime ships a scripts/models/*.sh for the same architecture, ``slime_script`` names it and
+``slime_differences`` explains, flag by flag, where that script does not match the published config.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+from .hf_config import Derived, derive_model_args
+
+
+def _frozen(fields: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType({key: _deep_frozen(value) for key, value in fields.items()})
+
+
+def _deep_frozen(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return _frozen(value)
+    return tuple(_deep_frozen(v) for v in value) if isinstance(value, list | tuple) else value
+
+
+@attrs.frozen
+class CatalogEntry:
+    """One model: its published config.json fields, where they come from, and how slime's script differs."""
+
+    name: str  # slime's model name, as in scripts/models/<name>.sh
+    source: str  # the Hugging Face repository whose config.json the fields are copied from
+    hf_fields: Mapping[str, Any] = attrs.field(converter=_frozen, hash=False)
+    slime_script: str | None = None  # slime's scripts/models/<slime_script>.sh for this architecture, if any
+    slime_differences: tuple[tuple[str, str], ...] = ()  # (flag, why slime's script differs from the config)
+
+    def derived(self) -> Derived:
+        """The derivation, with the config.json field behind each flag."""
+        return derive_model_args(self.hf_fields)
+
+    def model_args(self) -> tuple[str, ...]:
+        """MODEL_ARGS for this model."""
+        return self.derived().args
+
+
+def _qwen25(layers: int, hidden: int, ffn: int, heads: int, kv: int, vocab: int, eps: float, tied: bool,
+            theta: float = 1000000.0) -> dict[str, Any]:
+    return {"architectures": ["Qwen2ForCausalLM"], "hidden_act": "silu", "num_hidden_layers": layers,
+            "hidden_size": hidden, "intermediate_size": ffn, "num_attention_heads": heads, "num_key_value_heads": kv,
+            "rms_norm_eps": eps, "rope_theta": theta, "vocab_size": vocab, "tie_word_embeddings": tied,
+            "use_sliding_window": False}
+
+
+def _qwen3(layers: int, hidden: int, ffn: int, heads: int, kv: int, tied: bool, theta: float = 1000000,
+           **moe: Any) -> dict[str, Any]:
+    arch = "Qwen3MoeForCausalLM" if moe else "Qwen3ForCausalLM"
+    return {"architectures": [arch], "hidden_act": "silu", "num_hidden_layers": layers, "hidden_size": hidden,
+            "intermediate_size": ffn, "num_attention_heads": heads, "num_key_value_heads": kv, "head_dim": 128,
+            "attention_bias": False, "rms_norm_eps": 1e-06, "rope_theta": theta, "vocab_size": 151936,
+            "tie_word_embeddings": tied, "use_sliding_window": False, **moe}
+
+
+def _qwen3_moe(experts: int, expert_ffn: int, topk: int) -> dict[str, Any]:
+    return {"num_experts": experts, "moe_intermediate_size": expert_ffn, "num_experts_per_tok": topk,
+            "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": []}
+
+
+def _llama3(layers: int, hidden: int, ffn: int, heads: int, tied: bool, factor: float) -> dict[str, Any]:
+    return {"architectures": ["LlamaForCausalLM"], "hidden_act": "silu", "num_hidden_layers": layers,
+            "hidden_size": hidden, "intermediate_size": ffn, "num_attention_heads": heads, "num_key_value_heads": 8,
+            "attention_bias": False, "mlp_bias": False, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
+            "rope_scaling": {"factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                             "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+            "vocab_size": 128256, "tie_word_embeddings": tied}
+
+
+def _glm4(layers: int, hidden: int, ffn: int, heads: int, qkv_bias: bool) -> dict[str, Any]:
+    return {"architectures": ["Glm4ForCausalLM"], "hidden_act": "silu", "num_hidden_layers": layers,
+            "hidden_size": hidden, "intermediate_size": ffn, "num_attention_heads": heads, "num_key_value_heads": 2,
+            "head_dim": 128, "attention_bias": qkv_bias, "partial_rotary_factor": 0.5, "rms_norm_eps": 1e-05,
+            "rope_theta": 10000.0, "vocab_size": 151552, "tie_word_embeddings": False}
+
+
+_EPS_32B = ("--norm-epsilon", "slime's qwen2.5-32B.sh has 1e-5, the base model's value; the Instruct model was "
+            "published with rms_norm_eps 1e-06")
+_ENTRIES = (
+    CatalogEntry("qwen2.5-0.5B", "Qwen/Qwen2.5-0.5B", _qwen25(24, 896, 4864, 14, 2, 151936, 1e-06, True),
+                 "qwen2.5-0.5B"),
+    CatalogEntry("qwen2.5-1.5B", "Qwen/Qwen2.5-1.5B", _qwen25(28, 1536, 8960, 12, 2, 151936, 1e-06, True),
+                 "qwen2.5-1.5B", (("--rotary-base", "slime's qwen2.5-1.5B.sh has 10000, the rope_theta of "
+                                                    "Qwen2.5-Math-1.5B; Qwen2.5-1.5B(-Instruct) use 1000000"),)),
+    CatalogEntry("qwen2.5-math-1.5B", "Qwen/Qwen2.5-Math-1.5B",
+                 _qwen25(28, 1536, 8960, 12, 2, 151936, 1e-06, True, theta=10000.0), "qwen2.5-1.5B"),
+    CatalogEntry("qwen2.5-3B", "Qwen/Qwen2.5-3B", _qwen25(36, 2048, 11008, 16, 2, 151936, 1e-06, True), "qwen2.5-3B"),
+    CatalogEntry("qwen2.5-7B", "Qwen/Qwen2.5-7B", _qwen25(28, 3584, 18944, 28, 4, 152064, 1e-06, False),
+                 "qwen2.5-7B"),
+    # The base 14B/32B/72B were published with rms_norm_eps 1e-05, their Instruct models with 1e-06.
+    CatalogEntry("qwen2.5-14B", "Qwen/Qwen2.5-14B", _qwen25(48, 5120, 13824, 40, 8, 152064, 1e-05, False)),
+    CatalogEntry("qwen2.5-14B-Instruct", "Qwen/Qwen2.5-14B-Instruct",
+                 _qwen25(48, 5120, 13824, 40, 8, 152064, 1e-06, False)),
+    CatalogEntry("qwen2.5-32B", "Qwen/Qwen2.5-32B", _qwen25(64, 5120, 27648, 40, 8, 152064, 1e-05, False),
+                 "qwen2.5-32B"),
+    CatalogEntry("qwen2.5-32B-Instruct", "Qwen/Qwen2.5-32B-Instruct",
+                 _qwen25(64, 5120, 27648, 40, 8, 152064, 1e-06, False), "qwen2.5-32B", (_EPS_32B,)),
+    CatalogEntry("qwen2.5-72B", "Qwen/Qwen2.5-72B", _qwen25(80, 8192, 29568, 64, 8, 152064, 1e-05, False)),
+    CatalogEntry("qwen2.5-72B-Instruct", "Qwen/Qwen2.5-72B-Instruct",
+                 _qwen25(80, 8192, 29568, 64, 8, 152064, 1e-06, False)),
+    CatalogEntry("qwen3-0.6B", "Qwen/Qwen3-0.6B", _qwen3(28, 1024, 3072, 16, 8, True), "qwen3-0.6B"),
+    CatalogEntry("qwen3-1.7B", "Qwen/Qwen3-1.7B", _qwen3(28, 2048, 6144, 16, 8, True), "qwen3-1.7B"),
+    CatalogEntry("qwen3-4B", "Qwen/Qwen3-4B", _qwen3(36, 2560, 9728, 32, 8, True), "qwen3-4B"),
+    CatalogEntry("qwen3-4B-Instruct-2507", "Qwen/Qwen3-4B-Instruct-2507",
+                 _qwen3(36, 2560, 9728, 32, 8, True, theta=5000000), "qwen3-4B-Instruct-2507"),
+    CatalogEntry("qwen3-8B", "Qwen/Qwen3-8B", _qwen3(36, 4096, 12288, 32, 8, False), "qwen3-8B"),
+    CatalogEntry("qwen3-14B", "Qwen/Qwen3-14B", _qwen3(40, 5120, 17408, 40, 8, False), "qwen3-14B"),
+    CatalogEntry("qwen3-32B", "Qwen/Qwen3-32B", _qwen3(64, 5120, 25600, 64, 8, False), "qwen3-32B"),
+    CatalogEntry("qwen3-30B-A3B", "Qwen/Qwen3-30B-A3B",
+                 _qwen3(48, 2048, 6144, 32, 4, False, 1000000.0, **_qwen3_moe(128, 768, 8)), "qwen3-30B-A3B"),
+    CatalogEntry("qwen3-235B-A22B", "Qwen/Qwen3-235B-A22B",
+                 _qwen3(94, 4096, 12288, 64, 4, False, 1000000.0, **_qwen3_moe(128, 1536, 8)), "qwen3-235B-A22B"),
+    CatalogEntry("llama3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", _llama3(32, 4096, 14336, 32, False, 8.0),
+                 "llama3.1-8B-Instruct"),
+    CatalogEntry("llama3.2-3B-Instruct", "meta-llama/Llama-3.2-3B-Instruct",
+                 {**_llama3(28, 3072, 8192, 24, True, 32.0), "head_dim": 128}, "llama3.2-3B-Instruct",
+                 (("--rope-scaling-factor", "slime's llama3.2-3B-Instruct.sh passes --rotary-scaling-factor 32.0, "
+                                            "which Megatron reads only for YaRN; its llama3 scaling reads "
+                                            "--rope-scaling-factor, which stays at its default 8.0"),)),
+    CatalogEntry("glm4-9B", "THUDM/GLM-4-9B-0414", _glm4(40, 4096, 13696, 32, True), "glm4-9B"),
+    # GLM-4-32B-0414's config.json: 61 layers, 2 KV heads (also in its GGUF conversions: glm4.block_count 61,
+    # n_head_kv 2, 32.57B parameters, which is what these fields count; slime's 64 layers / 8 groups would be 34.7B).
+    CatalogEntry("glm4-32B", "THUDM/GLM-4-32B-0414", _glm4(61, 6144, 23040, 48, False), "glm4-32B",
+                 (("--num-layers", "slime's glm4-32B.sh has 64 layers; GLM-4-32B-0414 was published with 61"),
+                  ("--num-query-groups", "slime's glm4-32B.sh has 8 query groups; GLM-4-32B-0414 was published "
+                                         "with num_key_value_heads 2"))),
+)
+CATALOG: Mapping[str, CatalogEntry] = MappingProxyType({e.name: e for e in _ENTRIES})
+_FOLDED = {name.lower(): e for name, e in CATALOG.items()}
+
+
+def entry(name: str) -> CatalogEntry | None:
+    """The catalog entry named ``name`` (exactly, else ignoring case), or None."""
+    return CATALOG.get(name) or _FOLDED.get(name.lower())
+
+
+def lookup_error(name: str) -> str:
+    """Why ``name`` is not in the catalog, with the closest names."""
+    close = [_FOLDED[n].name for n in difflib.get_close_matches(name.lower(), list(_FOLDED), n=3, cutoff=0.6)]
+    hint = f"; did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
+    return f"{name!r} is not in acrl's model catalog{hint} (known: {', '.join(CATALOG)})"

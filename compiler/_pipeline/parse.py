@@ -1,0 +1,384 @@
+"""Stage 1, parse: read a TOML spec and keep where every key was written.
+
+``tomllib`` gives the data but no positions, so a small scanner walks the (already validated)
+text once and records the line and column of every key, including keys of inline tables and
+array-of-tables entries. Later stages attach these positions to their messages.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..errors import Diagnostic, SpecError
+
+KeyPath = tuple[str | int, ...]
+Position = tuple[int, int]  # 1-based line and column
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_TOML_ERROR_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+NO_LINE: Position = (0, 0)  # the position of a key set on the command line (--set): no file, no line
+
+
+@attrs.frozen
+class SpecSource:
+    """A parsed spec: its display name, text, data and key positions.
+
+    A spec that extends another, or has ``--set`` overrides applied, is one merged source: ``files``
+    names where each key was written when that is not ``name`` (a base spec, or ``--set KEY=VALUE``,
+    whose keys have the position NO_LINE), ``texts`` holds the text of each base spec for messages,
+    and ``inputs`` lists the base specs as (path as written in ``extends``, sha256 of their bytes)
+    (and the name ``files`` gives it), and the overrides as (key, value, where from) in the order they
+    were applied."""
+
+    name: str
+    text: str
+    data: Mapping[str, Any]
+    positions: Mapping[KeyPath, Position]
+    files: Mapping[KeyPath, str] = attrs.field(factory=dict)
+    texts: Mapping[str, str] = attrs.field(factory=dict)
+    bases: tuple[tuple[str, str, str], ...] = ()  # (as written in extends, sha256, name in messages)
+    overrides: tuple[tuple[str, Any, str], ...] = ()
+    base_paths: tuple[str, ...] = ()  # every base spec read, as opened (for the compile cache)
+
+    def locate(self, path: KeyPath) -> tuple[str, Position | None]:
+        """The file (or ``--set ...``) that wrote ``path``, else the first key written under it (a table
+        filled by a --set), else its nearest written ancestor; and where."""
+        if path not in self.positions and self.files:
+            inner = next((p for p in self.positions if p[:len(path)] == path), None)
+            if inner is not None:
+                at = self.positions[inner]
+                return self.files.get(inner, self.name), (None if at == NO_LINE else at)
+        for end in range(len(path), 0, -1):
+            found = self.positions.get(path[:end])
+            if found is not None:
+                return self.files.get(path[:end], self.name), (None if found == NO_LINE else found)
+        return self.name, None
+
+    def position(self, path: KeyPath) -> Position | None:
+        """Where ``path`` was written, or its nearest written ancestor."""
+        return self.locate(path)[1]
+
+    def line(self, number: int, file: str | None = None) -> str:
+        text = self.text if file is None or file == self.name else self.texts.get(file, "")
+        lines = _lines(text)
+        return lines[number - 1] if 0 < number <= len(lines) else ""
+
+    def diagnostic(self, path: KeyPath, message: str, *, hint: str = "", severity: str = "error",
+                   rule: str = "") -> Diagnostic:
+        """A diagnostic pointing at ``path`` in the file (or --set) that wrote it."""
+        file, pos = self.locate(path)
+        return Diagnostic(
+            severity=severity,
+            message=message,
+            file=file,
+            key=".".join(str(p) for p in path),
+            line=pos[0] if pos else None,
+            column=pos[1] if pos else None,
+            hint=hint,
+            rule=rule,
+            source_line=self.line(pos[0], file) if pos else "",
+        )
+
+
+def unreadable_hint(exc: OSError, default: str) -> str:
+    """The fix for a file the bounded reader refused (see acrl.compiler._pipeline.bundle.read_input)."""
+    import errno
+
+    if exc.errno == errno.EFBIG:
+        return "give the right file: acrl reads no input this large (a spec can be split with extends)"
+    if exc.errno == errno.EINVAL and (exc.strerror or "").startswith("not a regular file"):
+        return "give the path of a file: a device, a directory or a FIFO is not read"
+    return default
+
+
+@functools.lru_cache(maxsize=16)
+def _lines(text: str) -> list[str]:
+    """The lines of a spec's text, split once however many diagnostics show one (50,000 unknown keys
+    each splitting a megabyte took minutes)."""
+    return text.splitlines()
+
+
+def read_spec(path: Path, *, display_name: str | None = None) -> SpecSource:
+    """Read and parse a spec file. Raises SpecError for unreadable files and TOML syntax errors."""
+    name = display_name or str(path)
+    from .bundle import read_input
+
+    try:
+        raw = read_input(path, pipe=True)  # the spec may be a pipe (/dev/stdin, <(...))
+    except OSError as exc:
+        raise SpecError([Diagnostic("error", f"cannot read the spec: {exc.strerror or exc}", file=name,
+                                    hint=unreadable_hint(exc, "check the path and its permissions"))]) from None
+    return decode_spec(raw, name)
+
+
+def decode_spec(raw: bytes, name: str) -> SpecSource:
+    """Parse a spec's bytes, already read (from a file named ``name`` in messages)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError([Diagnostic("error", f"not UTF-8 text (byte {exc.start})", file=name,
+                                    hint="TOML files must be UTF-8 encoded")]) from None
+    return parse_spec_text(text, name)
+
+
+MAX_NESTING = 64  # arrays and inline tables inside each other, at most (tomllib recurses, so must a limit)
+MAX_DIGITS = 4300  # Python's own limit on converting an integer's digits (sys.get_int_max_str_digits)
+_LONG_INTEGER = re.compile(rf"[0-9][0-9_]{{{MAX_DIGITS},}}")
+
+
+def toml_bounds(text: str) -> tuple[str, str, int] | None:
+    """(message, fix, offset) when ``text`` holds what tomllib cannot parse within Python's limits:
+    arrays or inline tables nested over MAX_NESTING deep (a RecursionError in tomllib and in every
+    stage after it), or an integer of over MAX_DIGITS digits (a ValueError in tomllib). Strings
+    and comments are skipped, so a long digit string or a "[[[" in a string is never refused."""
+    depth = 0
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "#":
+            end = text.find("\n", i)
+            i = n if end == -1 else end
+        elif c in "\"'":
+            i = _string_end(text, i)
+        elif c in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                return (f"nested too deeply: over {MAX_NESTING} arrays or inline tables inside each other (the limit)",
+                        "flatten the value", i)
+            i += 1
+        elif c in "]}":
+            depth = max(0, depth - 1)
+            i += 1
+        elif c.isdigit():
+            match = _LONG_INTEGER.match(text, i)
+            if match is not None and sum(ch.isdigit() for ch in match.group()) > MAX_DIGITS:
+                return (f"integer too large: over {MAX_DIGITS:,} digits (the limit)",
+                        "no key takes such a number; check the value", i)
+            while i < n and (text[i].isalnum() or text[i] in "_.+-:"):
+                i += 1
+        else:
+            i += 1
+    return None
+
+
+def _string_end(s: str, i: int) -> int:
+    """The offset after the TOML string starting at ``i`` (basic, literal or multi-line), or the
+    end of the text when it is unterminated (tomllib reports that)."""
+    q = s[i]
+    if s.startswith(q * 3, i):
+        j = i + 3
+        while True:
+            end = s.find(q * 3, j)
+            if end == -1:
+                return len(s)
+            if q == "'" or not _escaped(s, end):
+                end += 3
+                while end < len(s) and s[end] == q:
+                    end += 1
+                return end
+            j = end + 1
+    j = i + 1
+    while j < len(s) and s[j] != q and s[j] != "\n":
+        j += 2 if (q == '"' and s[j] == "\\") else 1
+    return min(j + 1, len(s))
+
+
+def _bounds_diagnostic(text: str, name: str, message: str, hint: str, offset: int) -> Diagnostic:
+    start = text.rfind("\n", 0, offset) + 1
+    end = text.find("\n", offset)
+    src = text[start:] if end == -1 else text[start:end]
+    return Diagnostic("error", message, file=name, line=text.count("\n", 0, offset) + 1, column=offset - start + 1,
+                      source_line=src if len(src) <= 200 else "", hint=hint)  # no line of 5,000 digits
+
+
+def parse_spec_text(text: str, name: str) -> SpecSource:
+    """Parse TOML text; syntax errors become a SpecError with line and column."""
+    bounds = toml_bounds(text)
+    if bounds is not None:
+        raise SpecError([_bounds_diagnostic(text, name, *bounds)])
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = _TOML_ERROR_AT.search(msg)
+        line = int(m.group(1)) if m else None
+        col = int(m.group(2)) if m else None
+        reason = _TOML_ERROR_AT.sub("", msg).strip()
+        lines = text.splitlines()
+        src = lines[line - 1] if line and 0 < line <= len(lines) else ""
+        raise SpecError([Diagnostic("error", f"TOML syntax error: {reason}", file=name, line=line,
+                                    column=col, source_line=src,
+                                    hint="see https://toml.io/en/v1.0.0 for the syntax")]) from None
+    return SpecSource(name=name, text=text, data=data, positions=_scan_positions(text))
+
+
+class _Scanner:
+    """Walks valid TOML text and records the position of every key."""
+
+    def __init__(self, text: str) -> None:
+        self.s = text
+        self.i = 0
+        self.positions: dict[KeyPath, Position] = {}
+        self._array_counts: dict[KeyPath, int] = {}
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def pos(self, i: int) -> Position:
+        lo, hi = 0, len(self._line_starts) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._line_starts[mid] <= i:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo + 1, i - self._line_starts[lo] + 1
+
+    def peek(self, n: int = 1) -> str:
+        return self.s[self.i:self.i + n]
+
+    def skip_ws(self, newlines: bool) -> None:
+        s = self.s
+        while self.i < len(s):
+            c = s[self.i]
+            if c in " \t\r" or (newlines and c == "\n"):
+                self.i += 1
+            elif c == "#":
+                while self.i < len(s) and s[self.i] != "\n":
+                    self.i += 1
+            else:
+                return
+
+    def key(self) -> list[tuple[str, int]]:
+        """A dotted key: its parts and the offset of each."""
+        parts: list[tuple[str, int]] = []
+        while True:
+            self.skip_ws(False)
+            start = self.i
+            c = self.peek()
+            if c in "\"'":
+                end = self._string_end(self.i)
+                raw = self.s[self.i:end]
+                self.i = end
+                parts.append((str(tomllib.loads(f"k = {raw}")["k"]), start))
+            else:
+                m = _BARE_KEY.match(self.s, self.i)
+                if not m:
+                    return parts
+                parts.append((m.group(0), start))
+                self.i = m.end()
+            self.skip_ws(False)
+            if self.peek() != ".":
+                return parts
+            self.i += 1
+
+    def _string_end(self, i: int) -> int:
+        s = self.s
+        q = s[i]
+        if s.startswith(q * 3, i):
+            end = s.find(q * 3, i + 3)
+            while end != -1 and q == '"' and _escaped(s, end):
+                end = s.find(q * 3, end + 1)
+            end += 3
+            while end < len(s) and s[end] == q:  # up to two quotes may close the content
+                end += 1
+            return end
+        j = i + 1
+        while j < len(s) and s[j] != q:
+            j += 2 if (q == '"' and s[j] == "\\") else 1
+        return j + 1
+
+    def value(self, path: KeyPath) -> None:
+        self.skip_ws(False)
+        c = self.peek()
+        if c in "\"'":
+            self.i = self._string_end(self.i)
+        elif c == "[":
+            self.i += 1
+            index = 0
+            while True:
+                self.skip_ws(True)
+                if self.peek() == "]":
+                    self.i += 1
+                    return
+                self.positions.setdefault((*path, index), self.pos(self.i))
+                self.value((*path, index))
+                index += 1
+                self.skip_ws(True)
+                if self.peek() == ",":
+                    self.i += 1
+        elif c == "{":
+            self.i += 1
+            while True:
+                self.skip_ws(False)
+                if self.peek() == "}":
+                    self.i += 1
+                    return
+                sub = self.key_and_value(path)
+                if not sub:
+                    return
+                self.skip_ws(False)
+                if self.peek() == ",":
+                    self.i += 1
+        else:
+            while self.i < len(self.s) and self.s[self.i] not in ",]}\n#":
+                self.i += 1
+
+    def key_and_value(self, table: KeyPath) -> bool:
+        parts = self.key()
+        if not parts:
+            return False
+        path = table
+        for name, offset in parts:
+            path = (*path, name)
+            self.positions.setdefault(path, self.pos(offset))
+        self.skip_ws(False)
+        if self.peek() == "=":
+            self.i += 1
+        self.value(path)
+        return True
+
+    def run(self) -> dict[KeyPath, Position]:
+        table: KeyPath = ()
+        while True:
+            self.skip_ws(True)
+            if self.i >= len(self.s):
+                return self.positions
+            if self.peek(2) == "[[":
+                self.i += 2
+                base = tuple(name for name, _ in self.key())
+                offset = self.i
+                index = self._array_counts.get(base, 0)
+                self._array_counts[base] = index + 1
+                table = (*base, index)
+                self.positions.setdefault(base, self.pos(offset))
+                self.positions.setdefault(table, self.pos(offset))
+                self.i = self.s.index("]]", self.i) + 2
+            elif self.peek() == "[":
+                start = self.i
+                self.i += 1
+                parts = self.key()
+                table = tuple(name for name, _ in parts)
+                for end in range(1, len(table) + 1):
+                    self.positions.setdefault(table[:end], self.pos(start))
+                self.i = self.s.index("]", self.i) + 1
+            elif not self.key_and_value(table):
+                self.i += 1  # unreachable for valid TOML; never loop forever
+
+
+def _escaped(s: str, i: int) -> bool:
+    n = 0
+    while i - n - 1 >= 0 and s[i - n - 1] == "\\":
+        n += 1
+    return n % 2 == 1
+
+
+def _scan_positions(text: str) -> dict[KeyPath, Position]:
+    return _Scanner(text).run()

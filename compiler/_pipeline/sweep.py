@@ -1,0 +1,216 @@
+"""Sweeps: a spec with a [sweep] table compiles to one bundle per point, and an index.
+
+```toml
+[sweep]
+grid = { "rollout.batch_size" = [32, 64], "train.lr" = [1e-6, 3e-6] }   # every combination
+points = [ { "rollout.temperature" = 0.7 }, { "rollout.temperature" = 1.0, "rollout.batch_size" = 16 } ]
+```
+
+The points are the grid's cartesian product (keys in the order written, the first varying
+slowest), then each table of ``points``, as written: the two lists are concatenated, never
+multiplied. A point's values are set on the spec (after its bases and ``--set``) as a ``--set``
+would be. Its name lists them, ``batch_size=32,lr=1e-06`` (each key by the shortest tail of its
+dotted path that no other swept key shares), and its directory and experiment-id suffix are that
+name made safe: ``batch_size-32_lr-1e-06``. Unless a point sets ``experiment.id`` itself, its
+bundle's id is ``<experiment.id>-<directory>``, so that every point has its own Ray submission id.
+
+The points and their names come from :mod:`acrl.compiler._pipeline.sweep_points`. The spec is parsed, its
+bases merged and its overrides applied once; each point then only overlays its values, and is
+structured, validated and rendered (with templates compiled once). Only :func:`write_sweep`
+touches the output directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from .._secrets import masked_overrides, redact
+from ..errors import Diagnostic, SpecError
+from .compile import Bundle, Target, compile_source, manifest_file_name
+from .layers import dotted, overlay
+from .parse import NO_LINE, KeyPath, Position, SpecSource
+from .sweep_points import MAX_POINTS, Point, Value, sweep_points
+
+__all__ = ["INDEX", "MAX_POINTS", "Point", "PointResult", "Value", "compile_points", "point_source", "sweep_index",
+           "sweep_points", "write_sweep"]
+
+
+@attrs.frozen
+class PointResult:
+    """A point compiled: its bundle, or the diagnostics that stopped it."""
+
+    point: Point
+    bundle: Bundle | None
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+
+def point_source(base: SpecSource, point: Point) -> SpecSource:
+    """The spec of one point: ``base`` with the point's values (and its experiment id) set."""
+    data: dict[str, Any] = {}
+    positions: dict[KeyPath, Position] = {}
+    files: dict[KeyPath, str] = {}
+    overrides = []
+    for v in point.values:
+        _set(data, v.path, v.value)
+        positions[v.path], files[v.path] = v.position, v.file
+        overrides.append((dotted(v.path), v.value, "sweep"))
+    experiment = base.data.get("experiment")
+    base_id = experiment.get("id") if isinstance(experiment, Mapping) else None
+    if isinstance(base_id, str) and ("experiment", "id") not in positions:
+        _set(data, ("experiment", "id"), f"{base_id}-{point.directory}")
+        where = f"[sweep] point {point.name}"
+        positions[("experiment", "id")], files[("experiment", "id")] = NO_LINE, where
+    layer = SpecSource(f"[sweep] point {point.name}", "", data, positions, files, overrides=tuple(overrides))
+    return overlay(base, layer, named=base)
+
+
+def _set(data: dict[str, Any], path: KeyPath, value: Any) -> None:
+    for step in path[:-1]:
+        data = data.setdefault(str(step), {})
+    data[str(path[-1])] = value
+
+
+def compile_points(base: SpecSource, points: tuple[Point, ...], *, strict: bool = False,
+                   target: Target = "ray") -> tuple[PointResult, ...]:
+    """Compile every point; an invalid point's diagnostics say which point they are about."""
+    results = []
+    for point in points:
+        try:
+            bundle = compile_source(point_source(base, point), strict=strict, target=target)
+        except SpecError as exc:
+            results.append(PointResult(point, None, tuple(
+                attrs.evolve(d, message=f"sweep point {redact(point.name)}: {d.message}") for d in exc.diagnostics)))
+            continue
+        results.append(PointResult(point, bundle))
+    return tuple(results)
+
+
+INDEX = "sweep.json"
+
+
+def sweep_index(source_name: str, results: tuple[PointResult, ...]) -> bytes:
+    """sweep.json: every point's name, directory, experiment id, overrides and bundle hash (and the
+    errors of the points that did not compile, when they were written anyway). Deterministic."""
+    from pathlib import Path
+
+    points = [{"name": r.point.name, "directory": r.point.directory, "exp_id": r.bundle.exp_id,
+               "bundle_hash": r.bundle.bundle_hash, "overrides": r.point.overrides()}
+              for r in results if r.bundle is not None]
+    invalid = [{"name": redact(r.point.name), "overrides": masked_overrides(r.point.overrides()),
+                "errors": [attrs.evolve(d, file=manifest_file_name(d.file)).as_json() for d in r.diagnostics
+                           if d.severity == "error"]}
+               for r in results if r.bundle is None]
+    index: dict[str, Any] = {"spec": Path(source_name).name, "points": points}
+    if invalid:
+        index["invalid"] = invalid
+    return (json.dumps(index, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
+                force: bool = False) -> list[tuple[PointResult, str]]:
+    """Write every compiled point's bundle into ``out/<directory>`` (each atomically), then the index
+    ``out/sweep.json``. Nothing is written when an existing bundle (or index) differs and ``force`` is
+    false, or a point's directory cannot hold a bundle even with ``force``: BundleExistsError names
+    them. An index that will change is removed first, so a write failing half-way (a full disk) leaves
+    no index of other bundles. Returns (point, "created"|"unchanged"|"replaced")."""
+    from ..errors import BundleExistsError
+    from .bundle import read_bundle, read_file, recover_folder, write_bundle
+
+    recover_folder(out)  # what sweeps killed half-way left: bundles moved aside are put back, temporaries removed
+    _remove_stale_indexes(os.path.join(out, INDEX))
+    written = [r for r in results if r.bundle is not None]
+    index = sweep_index(source_name, results)
+    index_path = os.path.join(out, INDEX)
+    # Every refusal write_bundle could make is made here, before the first bundle is written.
+    blocked = [path for path in (os.path.join(out, r.point.directory) for r in written)
+               if _not_replaceable(path, read_bundle(path))]
+    if os.path.isdir(index_path):
+        blocked.append(index_path)
+    if blocked:
+        raise BundleExistsError(path=_listed(blocked), reason="exist(s) and cannot be replaced by a bundle or "
+                                "index (a file, or a directory that is not an acrl bundle), "
+                                "so even --force keeps them")
+    if not force:
+        stale = [os.path.join(out, r.point.directory) for r in written
+                 if _differs(read_bundle(os.path.join(out, r.point.directory)), r)]
+        if os.path.lexists(index_path) and read_file(index_path) != index:
+            stale.append(index_path)
+        if stale:
+            raise BundleExistsError(path=_listed(stale), reason="exist(s) and differ(s) from the compiled sweep")
+    _make_dir(out)
+    if read_file(index_path) not in (None, index):  # a write that fails half-way leaves no index of other bundles
+        try:
+            os.unlink(index_path)
+        except OSError as exc:
+            from ..errors import BundleWriteError
+
+            raise BundleWriteError(path=index_path, reason=exc.strerror or str(exc)) from None
+    statuses = []
+    for r in written:
+        assert r.bundle is not None
+        statuses.append((r, write_bundle(os.path.join(out, r.point.directory), r.bundle.files, force=force)))
+    temporary = f"{index_path}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "wb") as f:
+            f.write(index)
+        os.chmod(temporary, 0o644)  # as a bundle's files, whatever the umask
+        os.replace(temporary, index_path)
+    except OSError as exc:
+        from ..errors import BundleWriteError
+
+        raise BundleWriteError(path=index_path, reason=exc.strerror or str(exc)) from None
+    return statuses
+
+
+def _make_dir(out: str) -> None:
+    """Create the sweep's directory, 0755 as a bundle's, whatever the umask (an existing one is the
+    user's: left as it is)."""
+    from ..errors import BundleWriteError
+
+    if os.path.isdir(out):
+        return
+    try:
+        os.makedirs(out)
+        os.chmod(out, 0o755)
+    except OSError as exc:
+        raise BundleWriteError(path=out, reason=exc.strerror or str(exc)) from None
+
+
+def _remove_stale_indexes(index_path: str) -> None:
+    """Remove the ``sweep.json.<pid>.tmp`` files that writers killed before their rename left."""
+    from .bundle import _writer_gone
+
+    folder, name = os.path.split(index_path)
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry[len(name) + 1:-4]
+        if entry.startswith(name + ".") and entry.endswith(".tmp") and pid.isdigit() and \
+                _writer_gone(os.path.join(folder, entry), int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, entry))
+
+
+def _not_replaceable(path: str, existing: Mapping[str, bytes] | None) -> bool:
+    """Whether write_bundle would refuse ``path`` even with --force."""
+    from .bundle import MANIFEST
+
+    return os.path.lexists(path) if existing is None else bool(existing) and MANIFEST not in existing
+
+
+def _listed(paths: list[str]) -> str:
+    return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+
+
+def _differs(existing: Mapping[str, bytes] | None, result: PointResult) -> bool:
+    return existing is not None and result.bundle is not None and existing != dict(result.bundle.files)
+
+

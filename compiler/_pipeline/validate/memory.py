@@ -1,0 +1,489 @@
+"""A static estimate of GPU memory per GPU: the training actor (Megatron) and the rollout engines (SGLang).
+
+Pure arithmetic over the frozen MODEL_ARGS and the spec; no I/O. It counts what stays allocated for the whole run
+(weights, gradients, optimizer states, SGLang's static pool, one CUDA context per process) and leaves out what
+depends on the batch (activations, SGLang's CUDA graphs, allocator fragmentation). docs/memory.md gives the formula,
+its assumptions and its limits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from ..._spec.flags import parse_flags, table_tokens
+from ..._spec.tables import Spec
+from ..argv import actor_gpus
+from ..model_args.hf_config import moe_layer_pattern
+
+GIB = float(1 << 30)
+PROCESS_OVERHEAD_GIB = 1.0  # one process on one GPU: CUDA context, NCCL communicators, cuBLAS workspace
+_DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "bfloat16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0,
+                "fp8_e5m2": 1.0, "fp4_e2m1": 0.5}
+_OPTIMIZER_NAMES = {"adam": "Adam", "sgd": "SGD", "muon": "Muon", "dist_muon": "distributed Muon"}
+_MODELED_SPECS = frozenset({"slime_plugins.models.glm4"})  # --spec modules whose layers are standard + norms
+_MAX_SIZE, _MAX_LAYERS = 10**9, 100_000
+Flags = Mapping[str, Sequence[str]]
+
+
+@attrs.frozen
+class Mla:
+    """Multi-latent attention (DeepSeek-V3 style) dimensions."""
+
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_head_dim: int
+    qk_pos_dim: int
+    v_head_dim: int
+
+
+@attrs.frozen
+class Architecture:
+    """The shape of the network Megatron builds, read from MODEL_ARGS (Megatron's defaults where a flag is absent)."""
+
+    layers: int
+    hidden: int
+    ffn_hidden: int
+    heads: int
+    query_groups: int
+    kv_channels: int
+    vocab: int
+    tied: bool
+    gated_mlp: bool  # --swiglu: three projections instead of two
+    qkv_bias: bool
+    linear_bias: bool  # no --disable-bias-linear: every linear layer has a bias
+    qk_norm: bool
+    norm_size: int  # parameters of one norm: hidden (RMSNorm) or 2 x hidden (LayerNorm)
+    norms_per_layer: int
+    position_rows: int  # learned absolute position embeddings; 0 with RoPE
+    experts: int
+    moe_ffn_hidden: int
+    shared_ffn_hidden: int
+    shared_gate: bool
+    moe_pattern: str  # "0"/"1" per layer, "1" a MoE layer
+    output_gate: bool  # --attention-output-gate: the query projection also produces a gate
+    mla: Mla | None
+    vocab_divisible_by: int
+    unmodeled: tuple[str, ...]  # features whose parameters are not counted exactly
+
+
+def _int(flags: Flags, flag: str) -> int | None:
+    """The flag's value when it is a plausible size (1 to a billion), else None: the estimate never fails on a
+    value Megatron or slime would reject anyway."""
+    values = flags.get(flag)
+    try:
+        value = int(values[0]) if values else None
+    except ValueError:
+        return None
+    return value if value is not None and 0 < value <= _MAX_SIZE else None
+
+
+def _fraction(flags: Flags, flag: str, default: float) -> float:
+    values = flags.get(flag)
+    try:
+        value = float(values[0]) if values else default
+    except ValueError:
+        return default
+    return min(1.0, max(0.0, value)) if math.isfinite(value) else default
+
+
+def architecture(flags: Flags) -> Architecture | str:
+    """The architecture MODEL_ARGS describe, or why it cannot be read (a required flag is missing or implausible)."""
+    required = {f: _int(flags, f) for f in ("--num-layers", "--hidden-size", "--num-attention-heads", "--vocab-size")}
+    missing = [f for f, v in required.items() if v is None]
+    if missing:
+        return f"MODEL_ARGS lack a positive {', '.join(missing)}"
+    if (required["--num-layers"] or 0) > _MAX_LAYERS:
+        return f"--num-layers above {_MAX_LAYERS}"
+    layers, hidden, heads, vocab = (v or 0 for v in required.values())
+    gated = "--swiglu" in flags
+    # Megatron's default FFN size: 4h, or 2/3 of it rounded down to a multiple of 64 for a gated MLP.
+    ffn = _int(flags, "--ffn-hidden-size") or (int(8 * hidden / 3 / 64) * 64 if gated else 4 * hidden)
+    gqa = "--group-query-attention" in flags
+    groups = (_int(flags, "--num-query-groups") if gqa else None) or heads
+    experts = _int(flags, "--num-experts") or 0
+    if experts:
+        freq = flags.get("--moe-layer-freq") or ["1"]
+        pattern = moe_layer_pattern("".join(freq), layers)
+        if pattern is None or len(pattern) != layers or set(pattern) - {"0", "1"}:
+            return f"--moe-layer-freq {' '.join(freq)} does not give one 0 or 1 per layer ({layers} layers)"
+    else:
+        pattern = "0" * layers
+    mla = None
+    if "--multi-latent-attention" in flags:
+        mla = Mla(_int(flags, "--q-lora-rank"), _int(flags, "--kv-lora-rank") or 32,
+                  _int(flags, "--qk-head-dim") or 128, _int(flags, "--qk-pos-emb-head-dim") or 64,
+                  _int(flags, "--v-head-dim") or 128)
+    position = (flags.get("--position-embedding-type") or ["learned_absolute"])[0]
+    learned = position == "learned_absolute" and not {"--use-rotary-position-embeddings",
+                                                      "--no-position-embedding"} & set(flags)
+    unmodeled = []
+    if flags.get("--spec") and flags["--spec"][0] not in _MODELED_SPECS:
+        unmodeled.append(f"--spec {' '.join(flags['--spec'])} (its layers are counted as standard attention and MLP)")
+    if "--mtp-num-layers" in flags:
+        unmodeled.append("--mtp-num-layers (the multi-token-prediction layers are not counted)")
+    if "--use-gated-attention" in flags:
+        unmodeled.append("--use-gated-attention (counted as standard attention)")
+    normalization = (flags.get("--normalization") or ["LayerNorm"])[0]
+    return Architecture(
+        layers=layers, hidden=hidden, ffn_hidden=ffn, heads=heads, query_groups=groups,
+        kv_channels=_int(flags, "--kv-channels") or hidden // heads, vocab=vocab,
+        tied="--untie-embeddings-and-output-weights" not in flags, gated_mlp=gated,
+        qkv_bias="--add-qkv-bias" in flags, linear_bias="--disable-bias-linear" not in flags,
+        qk_norm="--qk-layernorm" in flags, norm_size=hidden if normalization == "RMSNorm" else 2 * hidden,
+        norms_per_layer=2 + ("--post-self-attn-layernorm" in flags) + ("--post-mlp-layernorm" in flags),
+        position_rows=(_int(flags, "--max-position-embeddings") or _int(flags, "--seq-length") or 4096)
+        if learned else 0,
+        experts=experts, moe_ffn_hidden=_int(flags, "--moe-ffn-hidden-size") or ffn,
+        shared_ffn_hidden=_int(flags, "--moe-shared-expert-intermediate-size") or 0,
+        shared_gate="--moe-shared-expert-gate" in flags, moe_pattern=pattern,
+        output_gate="--attention-output-gate" in flags, mla=mla,
+        vocab_divisible_by=_int(flags, "--make-vocab-size-divisible-by") or 128, unmodeled=tuple(unmodeled))
+
+
+# --- parameters ----------------------------------------------------------------------------------------------
+
+@attrs.frozen
+class ParameterCount:
+    """Parameters by where Megatron places them."""
+
+    embedding: int  # word (and learned position) embeddings: the first pipeline stage
+    output: int  # the output layer's own weights; 0 when tied to the embedding
+    final_norm: int
+    layers: tuple[tuple[int, int], ...]  # (dense, expert) parameters of each transformer layer
+
+    @property
+    def experts(self) -> int:
+        return sum(e for _, e in self.layers)
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.output + self.final_norm + sum(d + e for d, e in self.layers)
+
+
+def padded_vocab(a: Architecture, tensor: int = 1) -> int:
+    """Megatron pads the vocabulary to a multiple of make-vocab-size-divisible-by x tensor parallel size."""
+    multiple = a.vocab_divisible_by * tensor
+    return math.ceil(a.vocab / multiple) * multiple
+
+
+def _attention(a: Architecture) -> int:
+    h = a.hidden
+    if a.mla is not None:
+        m = a.mla
+        qk = m.qk_head_dim + m.qk_pos_dim
+        q = h * m.q_lora_rank + m.q_lora_rank * a.heads * qk if m.q_lora_rank else h * a.heads * qk
+        kv = h * (m.kv_lora_rank + m.qk_pos_dim) + m.kv_lora_rank * a.heads * (m.qk_head_dim + m.v_head_dim)
+        norms = ((m.q_lora_rank or 0) + m.kv_lora_rank) if a.qk_norm else 0
+        return q + kv + a.heads * m.v_head_dim * h + norms
+    q = a.heads * a.kv_channels * (2 if a.output_gate else 1)
+    kv = 2 * a.query_groups * a.kv_channels
+    n = h * (q + kv) + a.heads * a.kv_channels * h
+    n += (q + kv if a.qkv_bias or a.linear_bias else 0) + (h if a.linear_bias else 0)
+    return n + (2 * a.kv_channels if a.qk_norm else 0)
+
+
+def _mlp(a: Architecture, ffn: int) -> int:
+    projections = 3 if a.gated_mlp else 2
+    bias = (ffn * (projections - 1) + a.hidden) if a.linear_bias else 0
+    return a.hidden * ffn * projections + bias
+
+
+def count_parameters(a: Architecture, tensor: int = 1) -> ParameterCount:
+    """Parameters of the model Megatron builds, with the vocabulary padded for ``tensor`` parallel ranks."""
+    attention_and_norms = _attention(a) + a.norms_per_layer * a.norm_size
+    layers = []
+    for kind in a.moe_pattern:
+        if kind == "1":
+            shared = (_mlp(a, a.shared_ffn_hidden) + (a.hidden if a.shared_gate else 0)) if a.shared_ffn_hidden else 0
+            layers.append((attention_and_norms + a.experts * a.hidden + shared, a.experts * _mlp(a, a.moe_ffn_hidden)))
+        else:
+            layers.append((attention_and_norms + _mlp(a, a.ffn_hidden), 0))
+    vocab = padded_vocab(a, tensor)
+    return ParameterCount(embedding=vocab * a.hidden + a.position_rows * a.hidden,
+                          output=0 if a.tied else vocab * a.hidden, final_norm=a.norm_size, layers=tuple(layers))
+
+
+# --- the training actor ----------------------------------------------------------------------------------------
+
+@attrs.frozen
+class ActorMemory:
+    """GiB per GPU on the fullest pipeline stage of the training actor."""
+
+    weights: float
+    gradients: float
+    optimizer: float  # on the GPU (0 when fully offloaded to the CPU)
+    parameters_per_gpu: int
+    grad_dtype: str
+    optimizer_bytes: float  # per parameter: master weights + moments
+    optimizer_name: str
+    offload_fraction: float  # of the optimizer states on the CPU
+    data_parallel: int  # ranks the distributed optimizer shards the dense states over
+    expert_data_parallel: int
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer
+
+
+def _dtype_bytes(flags: Flags, flag: str, default: str) -> float:
+    return _DTYPE_BYTES.get((flags.get(flag) or [default])[0], _DTYPE_BYTES[default])
+
+
+def _optimizer_bytes(spec: Spec, extra: Flags) -> tuple[str, float]:
+    """Bytes of optimizer state per parameter: fp32 master weights and Adam's two moments, 12 by default. Only the
+    precision-aware optimizer honours --main-params-dtype / --exp-avg-dtype / --exp-avg-sq-dtype."""
+    name = (extra.get("--optimizer") or ["adam"])[0]
+    aware = spec.train.precision_aware_optimizer
+    master = _dtype_bytes(extra, "--main-params-dtype", "fp32") if aware else 4.0
+    first = _dtype_bytes(extra, "--exp-avg-dtype", "fp32") if aware else 4.0
+    second = _dtype_bytes(extra, "--exp-avg-sq-dtype", "fp32") if aware else 4.0
+    return name, master + first + (second if name == "adam" else 0.0)  # sgd and muon keep one momentum
+
+
+def actor_memory(spec: Spec, a: Architecture, extra: Flags) -> ActorMemory:
+    """Weights (bf16), gradients (fp32 with accumulate_allreduce_grads_in_fp32, else bf16) and optimizer states
+    (sharded over data parallel ranks by the distributed optimizer, which slime always uses) on the fullest stage."""
+    p = spec.parallel
+    gpus = actor_gpus(spec)
+    etp = expert_tensor_parallel(spec, extra)
+    dp = max(1, gpus // (p.tensor * p.pipeline))  # the optimizer's data-parallel group includes context parallel
+    edp = max(1, gpus // (etp * p.expert * p.pipeline))
+    count = count_parameters(a, p.tensor)
+    grad_bytes = 4.0 if spec.train.accumulate_allreduce_grads_in_fp32 else 2.0
+    name, state_bytes = _optimizer_bytes(spec, extra)
+    offload = 0.0
+    if spec.train.optimizer_cpu_offload:
+        offload = _fraction(extra, "--optimizer-offload-fraction", 1.0)  # Megatron's default: all of them
+    best: ActorMemory | None = None
+    for dense, expert in _stages(count, p.pipeline, a.tied):
+        on_gpu = dense / p.tensor + expert / (etp * p.expert)
+        states = state_bytes * (dense / p.tensor / dp + expert / (etp * p.expert) / edp) * (1 - offload)
+        memory = ActorMemory(2 * on_gpu / GIB, grad_bytes * on_gpu / GIB, states / GIB, round(on_gpu),
+                             "fp32" if grad_bytes == 4 else "bf16", state_bytes, name, offload, dp, edp)
+        if best is None or memory.total > best.total:
+            best = memory
+    assert best is not None
+    return best
+
+
+def expert_tensor_parallel(spec: Spec, extra: Flags) -> int:
+    """Megatron's --expert-tensor-parallel-size: as given in [extra], else the tensor size (its default)."""
+    return _int(extra, "--expert-tensor-parallel-size") or spec.parallel.tensor
+
+
+def _stages(count: ParameterCount, pipeline: int, tied: bool) -> list[tuple[int, int]]:
+    """(dense, expert) parameters of each pipeline stage: the first holds the embedding, the last the final norm and
+    the output layer (with tied embeddings and more than one stage, its own copy of the embedding)."""
+    per = math.ceil(len(count.layers) / pipeline)
+    used = min(pipeline, max(1, math.ceil(len(count.layers) / max(1, per))))  # stages that hold layers
+    stages = [[sum(d for d, _ in chunk), sum(e for _, e in chunk)]
+              for chunk in (count.layers[s * per:(s + 1) * per] for s in range(used))]
+    if pipeline > used:  # more stages than layers (an error of its own): the last holds only the output layer
+        stages.append([0, 0])
+    stages[0][0] += count.embedding
+    stages[-1][0] += count.final_norm + (count.output if not tied else count.embedding if pipeline > 1 else 0)
+    return [(d, e) for d, e in stages]
+
+
+# --- the rollout engines -------------------------------------------------------------------------------------
+
+@attrs.frozen
+class RolloutMemory:
+    """GiB per GPU of one SGLang engine."""
+
+    engine_gpus: int
+    engine_tp: int
+    weights: float
+    static: float  # mem_fraction_static x GPU memory: weights + KV cache
+    kv_bytes_per_token: float  # per GPU
+    longest_sequence: int  # tokens: the longest sequence the spec allows, or at least max_response_len
+    longest_from: str  # the spec keys that bound it
+
+    @property
+    def kv_cache(self) -> float:
+        return self.static - self.weights
+
+    @property
+    def kv_tokens(self) -> int:
+        return max(0, int(self.kv_cache * GIB / self.kv_bytes_per_token)) if self.kv_bytes_per_token else 0
+
+
+def engine_parallel(spec: Spec, extra: Flags) -> tuple[int, int]:
+    """(tensor, pipeline) parallel sizes of one SGLang engine: slime sets tp = gpus_per_engine // sglang pp size."""
+    pp = _int(extra, "--sglang-pp-size") or _int(extra, "--sglang-pipeline-parallel-size") or 1
+    return max(1, spec.rollout.gpus_per_engine // pp), pp
+
+
+def rollout_memory(spec: Spec, a: Architecture, extra: Flags) -> RolloutMemory:
+    """bf16 weights sharded over the engine's GPUs, and what mem_fraction_static leaves for the KV cache."""
+    tp, pp = engine_parallel(spec, extra)
+    gpus = spec.rollout.gpus_per_engine
+    weights = 2 * count_parameters(a).total / gpus / GIB
+    kv_dtype = (extra.get("--sglang-kv-cache-dtype") or ["auto"])[0]
+    element = _DTYPE_BYTES.get(kv_dtype, 2.0)
+    layers = math.ceil(a.layers / pp)
+    if a.mla is not None:  # the compressed latent and the RoPE key, the same on every TP rank
+        per_token = layers * (a.mla.kv_lora_rank + a.mla.qk_pos_dim) * element
+    else:  # K and V of the KV heads on this rank; heads are replicated when TP exceeds them
+        per_token = 2 * layers * math.ceil(a.query_groups / tp) * a.kv_channels * element
+    r = spec.rollout
+    longest, where = ((r.max_context_len, "[rollout] max_context_len") if r.max_context_len else
+                      (r.max_prompt_len + r.max_response_len, "[rollout] max_prompt_len + max_response_len")
+                      if r.max_prompt_len else
+                      (spec.sglang.context_length, "[sglang] context_length") if spec.sglang.context_length else
+                      (r.max_response_len, "[rollout] max_response_len, without the prompt"))
+    return RolloutMemory(gpus, tp, weights, spec.sglang.mem_fraction_static * spec.cluster.gpu_memory_gib,
+                         per_token, longest, where)
+
+
+# --- the estimate ----------------------------------------------------------------------------------------------
+
+@attrs.frozen
+class MemoryEstimate:
+    """What one GPU holds in each phase, in GiB, against the spec's GPU memory."""
+
+    gpu: float
+    colocated: bool
+    parameters: int  # of the whole model (vocabulary padded as for TP 1)
+    expert_parameters: int
+    actor: ActorMemory
+    rollout: RolloutMemory
+    offload_train: bool  # colocated: the actor's GPU memory is released while SGLang generates
+    offload_rollout: bool  # colocated: SGLang's weights and KV cache are released while the actor trains
+    unmodeled: tuple[str, ...]
+
+    @property
+    def processes(self) -> int:
+        """Processes holding a CUDA context on one GPU."""
+        return 2 if self.colocated else 1
+
+    @property
+    def overhead(self) -> float:
+        return self.processes * PROCESS_OVERHEAD_GIB
+
+    @property
+    def training_phase(self) -> float:
+        """The actor's GPUs while it trains (before activations)."""
+        resident_rollout = self.rollout.static if self.colocated and not self.offload_rollout else 0.0
+        return self.actor.total + self.overhead + resident_rollout
+
+    @property
+    def rollout_phase(self) -> float:
+        """The rollout GPUs while SGLang generates."""
+        resident_actor = self.actor.total if self.colocated and not self.offload_train else 0.0
+        return self.rollout.static + self.overhead + resident_actor
+
+
+def extra_flags(spec: Spec) -> dict[str, list[str]]:
+    """[extra.flags] and [extra] args as flag -> values."""
+    return parse_flags([*table_tokens(spec.extra.flags), *spec.extra.args])
+
+
+def estimate_memory(spec: Spec, model: Flags) -> MemoryEstimate | str:
+    """The static memory estimate for ``spec`` with MODEL_ARGS ``model`` (flag -> values), or why there is none."""
+    a = architecture(model)
+    if isinstance(a, str):
+        return a
+    extra = extra_flags(spec)
+    colocated = spec.cluster.colocate
+    # slime: --colocate turns --offload-train and --offload-rollout on unless the spec says otherwise.
+    given = set(extra)
+    offload_train = (colocated and "--no-offload-train" not in given) or bool({"--offload-train", "--offload"} & given)
+    offload_rollout = (colocated and "--no-offload-rollout" not in given) or bool({"--offload-rollout", "--offload"} &
+                                                                                   given)
+    count = count_parameters(a)
+    return MemoryEstimate(spec.cluster.gpu_memory_gib, colocated, count.total, count.experts,
+                          actor_memory(spec, a, extra), rollout_memory(spec, a, extra), offload_train,
+                          offload_rollout, a.unmodeled)
+
+
+# --- what does not fit ---------------------------------------------------------------------------------------
+
+@attrs.frozen
+class Problem:
+    """One way the estimate does not fit: a message with the numbers, a fix hint, the spec keys concerned."""
+
+    message: str
+    hint: str
+    keys: tuple[str, ...]
+
+
+def _gib(value: float) -> str:
+    return f"{value:.1f} GiB"
+
+
+def _billions(count: float) -> str:
+    return f"{count / 1e9:.2f}B"
+
+
+def memory_problems(e: MemoryEstimate, spec: Spec) -> list[Problem]:
+    """What cannot fit in [cluster] gpu_memory_gib, phase by phase, with the numbers and a fix."""
+    out: list[Problem] = []
+    approx = f" (approximate: {'; '.join(e.unmodeled)})" if e.unmodeled else ""
+    limit = f"[cluster] gpu_memory_gib = {e.gpu:g}"
+    contexts = "the actor and the colocated SGLang engine" if e.colocated else "the actor"
+    if e.training_phase > e.gpu:
+        out.append(_actor_problem(e, spec, limit, contexts, approx))
+    r, frac = e.rollout, spec.sglang.mem_fraction_static
+    static = f"mem_fraction_static {frac:g} x {e.gpu:g} GiB = {_gib(r.static)}"
+    fix = (f"raise [rollout] gpus_per_engine (the engine's GPUs, now {r.engine_gpus}) or [sglang] mem_fraction_static "
+           f"(now {frac:g})")
+    rollout_keys = ("rollout.gpus_per_engine", "sglang.mem_fraction_static", "cluster.gpu_memory_gib", "model.type")
+    if r.weights >= r.static:
+        gpus = f"{r.engine_gpus} GPU" + ("s" if r.engine_gpus > 1 else "")
+        out.append(Problem(f"an SGLang engine of {gpus} holds about {_gib(r.weights)} of bf16 weights "
+                           f"per GPU ({_billions(e.parameters)} parameters / {r.engine_gpus}), not less than "
+                           f"{static}: nothing is left for the KV cache and SGLang stops at start-up{approx}",
+                           fix, rollout_keys))
+    elif r.kv_tokens < r.longest_sequence:
+        out.append(Problem(f"SGLang's KV cache gets about {_gib(r.kv_cache)} per GPU ({static}, less "
+                           f"{_gib(r.weights)} of weights): {r.kv_tokens:,} tokens at "
+                           f"{r.kv_bytes_per_token / 1024:.0f} KiB per token, fewer than one sequence of "
+                           f"{r.longest_sequence:,} tokens ({r.longest_from}){approx}", fix, rollout_keys))
+    if e.rollout_phase > e.gpu:
+        rest = e.rollout_phase - r.static
+        resident = [f"CUDA contexts {_gib(e.overhead)} ({contexts if e.colocated else 'the engine'})"]
+        if e.colocated and not e.offload_train:
+            resident.append(f"the actor's {_gib(e.actor.total)} kept on the GPU by --no-offload-train")
+        most = math.floor((e.gpu - rest) / e.gpu * 100) / 100
+        out.append(Problem(f"while SGLang generates, its static pool ({static}) and {' and '.join(resident)} need "
+                           f"{_gib(e.rollout_phase)} per GPU, more than {limit}",
+                           f"lower [sglang] mem_fraction_static to at most {most:.2f}" if most > 0 else
+                           "free the rollout GPUs: remove --no-offload-train", rollout_keys))
+    return out
+
+
+def _actor_problem(e: MemoryEstimate, spec: Spec, limit: str, contexts: str, approx: str) -> Problem:
+    a, p = e.actor, spec.parallel
+    moe = e.expert_parameters > 0
+    shard = f"TP {p.tensor}, PP {p.pipeline}" + (f", EP {p.expert} for the experts" if p.expert > 1 else "")
+    name = _OPTIMIZER_NAMES.get(a.optimizer_name, a.optimizer_name)
+    if a.offload_fraction >= 1:
+        states = f"{name}, on the CPU with optimizer_cpu_offload"
+    else:
+        states = (f"{name}, {a.optimizer_bytes:g} bytes per parameter sharded over {a.data_parallel} "
+                  "data-parallel ranks by the distributed optimizer")
+        if a.offload_fraction:
+            states += f", {a.offload_fraction:.0%} of them on the CPU"
+    parts = [f"weights {_gib(a.weights)} ({_billions(a.parameters_per_gpu)} of {_billions(e.parameters)} parameters "
+             f"per GPU with {shard}, bf16)", f"gradients {_gib(a.gradients)} ({a.grad_dtype})",
+             f"optimizer states {_gib(a.optimizer)} ({states})", f"CUDA contexts {_gib(e.overhead)} ({contexts})"]
+    if e.colocated and not e.offload_rollout:
+        parts.append(f"SGLang's static pool {_gib(e.rollout.static)}, kept on the GPU by --no-offload-rollout")
+    hints = [f"raise [parallel] tensor (now {p.tensor}) or pipeline (now {p.pipeline})" +
+             (f" or expert (now {p.expert})" if moe else "")]
+    if not spec.train.optimizer_cpu_offload:
+        hints.append(f"set [train] optimizer_cpu_offload = true (moves the {_gib(a.optimizer)} of optimizer states "
+                     "to the CPU)")
+    elif a.offload_fraction < 1:
+        hints.append("raise --optimizer-offload-fraction to 1.0")
+    if a.grad_dtype == "fp32":
+        hints.append("[train] accumulate_allreduce_grads_in_fp32 = false halves the gradients")
+    hints.append(f"or set [cluster] gpu_memory_gib if your GPUs have more than {e.gpu:g} GiB")
+    return Problem(f"the training actor needs about {_gib(e.training_phase)} per GPU before activations, more than "
+                   f"{limit}: {', '.join(parts)}{approx}", "; ".join(hints),
+                   ("parallel.tensor", "parallel.pipeline", "train.optimizer_cpu_offload", "cluster.gpu_memory_gib",
+                    "model.type"))

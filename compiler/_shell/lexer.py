@@ -1,0 +1,314 @@
+"""A lexer for the subset of bash that launch scripts are written in, for `acrl import train-sh`.
+
+It never runs anything. It splits a script into commands of words (quotes, backslashes, line
+continuations, ``$VAR``, ``${...}``, ``$(...)``, ``$((...))``, backticks and ``NAME=( ... )``
+arrays kept apart), drops comments and redirections, and skips here-document bodies. What the
+words mean is decided by :mod:`acrl.compiler._shell.eval`; anything the lexer cannot read is a
+:class:`ShellSyntaxError` with its line.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+# (kind, text, quoted): kind is "lit", "var" (a name or the inside of ${...}), "cmd" ($(...)),
+# "arith" ($((...))) or "tick" (`...`)
+Part = tuple[str, str, bool]
+_ASSIGN_HEAD = re.compile(r"[A-Za-z_]\w*\+?=")
+_DELIMITERS = frozenset(" \t\r\n;&|<>()")
+_ANSI_C = {"n": "\n", "t": "\t", "r": "\r", "e": "\x1b", "E": "\x1b", "a": "\a", "b": "\b", "\\": "\\",
+           "'": "'", '"': '"', "0": "\0"}
+
+
+class ShellSyntaxError(ValueError):
+    """The script is not bash the lexer can read (an unterminated quote, say)."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+@attrs.frozen
+class Word:
+    """One shell word: its parts, its source text and line; ``array`` for ``NAME=( ... )``."""
+
+    parts: tuple[Part, ...]
+    raw: str
+    line: int
+    array: tuple[Word, ...] | None = None
+
+    @property
+    def literal(self) -> str | None:
+        """The word's text when it is one unquoted literal (a command name, a keyword)."""
+        if self.array is None and len(self.parts) == 1 and self.parts[0][0] == "lit" and not self.parts[0][2]:
+            return self.parts[0][1]
+        return None
+
+
+@attrs.frozen
+class Command:
+    words: tuple[Word, ...]
+    line: int
+
+
+def lex(text: str) -> list[Command]:
+    """The script's simple commands, in order (``a && b`` and ``a | b`` are two commands)."""
+    return _Lexer(text).commands()
+
+
+def lex_loose(text: str, line: int) -> Word:
+    """``text`` read as one word in which blanks are literal (the ``word`` of ``${X:-word}``)."""
+    lexer = _Lexer(text, line)
+    return lexer.word(loose=True)
+
+
+class _Lexer:
+    def __init__(self, text: str, line: int = 1) -> None:
+        self.s, self.i, self.line = text, 0, line
+        self.heredocs: list[tuple[str, bool]] = []
+
+    def peek(self, k: int = 0) -> str:
+        return self.s[self.i + k] if self.i + k < len(self.s) else ""
+
+    def advance(self, n: int = 1) -> None:
+        for _ in range(n):
+            if self.i < len(self.s):
+                self.line += self.s[self.i] == "\n"
+                self.i += 1
+
+    def commands(self) -> list[Command]:
+        out: list[Command] = []
+        words: list[Word] = []
+        while self.i < len(self.s):
+            c = self.peek()
+            if c == "\\" and self.peek(1) == "\n":
+                self.advance(2)
+            elif c in " \t\r":
+                self.advance()
+            elif c == "#":
+                while self.i < len(self.s) and self.peek() != "\n":
+                    self.advance()
+            elif c == "&" and self.peek(1) == ">":
+                self.advance()
+                self.redirect(words)
+            elif c in "\n;&|":
+                self.advance()
+                if c != "\n" and self.peek() in (c, "&" if c == "|" else c):
+                    self.advance()
+                if c == "\n" and self.heredocs:
+                    self.skip_heredocs()
+                if words:
+                    out.append(Command(tuple(words), words[0].line))
+                    words = []
+            elif c in "<>":
+                if words and words[-1].literal is not None and words[-1].literal.isdigit() \
+                        and self.s[self.i - 1].isdigit():
+                    words.pop()  # the file descriptor of 2>...
+                self.redirect(words)
+            elif c in "()":
+                words.append(Word((("lit", c, False),), c, self.line))
+                self.advance()
+            else:
+                words.append(self.word())
+        if words:
+            out.append(Command(tuple(words), words[0].line))
+        return out
+
+    def redirect(self, words: list[Word]) -> None:
+        start = self.i
+        while self.peek() in ("<", ">"):
+            self.advance()
+        op = self.s[start:self.i]
+        if self.peek() == "&":
+            self.advance()
+        while self.peek() in (" ", "\t"):
+            self.advance()
+        if op == "<<":
+            dash = self.peek() == "-"
+            if dash:
+                self.advance()
+            while self.peek() in (" ", "\t"):
+                self.advance()
+            target = self.word()
+            self.heredocs.append(("".join(p[1] for p in target.parts), dash))
+            return
+        if self.peek() and self.peek() not in "\n;&|":
+            self.word()  # the target of the redirection: not part of the command
+
+    def skip_heredocs(self) -> None:
+        for delimiter, dash in self.heredocs:
+            while self.i < len(self.s):
+                end = self.s.find("\n", self.i)
+                end = len(self.s) if end < 0 else end
+                body = self.s[self.i:end]
+                self.advance(end - self.i + 1)
+                if (body.lstrip("\t") if dash else body) == delimiter:
+                    break
+        self.heredocs = []
+
+    def word(self, *, loose: bool = False) -> Word:
+        start, line = self.i, self.line
+        parts: list[Part] = []
+        lit: list[str] = []
+
+        def flush() -> None:
+            if lit:
+                parts.append(("lit", "".join(lit), False))
+                lit.clear()
+
+        while self.i < len(self.s):
+            c = self.peek()
+            if not loose and c in _DELIMITERS:
+                if c == "(" and not parts and _ASSIGN_HEAD.fullmatch("".join(lit)):
+                    flush()
+                    self.advance()
+                    return Word(tuple(parts), self.s[start:self.i], line, self.array())
+                break
+            if c == "\\":
+                if self.peek(1) != "\n":
+                    lit.append(self.peek(1))
+                self.advance(2)
+            elif c == "'":
+                flush()
+                parts.append(("lit", self.single(), True))
+            elif c == '"':
+                flush()
+                parts.extend(self.double())
+            elif c == "$" and self.peek(1) == '"':
+                self.advance()
+            elif c in "$`" and (part := self.dollar(quoted=False)) is not None:
+                flush()
+                parts.append(part)
+            else:
+                lit.append(c)
+                self.advance()
+        flush()
+        return Word(tuple(parts), self.s[start:self.i], line)
+
+    def array(self) -> tuple[Word, ...]:
+        line = self.line
+        out: list[Word] = []
+        while True:
+            c = self.peek()
+            if not c:
+                raise ShellSyntaxError("unterminated array: no ')' closes the '(' opened here", line)
+            if c == ")":
+                self.advance()
+                return tuple(out)
+            if c in " \t\r\n" or (c == "\\" and self.peek(1) == "\n"):
+                self.advance(2 if c == "\\" else 1)
+            elif c == "#":
+                while self.peek() and self.peek() != "\n":
+                    self.advance()
+            elif c in _DELIMITERS:
+                raise ShellSyntaxError(f"unexpected {c!r} inside an array", self.line)
+            else:
+                out.append(self.word())
+
+    def single(self) -> str:
+        line = self.line
+        end = self.s.find("'", self.i + 1)
+        if end < 0:
+            raise ShellSyntaxError("unterminated single quote", line)
+        text = self.s[self.i + 1:end]
+        self.advance(end + 1 - self.i)
+        return text
+
+    def double(self) -> list[Part]:
+        line = self.line
+        self.advance()
+        parts: list[Part] = []
+        lit: list[str] = []
+        while True:
+            c = self.peek()
+            if not c:
+                raise ShellSyntaxError("unterminated double quote", line)
+            if c == '"':
+                self.advance()
+                break
+            if c == "\\" and self.peek(1) in '$`"\\\n':
+                if self.peek(1) != "\n":
+                    lit.append(self.peek(1))
+                self.advance(2)
+            elif c in "$`" and (part := self.dollar(quoted=True)) is not None:
+                if lit:
+                    parts.append(("lit", "".join(lit), True))
+                    lit.clear()
+                parts.append(part)
+            else:
+                lit.append(c)
+                self.advance()
+        if lit or not parts:
+            parts.append(("lit", "".join(lit), True))
+        return parts
+
+    def dollar(self, *, quoted: bool) -> Part | None:
+        """The expansion at ``$`` or a backtick, or None for a literal ``$``."""
+        if self.peek() == "`":
+            line = self.line
+            end = self.s.find("`", self.i + 1)
+            if end < 0:
+                raise ShellSyntaxError("unterminated backtick", line)
+            text = self.s[self.i + 1:end]
+            self.advance(end + 1 - self.i)
+            return ("tick", text, quoted)
+        nxt = self.peek(1)
+        if nxt == "(":
+            self.advance()
+            inner = self.balanced("(", ")")
+            if inner.startswith("(") and inner.endswith(")"):
+                return ("arith", inner[1:-1], quoted)
+            return ("cmd", inner, quoted)
+        if nxt == "{":
+            self.advance()
+            return ("var", self.balanced("{", "}"), quoted)
+        if nxt == "'" and not quoted:
+            return ("lit", self.ansi_c(), True)
+        match = re.compile(r"[A-Za-z_]\w*|[0-9@*#?$!-]").match(self.s, self.i + 1)
+        if match is None:
+            return None
+        self.advance(1 + len(match.group()))
+        return ("var", match.group(), quoted)
+
+    def balanced(self, open_: str, close: str) -> str:
+        """The text between the bracket at the cursor and its match (quotes respected)."""
+        line, start, depth = self.line, self.i + 1, 0
+        while self.i < len(self.s):
+            c = self.peek()
+            if c == "\\":
+                self.advance(2)
+                continue
+            if c == "'" and open_ == "(":
+                self.single()
+                continue
+            if c == '"':
+                self.double()
+                continue
+            if c == open_:
+                depth += 1
+            elif c == close:
+                depth -= 1
+                if depth == 0:
+                    self.advance()
+                    return self.s[start:self.i - 1]
+            self.advance()
+        raise ShellSyntaxError(f"unterminated '{open_}': no '{close}' closes it", line)
+
+    def ansi_c(self) -> str:
+        line = self.line
+        self.advance(2)
+        out: list[str] = []
+        while True:
+            c = self.peek()
+            if not c:
+                raise ShellSyntaxError("unterminated $'...' quote", line)
+            self.advance()
+            if c == "'":
+                return "".join(out)
+            if c == "\\":
+                out.append(_ANSI_C.get(self.peek(), "\\" + self.peek()))
+                self.advance()
+            else:
+                out.append(c)

@@ -1,0 +1,80 @@
+"""What a bundle is to the executor (:class:`BundleInfo`): its directory, resolved spec, manifest and
+MODEL_ARGS, read once by :func:`read_bundle_info` and handed to every preflight check (runtime/_preflight/checks.py,
+runtime/_preflight/python.py): the module below both, so neither imports the other."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from acrl.compiler import AcrlError, bash_arrays, derived_from_spec
+
+
+@attrs.frozen
+class BundleInfo:
+    """What the checks read from a bundle: its directory, resolved spec, manifest and MODEL_ARGS."""
+
+    path: Path
+    spec: Mapping[str, Any]
+    manifest: Mapping[str, Any]
+    model_args: tuple[str, ...]
+    address: str | None = None  # --address, which wins over the spec's [cluster] address
+    modified: tuple[str, ...] = ()  # files that differ from the manifest (run with --allow-modified)
+
+    def get(self, dotted: str, default: Any = None) -> Any:
+        """A value of the resolved spec by dotted key (``slime.dir``), or ``default``."""
+        node: Any = self.spec
+        for part in dotted.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    @property
+    def cluster_address(self) -> str | None:
+        """The existing Ray cluster the job goes to, or None for a local head."""
+        return self.address or self.get("cluster.address")
+
+
+def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None,
+                     modified: Collection[str] = (), files: Mapping[str, bytes] | None = None,
+                     manifest: Mapping[str, Any] | None = None) -> BundleInfo:
+    """Read spec.toml, manifest.json and model_args.sh of the bundle directory ``path``.
+
+    ``files``: the bundle's files as verify read them (acrl.compiler._pipeline.bundle.read_bundle), so that
+    the checks see the bytes that were verified, not whatever is on disk a moment later.
+    ``manifest``: the manifest as verified, when the bundle is intact (its bundle hash covers
+    every field). Without it the manifest is not trusted: its derived section (the GPUs the
+    job needs) is computed from spec.toml instead, and left out when spec.toml is not a spec."""
+    where = Path(path)
+
+    def text(name: str) -> str:
+        if files is None:
+            return (where / name).read_text(encoding="utf-8")
+        if name not in files:
+            raise OSError(f"{name} is missing or not a regular file")
+        return files[name].decode("utf-8")
+
+    try:
+        spec = tomllib.loads(text("spec.toml"))
+        parsed = json.loads(text("manifest.json")) if manifest is None else manifest
+        segments, _ = bash_arrays(text("model_args.sh"), "MODEL_ARGS")
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # tomllib and json: ValueErrors
+        raise AcrlError(f"{where}: cannot read the bundle: {exc}",
+                        hint="compile the spec again (acrl-compile SPEC -o DIR --force)") from None
+    if not isinstance(parsed, dict):
+        raise AcrlError(f"{where / 'manifest.json'}: cannot read the bundle: not a JSON object",
+                        hint="compile the spec again (acrl-compile SPEC -o DIR --force)")
+    if manifest is None:
+        derived = derived_from_spec(text("spec.toml").encode("utf-8"))
+        parsed = {key: value for key, value in parsed.items() if key != "derived"}
+        if derived is not None:
+            parsed["derived"] = derived
+    tokens = tuple(token for _, words in segments for token in words)
+    return BundleInfo(where, spec, parsed, tokens, address, tuple(sorted(modified)))
