@@ -25,6 +25,7 @@ Pure: imports only ``re`` and ``math`` (the compile path stays light).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -169,6 +170,11 @@ def looks_secret_value(value: str, name: str | None = None) -> bool:
     known: a whole-value 40-hex string under a commit-like name (``SLIME_COMMIT``) is a commit."""
     if len(value) < 15 and "@" not in value:  # shorter than any token shape: most spec strings
         return False
+    return _looks_secret_value(value, name)
+
+
+@functools.lru_cache(maxsize=4096)  # a sweep's points and the two validation passes see the same strings
+def _looks_secret_value(value: str, name: str | None) -> bool:
     if has_credentials_in_url(value) or TOKEN.search(value):
         return True
     bare = value.strip()

@@ -239,7 +239,7 @@ BUNDLE_FILE_LIMIT = 16 << 20  # a compiled bundle's files are a few KiB; a large
 TOO_LARGE = b"\0acrl: not read: a file over 16 MiB\n"  # what read_bundle gives for one (never a compiled file)
 
 
-def write_bundle(path: StrPath, files: Mapping[str, bytes], *, force: bool) -> str:
+def write_bundle(path: StrPath, files: Mapping[str, bytes], *, force: bool, recovered: bool = False) -> str:
     """Write ``files`` into directory ``path`` atomically. Returns "created", "unchanged" or
     "replaced". Raises BundleExistsError when ``path`` differs and ``force`` is false.
 
@@ -256,7 +256,8 @@ def write_bundle(path: StrPath, files: Mapping[str, bytes], *, force: bool) -> s
     """
     path = os.fspath(path)
     parent = os.path.dirname(os.path.abspath(path))
-    recover(path)
+    if not recovered:  # the caller ran recover_folder on the parent: a sweep; listing it per point was quadratic
+        recover(path)
     existing = read_bundle(path)
     if existing is not None:
         if existing == dict(files) and _modes_ok(path):

@@ -154,7 +154,8 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
     statuses = []
     for r in written:
         assert r.bundle is not None
-        statuses.append((r, write_bundle(os.path.join(out, r.point.directory), r.bundle.files, force=force)))
+        statuses.append((r, write_bundle(os.path.join(out, r.point.directory), r.bundle.files, force=force,
+                                             recovered=True)))
     temporary = f"{index_path}.{os.getpid()}.tmp"
     try:
         with open(temporary, "wb") as f:

@@ -821,7 +821,7 @@ def validate(source: SpecSource, ctx: Context, *, before_sourcing: bool | None =
                 next((k for k in keys if source.position(k) is not None), keys[0])
             out.append(source.diagnostic(path, finding.message, hint=finding.hint, severity=r.severity,
                                          rule=r.id))
-    secrets = spec_secrets(ctx.spec)
+    secrets = spec_secrets(ctx.spec) if out else set()
     if secrets:  # whatever a rule says, a value the spec holds that looks secret is shown as ***
         out = [attrs.evolve(d, message=redact(d.message, secrets, code=False), hint=redact(d.hint, secrets, code=False),
                             source_line=redact(d.source_line, secrets)) for d in out]
