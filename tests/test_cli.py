@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -168,3 +169,15 @@ def test_console_scripts_are_installed(tmp_path: Path) -> None:
     assert (bindir / "acrl-compile").exists()
     proc = subprocess.run([str(bindir / "acrl-compile"), "--version"], capture_output=True, text=True, check=False)
     assert proc.stdout.strip().startswith("acrl ")
+
+
+def test_json_errors_into_a_closed_pipe_print_no_traceback(tmp_path: Path) -> None:
+    """`acrl-compile bad.toml --json | head -c 1`: the reader goes away while the error is printed."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text(SMOKE.read_text(encoding="utf-8") + "\n[rollout]\n" + "".join(
+        f"unknown_key_{i} = 1\n" for i in range(3000)), encoding="utf-8")  # a report larger than a pipe's buffer
+    script = f'"$1" {shlex.quote(str(bad))} --json | head -c 1 >/dev/null; echo "status=${{PIPESTATUS[0]}}" >&2'
+    compile_script = str(Path(sys.executable).parent / "acrl-compile")
+    proc = subprocess.run(["bash", "-c", script, "bash", compile_script], capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().endswith("status=1")

@@ -139,8 +139,7 @@ def _handle(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) 
     try:
         return run(args)
     except BrokenPipeError:  # the reader went away (`acrl models | head`): not an error of ours
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _stdout_to_devnull()
         return EXIT_OK
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -150,7 +149,10 @@ def _handle(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) 
 
         if isinstance(exc, AcrlError):
             if getattr(args, "json", False):
-                _print_json({"ok": False, "error": exc.as_json()})
+                try:
+                    _print_json({"ok": False, "error": exc.as_json()})
+                except BrokenPipeError:  # `--json | head`: the error's exit status still tells
+                    _stdout_to_devnull()
             else:
                 print(exc, file=sys.stderr)
             return exc.exit_code
@@ -162,6 +164,13 @@ def _handle(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) 
               "  This is a bug in acrl; rerun with ACRL_DEBUG=1 for a traceback and report it.",
               file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null once its reader is gone, so that the interpreter's last flush does not
+    fail again (and print "Exception ignored ... BrokenPipeError")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def _help_words(argv: Sequence[str] | None) -> list[str] | None:
