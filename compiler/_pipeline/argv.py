@@ -72,6 +72,30 @@ def global_batch_size(spec: Spec) -> int:
     return samples_per_rollout(spec) // spec.train.num_steps_per_rollout
 
 
+@attrs.frozen
+class Derived:
+    """The quantities derived from a spec, as the manifest's ``derived`` section records them; computed
+    once by :func:`derived` for the compile (manifest.json) and the review (a bundle's spec.toml)."""
+
+    actor_gpus: int
+    rollout_gpus: int | None
+    samples_per_rollout: int
+    global_batch_size: int
+    optimizer_steps_per_rollout: int
+
+    def as_json(self) -> dict[str, Any]:
+        """The manifest's ``derived`` section, keys in field order."""
+        return attrs.asdict(self)
+
+
+def derived(spec: Spec) -> Derived:
+    """The one computation of the derived quantities (ZeroDivisionError when num_steps_per_rollout is 0,
+    which validation rejects in a spec and only a hand-edited spec.toml can hold)."""
+    return Derived(actor_gpus=actor_gpus(spec), rollout_gpus=rollout_gpus(spec),
+                   samples_per_rollout=samples_per_rollout(spec), global_batch_size=global_batch_size(spec),
+                   optimizer_steps_per_rollout=spec.train.num_steps_per_rollout)
+
+
 def hf_mode(spec: Spec) -> Literal["bridge", "raw"] | None:
     """--megatron-to-hf-mode value, or None when the targeted slime has no such flag."""
     if spec.model.megatron_to_hf_mode != "auto":

@@ -19,13 +19,10 @@ from ..errors import Diagnostic, SpecError
 from . import render as _render
 from .argv import (
     ArgGroup,
-    actor_gpus,
     build_argv,
+    derived,
     flat_argv,
-    global_batch_size,
     hf_mode,
-    rollout_gpus,
-    samples_per_rollout,
 )
 from .bundle import MANIFEST, manifest_hash, sha256, write_bundle
 from .layers import EXTENDS, SWEEP, load_spec, resolve_extends
@@ -180,13 +177,7 @@ def _manifest(source: SpecSource, spec: Spec, model_args: ModelArgs, warnings: t
         "spec": {"name": Path(source.name).name, "sha256": sha256(source.text.encode("utf-8"))},
         "slime": {"commit": spec.slime.commit},
         "model_args": model_args.provenance(),
-        "derived": {
-            "actor_gpus": actor_gpus(spec),
-            "rollout_gpus": rollout_gpus(spec),
-            "samples_per_rollout": samples_per_rollout(spec),
-            "global_batch_size": global_batch_size(spec),
-            "optimizer_steps_per_rollout": spec.train.num_steps_per_rollout,
-        },
+        "derived": derived(spec).as_json(),
         "warnings": [attrs.evolve(d, file=manifest_file_name(d.file)).as_json() for d in warnings],
         **({"extends": _extends_entries(source)} if source.bases else {}),
         **({"overrides": [{"key": key, "value": value, "from": origin} for key, value, origin in source.overrides]}

@@ -135,7 +135,7 @@ def derived_from_spec(data: bytes) -> dict[str, Any] | None:
     """The manifest's derived section computed from a bundle's resolved spec.toml, the way
     acrl.compiler._pipeline.compile._manifest computes it (a test keeps the two the same); None when
     ``data`` is not a valid spec (a spec made by another acrl, say)."""
-    from .._pipeline.argv import actor_gpus, global_batch_size, rollout_gpus, samples_per_rollout
+    from .._pipeline.argv import derived
     from .._pipeline.parse import decode_spec
     from .._pipeline.structure import structure
     from ..errors import SpecError
@@ -147,9 +147,7 @@ def derived_from_spec(data: bytes) -> dict[str, Any] | None:
     if spec is None:
         return None
     try:
-        return {"actor_gpus": actor_gpus(spec), "rollout_gpus": rollout_gpus(spec),
-                "samples_per_rollout": samples_per_rollout(spec), "global_batch_size": global_batch_size(spec),
-                "optimizer_steps_per_rollout": spec.train.num_steps_per_rollout}
+        return derived(spec).as_json()
     except ArithmeticError:  # num_steps_per_rollout = 0 in a hand-edited spec.toml
         return None
 
