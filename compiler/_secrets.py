@@ -28,7 +28,8 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 MASK = "***"
 
@@ -87,17 +88,30 @@ def is_secret_name(name: str) -> bool:
 
 def refuse_forward(name: str, key_env: str | None = None) -> str | None:
     """Why ``name`` may not be forwarded from the launching shell to the Ray job (its value would be
-    written into ``--runtime-env-json``, Ray's job metadata), or None when it may."""
+    written into ``--runtime-env-json``, Ray's job metadata), or None when it may: the name clauses of
+    the check train.sh runs (RUNTIME_FORWARD_CHECK), with the W&B key's and AWS_*'s own reasons."""
     upper = name.upper()
     if key_env and upper == key_env.upper():
         return "it holds the W&B key ([wandb] key_env names it)"
-    if upper in NEVER_FORWARDED:
-        return "it holds a secret or an address that may carry user:password"
-    if upper.startswith(NEVER_FORWARDED_PREFIXES):
+    why = _forward_check()(name, "", _names_policy())
+    if why == _FORWARD_RULES[0][1] and upper not in NEVER_FORWARDED:
         return "AWS_* variables hold or select AWS credentials"
-    if is_secret_name(name):
-        return "its name says it holds a secret"
-    return None
+    return why or None
+
+
+@functools.cache
+def _forward_check() -> Callable[[str, str, Mapping[str, object]], str]:
+    """RUNTIME_FORWARD_CHECK's ``refused``, compiled once."""
+    space: dict[str, Any] = {"re": re}
+    exec(RUNTIME_FORWARD_CHECK, space)  # our own constant text: the one train.sh runs
+    check: Callable[[str, str, Mapping[str, object]], str] = space["refused"]
+    return check
+
+
+@functools.cache
+def _names_policy() -> Mapping[str, object]:
+    """runtime_policy() without a [wandb] key_env name: what refuse_forward() checks a name against."""
+    return {**runtime_policy(""), "names": sorted(NEVER_FORWARDED)}
 
 
 def is_env_name(name: str) -> bool:
@@ -281,26 +295,30 @@ def redact(text: str, secrets: Iterable[str] = (), *, code: bool = True) -> str:
                   and not m.group("value").startswith("--") else m.group(0), text)
 
 
-# train.sh's run-time check of each [env] forward variable, in Python (train.sh runs it with python3
-# inside a single-quoted bash string: no single quote here). It mirrors refuse_forward() and
-# has_credentials_in_url() / TOKEN on the policy below; tests/test_secrets.py checks they agree.
-RUNTIME_FORWARD_CHECK = """\
+# [env] forward: whether a variable may be copied from the launching shell into the Ray job's metadata, in one table
+# of clauses. train.sh runs them as Python text (RUNTIME_FORWARD_CHECK, generated below; python3 reads it inside a
+# single-quoted bash string: no single quote here) on the policy runtime_policy() writes beside it, and
+# refuse_forward() runs the very same text at compile time. Each row: (condition on name, value and policy; why).
+_FORWARD_PRELUDE = """\
 def refused(name, value, policy):
     upper = name.upper()
     words = [w for w in upper.replace("-", "_").split("_") if w]
     while words and words[-1].isdigit():
         words.pop()
     last, before = (words[-1] if words else ""), (words[-2] if len(words) > 1 else "")
-    if upper in policy["names"] or upper.startswith(tuple(policy["prefixes"])):
-        return "it holds a secret or an address that may carry user:password"
-    if "_".join(words) in policy["secret_names"] or upper in policy["secret_names"] or (
-            last in policy["last_words"] and ((before == "API" and last in ("KEY", "KEYS"))
-                                              or before not in policy["not_before"].get(last, []))):
-        return "its name says it holds a secret"
-    if any(re.search(p, value) for p in policy["url"]) or re.search(policy["token"], value):
-        return "its value holds credentials"
-    return ""
 """
+_FORWARD_RULES = (
+    ('upper in policy["names"] or upper.startswith(tuple(policy["prefixes"]))',
+     "it holds a secret or an address that may carry user:password"),
+    ('"_".join(words) in policy["secret_names"] or upper in policy["secret_names"] or (\n'
+     '            last in policy["last_words"] and ((before == "API" and last in ("KEY", "KEYS"))\n'
+     '                                              or before not in policy["not_before"].get(last, [])))',
+     "its name says it holds a secret"),
+    ('any(re.search(p, value) for p in policy["url"]) or re.search(policy["token"], value)',
+     "its value holds credentials"),
+)
+RUNTIME_FORWARD_CHECK = _FORWARD_PRELUDE + "".join(
+    f'    if {condition}:\n        return "{why}"\n' for condition, why in _FORWARD_RULES) + '    return ""\n'
 
 
 def secret_values(data: Mapping[str, object], prefix: str = "") -> list[str]:

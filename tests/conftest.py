@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-import os
+import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,17 +16,24 @@ from acrl.compiler import Bundle, compile_spec
 REPO = Path(__file__).resolve().parent.parent
 SPECS = REPO / "specs"
 EXAMPLE_SPECS = sorted(SPECS.glob("*.toml"))
-# Facts extracted from slime's parsers (the project's shared/ folder, beside the repository here and in CI).
-SHARED_SLIME = Path(os.environ.get("ACRL_SHARED_DIR", REPO.parent / "shared")) / "slime"
+# Facts generated from slime's own code by acrl.compiler._slime.model_facts (tests/data/slime/README.md), one
+# folder per slime commit: the HEAD acrl targets and agentcore-rl-toolkit's pin.
+SLIME_DATA = REPO / "tests" / "data" / "slime"
+SLIME_HEAD = "624b824a898ab0ec1fcb4d373004c7f3852bf515"
+SLIME_PIN = "fa3c990af6f18efd3fd9922698bf4bf4048d1263"
 
 
-def shared_slime(name: str) -> Path:
-    """A file of the shared slime reference data; the test is skipped, saying why, where it is absent."""
-    path = SHARED_SLIME / name
-    if not path.is_file():
-        pytest.skip(f"{path} is absent: the cross-checks against slime's own scripts need the shared reference "
-                    "data beside the repository (or ACRL_SHARED_DIR)")
-    return path
+def slime_facts(name: str, commit: str = SLIME_HEAD) -> dict[str, Any]:
+    """One generated fact file of tests/data/slime/<commit>/ (model_args.json, hf_checks.json), parsed."""
+    data: dict[str, Any] = json.loads((SLIME_DATA / commit / name).read_text(encoding="utf-8"))
+    return data
+
+
+def slime_model_args(commit: str = SLIME_HEAD) -> dict[str, list[str]]:
+    """slime's scripts/models/*.sh at ``commit``, each resolved to its literal MODEL_ARGS list."""
+    scripts: dict[str, list[str]] = slime_facts("model_args.json", commit)["scripts"]
+    return scripts
+
 
 QWEN25_3B_ARGS: dict[str, Any] = {
     "swiglu": True, "num-layers": 36, "hidden-size": 2048, "ffn-hidden-size": 11008,

@@ -1,18 +1,16 @@
 """The built-in model catalog: published config.json fields, cross-checked against slime's model scripts.
 
-slime's 39 scripts resolved to MODEL_ARGS are in ../shared/slime/model_args.json (always next to the repository,
-here and in CI). Where a catalog entry and slime's script disagree on the architecture, the entry must say why.
+slime's 39 scripts resolved to MODEL_ARGS are generated from slime's code into tests/data/slime (README.md there).
+Where a catalog entry and slime's script disagree on the architecture, the entry must say why.
 """
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
 from acrl.compiler._pipeline.model_args.catalog import CATALOG, CatalogEntry, entry, lookup_error
 from acrl.compiler._pipeline.model_args.hf_config import SETTINGS, compare, derive_model_args
-from conftest import shared_slime
+from conftest import slime_model_args
 
 REQUIRED = [
     "qwen2.5-0.5B", "qwen2.5-1.5B", "qwen2.5-3B", "qwen2.5-7B", "qwen2.5-14B", "qwen2.5-32B", "qwen2.5-32B-Instruct",
@@ -29,8 +27,7 @@ KNOWN_DIFFERENCES = {
 
 @pytest.fixture(scope="module")
 def slime_args() -> dict[str, list[str]]:
-    data: dict[str, list[str]] = json.loads(shared_slime("model_args.json").read_text())
-    return data
+    return slime_model_args()
 
 
 def test_catalog_has_the_required_models() -> None:

@@ -1,13 +1,12 @@
 """Hugging Face config.json -> MODEL_ARGS, and the field-by-field comparison of two MODEL_ARGS lists.
 
 Facts: the published config.json files in tests/fixtures/hf, and slime's 39 model scripts resolved to MODEL_ARGS
-in ../shared/slime/model_args.json (always next to the repository, here and in CI).
+and the fields slime compares at launch, generated from slime's code into tests/data/slime (see its README.md).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 
 from acrl.compiler._pipeline.model_args.catalog import entry
 from acrl.compiler._pipeline.model_args.hf_config import HF_FIELD, SETTINGS, compare, derive_model_args
-from conftest import shared_slime
+from conftest import SLIME_HEAD, SLIME_PIN, slime_facts, slime_model_args
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures" / "hf"
@@ -30,8 +29,7 @@ FIXTURE_ENTRY = {
 
 @pytest.fixture(scope="module")
 def slime_args() -> dict[str, list[str]]:
-    data: dict[str, list[str]] = json.loads(shared_slime("model_args.json").read_text())
-    return data
+    return slime_model_args()
 
 
 def fixture(name: str) -> dict[str, Any]:
@@ -299,9 +297,17 @@ def test_every_slime_script_compares_equal_to_itself(slime_args: dict[str, list[
         assert compare(args, name, list(args), name) == [], name
 
 
-def test_every_flag_of_the_mapping_is_known() -> None:
-    table = shared_slime("hf_megatron_mapping.md").read_text()
-    first_column = [line.split("|")[1] for line in table.splitlines() if line.startswith("| --")]
-    mapped = {flag for cell in first_column for flag in re.findall(r"--[a-z0-9-]+", cell)}
-    assert len(mapped) > 40
-    assert mapped - set(HF_FIELD) == {"--group-query-attention", "--use-rotary-position-embeddings"}
+# slime compares some Megatron destinations that no flag of the same name sets: Megatron stored --norm-epsilon as
+# layernorm_epsilon before it became norm_epsilon, and slime checks both.
+DEST_FLAG = {"layernorm_epsilon": "--norm-epsilon"}
+
+
+@pytest.mark.parametrize("commit", [SLIME_HEAD, SLIME_PIN])
+def test_hf_field_agrees_with_every_pair_slime_checks(commit: str) -> None:
+    """Every (config.json field, Megatron argument) pair slime's _hf_validate_args compares at launch, as generated
+    from slime's code (tests/data/slime/<commit>/hf_checks.json), is a pair of acrl's HF_FIELD."""
+    pairs = slime_facts("hf_checks.json", commit)["pairs"]
+    assert {p["megatron"] for p in pairs} >= {"num_layers", "hidden_size", "rotary_base", "norm_epsilon"}
+    for pair in pairs:
+        flag = DEST_FLAG.get(pair["megatron"], "--" + pair["megatron"].replace("_", "-"))
+        assert HF_FIELD.get(flag, "").split(" ")[0] == pair["hf"], (flag, pair)

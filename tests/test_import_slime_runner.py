@@ -392,46 +392,55 @@ def test_unknown_key_is_an_error_with_did_you_mean(tmp_path: Path, slime_dir: Pa
     assert not (tmp_path / "spec.toml").exists()
 
 
-@pytest.mark.parametrize(("line", "wanted"), [
-    ("tp_size: 2.0", "tp_size: must be an integer, got float 2.0"),
-    ("num_gpus: true", "num_gpus: must be an integer, got bool True"),
-    ("lr: fast", "lr: must be a number, got str 'fast'"),
-    ("exp_id: 2024", "exp_id: must be a string, got int 2024"),
-    ("cumulative_token_mode: 'yes'", "cumulative_token_mode: must be true or false"),
-    ("extra_flags: ['--save-interval', 3]", "extra_flags: must be a list of strings"),
-    ("model_dir:", "model_dir: has no value"),
+@pytest.mark.parametrize(("line", "fix"), [
+    ("tp_size: 2.0", "write an integer"),
+    ("num_gpus: true", "write an integer"),
+    ("lr: fast", "write a number"),
+    ("exp_id: 2024", "quote it"),
+    ("cumulative_token_mode: 'yes'", "write true or false"),
+    ("extra_flags: ['--save-interval', 3]", "quote it"),
+    ("model_dir:", "give it a value, or delete the line to use SlimeRunner's default"),
 ])
-def test_wrong_type_names_file_line_key_and_fix(tmp_path: Path, slime_dir: Path, line: str, wanted: str) -> None:
-    base = {k: v for k, v in minimal(slime_dir).items() if k != line.split(":")[0]}
+def test_wrong_type_names_file_line_key_and_fix(tmp_path: Path, slime_dir: Path, line: str, fix: str) -> None:
+    key = line.split(":")[0]
+    base = {k: v for k, v in minimal(slime_dir).items() if k != key}
     text = yaml.safe_dump(base, sort_keys=False) + line + "\n"
     config = write_yaml(tmp_path / "run.yaml", text)
     with pytest.raises(ImportInputError) as caught:
         import_slime_runner(config)
-    message = str(caught.value)
-    assert message.startswith(f"{config}:{len(text.splitlines())}: {wanted}"), message
-    assert "\n  fix: " in message
-    assert "--save-interval" not in message  # extra_flags may hold a credential: never echoed
+    error = caught.value
+    assert (error.path, error.reason.split(": ")[0], error.hint) == (f"{config}:{len(text.splitlines())}", key, fix)
+    assert str(error) == f"{error.path}: {error.reason}\n  fix: {fix}"
+    assert "--save-interval" not in str(error)  # extra_flags may hold a credential: never echoed
+    if key == "tp_size":  # golden wording of the family
+        assert error.reason == "tp_size: must be an integer, got float 2.0"
 
 
-@pytest.mark.parametrize(("text", "wanted"), [
-    ("exp_id: [unclosed\n", ":2:1: not valid YAML"),
-    ("- exp_id: a\n- s3_bucket: b\n", "holds a YAML list, not a mapping"),
-    ("", "exp_id, agent_runtime_arn, s3_bucket, model_dir, data_path, model_type: required by SlimeRunner"),
+@pytest.mark.parametrize(("text", "where", "names"), [
+    ("exp_id: [unclosed\n", ":2:1", []),
+    ("- exp_id: a\n- s3_bucket: b\n", "", []),
+    ("", "", ["exp_id", "agent_runtime_arn", "s3_bucket", "model_dir", "data_path", "model_type"]),
 ])
-def test_bad_files(tmp_path: Path, text: str, wanted: str) -> None:
+def test_bad_files(tmp_path: Path, text: str, where: str, names: list[str]) -> None:
     config = write_yaml(tmp_path / "run.yaml", text)
+    with pytest.raises(ImportInputError) as caught:
+        import_slime_runner(config)
+    assert caught.value.path == f"{config}{where}" and caught.value.hint
+    if names:  # the missing keys, in SlimeRunner's order
+        assert caught.value.reason.split(": ")[0].split(", ") == names
     proc = acrl("import", "slime-runner", str(config), "-o", "spec.toml", cwd=tmp_path)
-    assert proc.returncode == 1 and wanted in proc.stderr and "fix:" in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 1 and proc.stderr.startswith(f"{config}{where}: "), proc.stderr
+    assert f"  fix: {caught.value.hint}" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_missing_and_unreadable_file(tmp_path: Path) -> None:
     proc = acrl("import", "slime-runner", "nope.yaml", "-o", "spec.toml", cwd=tmp_path)
-    assert proc.returncode == 1 and "nope.yaml: no such file" in proc.stderr
+    assert proc.returncode == 1 and proc.stderr.startswith("nope.yaml: no such file"), proc.stderr  # golden wording
     binary = tmp_path / "bin.yaml"
     binary.write_bytes(b"\xff\xfe\x00bad")
-    with pytest.raises(ImportInputError, match="cannot read it"):
+    with pytest.raises(ImportInputError) as caught:
         import_slime_runner(binary)
+    assert caught.value.path == str(binary) and caught.value.hint == "check that it is a UTF-8 text file"
 
 
 def test_secrets_are_never_copied(tmp_path: Path, slime_dir: Path) -> None:

@@ -17,9 +17,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import tomli_w
@@ -53,7 +53,7 @@ from test_train_sh import (
     wait_for,
 )
 
-from acrl.compiler import compile_spec, write
+from acrl.compiler import Bundle, compile_spec, write
 from conftest import merge
 
 __all__ = ["toolbox"]  # the fixture, shared with test_train_sh
@@ -98,71 +98,69 @@ def finish(proc: subprocess.Popen[str], timeout: float) -> tuple[str, str, float
 
 # --- train.sh: a ray command that hangs ---------------------------------------------------------
 
+class Interrupted(NamedTuple):
+    bundle: Bundle
+    log: Path
+    returncode: int | None
+    err: str
+    elapsed: float  # from the last signal to the end
+
+
+def interrupt_train_sh(tmp_path: Path, toolbox: Toolbox, env: Mapping[str, str],
+                       signals: Sequence[tuple[tuple[str, ...], int]], timeout: float) -> Interrupted:
+    """Compile SMOKE and start its train.sh with ``env``; for each (call, signal), wait until the shim records
+    ``call`` (the first one within 15 s, then 0.2 s more, into the hang; the others within 5 s) and send the
+    signal; then wait at most ``timeout`` s for train.sh to end. Its process group is killed whatever happens."""
+    bundle = compile_into(SMOKE, tmp_path / "b")
+    proc, log = start_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w", env)
+    try:
+        for n, (call, signum) in enumerate(signals):
+            assert wait_for(lambda call=call: calls_of(log, *call), 5 if n else 15), f"{call} was never made"
+            if not n:
+                time.sleep(0.2)  # into its sleep
+            proc.send_signal(signum)
+        _, err, elapsed = finish(proc, timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return Interrupted(bundle, log, proc.returncode, err, elapsed)
+
+
 @pytest.mark.parametrize("hang", list(HANGING))
 @pytest.mark.parametrize(("signum", "expected"), SIGNALS)
 def test_a_signal_stops_train_sh_while_a_ray_command_hangs(hang: str, signum: int, expected: int, tmp_path: Path,
                                                            toolbox: Toolbox) -> None:
     """bash runs a trap only when the foreground command ends: each ray call is waited for in the
     background instead, so the trap fires at once, the hanging call is ended and the job stopped."""
-    bundle = compile_into(SMOKE, tmp_path / "b")
-    proc, log = start_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w", {"ACRL_SHIM_HANG": hang})
-    try:
-        assert wait_for(lambda: calls_of(log, *HANGING[hang]), 15), "the hanging call was never made"
-        time.sleep(0.2)  # into its sleep
-        proc.send_signal(signum)
-        _, err, elapsed = finish(proc, 10)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == expected, err
-    assert elapsed < 8
-    (hung,) = calls_of(log, *HANGING[hang])
+    run = interrupt_train_sh(tmp_path, toolbox, {"ACRL_SHIM_HANG": hang}, [(HANGING[hang], signum)], 10)
+    assert run.returncode == expected, run.err
+    assert run.elapsed < 8
+    (hung,) = calls_of(run.log, *HANGING[hang])
     assert wait_for(lambda: not pid_alive(hung["pid"]), 5), "the hanging ray command was left running"
-    stops = calls_of(log, "ray", "job", "stop")
+    stops = calls_of(run.log, "ray", "job", "stop")
     if hang == "start":  # nothing submitted: nothing to stop
-        assert stops == [] and "interrupted before the job was submitted" in err
+        assert stops == [] and "interrupted before the job was submitted" in run.err
     else:
-        assert [c["argv"] for c in stops] == [["ray", "job", "stop", submission_id(bundle)]]
+        assert [c["argv"] for c in stops] == [["ray", "job", "stop", submission_id(run.bundle)]]
 
 
 @pytest.mark.parametrize(("signum", "expected"), SIGNALS)
 def test_a_job_stop_that_hangs_is_bounded_and_says_the_job_may_still_run(signum: int, expected: int, tmp_path: Path,
                                                                        toolbox: Toolbox) -> None:
-    bundle = compile_into(SMOKE, tmp_path / "b")
-    proc, log = start_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w",
-                               {"ACRL_SHIM_LOGS": "block", "ACRL_SHIM_HANG": "job-stop", "ACRL_RAY_TIMEOUT": "1"})
-    try:
-        assert wait_for(lambda: calls_of(log, "ray", "job", "logs"), 15)
-        time.sleep(0.2)
-        proc.send_signal(signum)
-        _, err, elapsed = finish(proc, 15)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == EXIT_UNKNOWN, err
-    assert elapsed < 8
-    sid = submission_id(bundle)
-    assert f"ray job stop --address http://127.0.0.1:8265 {sid}" in err
-    (stop,) = calls_of(log, "ray", "job", "stop")
+    run = interrupt_train_sh(tmp_path, toolbox, {"ACRL_SHIM_LOGS": "block", "ACRL_SHIM_HANG": "job-stop",
+                                                 "ACRL_RAY_TIMEOUT": "1"}, [(("ray", "job", "logs"), signum)], 15)
+    assert run.returncode == EXIT_UNKNOWN, run.err
+    assert run.elapsed < 8
+    assert f"ray job stop --address http://127.0.0.1:8265 {submission_id(run.bundle)}" in run.err
+    (stop,) = calls_of(run.log, "ray", "job", "stop")
     assert wait_for(lambda: not pid_alive(stop["pid"]), 8)
 
 
 def test_a_second_signal_ends_train_sh_at_once(tmp_path: Path, toolbox: Toolbox) -> None:
-    compile_into(SMOKE, tmp_path / "b")
-    proc, log = start_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w",
-                               {"ACRL_SHIM_LOGS": "block", "ACRL_SHIM_HANG": "job-stop"})
-    try:
-        assert wait_for(lambda: calls_of(log, "ray", "job", "logs"), 15)
-        time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
-        assert wait_for(lambda: calls_of(log, "ray", "job", "stop"), 5)
-        proc.send_signal(signal.SIGINT)
-        _, err, elapsed = finish(proc, 10)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == -signal.SIGINT, err
-    assert elapsed < 5
+    run = interrupt_train_sh(tmp_path, toolbox, {"ACRL_SHIM_LOGS": "block", "ACRL_SHIM_HANG": "job-stop"},
+                             [(("ray", "job", "logs"), signal.SIGINT), (("ray", "job", "stop"), signal.SIGINT)], 10)
+    assert run.returncode == -signal.SIGINT, run.err
+    assert run.elapsed < 5
 
 
 def test_a_submission_that_hangs_is_bounded_and_its_state_unknown(tmp_path: Path, toolbox: Toolbox) -> None:

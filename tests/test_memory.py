@@ -26,7 +26,7 @@ from acrl.compiler._pipeline.validate.memory import (
 )
 from acrl.compiler._spec.flags import parse_flags
 from acrl.compiler._spec.tables import Spec
-from conftest import EXAMPLE_SPECS, MINIMAL, merge, shared_slime
+from conftest import EXAMPLE_SPECS, MINIMAL, merge, slime_model_args
 
 Compile = Callable[..., Bundle]
 
@@ -100,14 +100,14 @@ def test_moe_layers_follow_the_layer_pattern() -> None:
 
 
 def test_deepseek_v3_multi_latent_attention() -> None:
-    scripts = json.loads(shared_slime("model_args.json").read_text())
+    scripts = slime_model_args()
     a = architecture(parse_flags(scripts["deepseek-v3"]))
     assert isinstance(a, Architecture) and a.mla is not None
     assert count_parameters(a).total == pytest.approx(671e9, rel=0.01)  # without the MTP layer
 
 
 def test_glm4_32b_slime_script_is_not_the_published_model() -> None:
-    scripts = json.loads(shared_slime("model_args.json").read_text())
+    scripts = slime_model_args()
     script = architecture(parse_flags(scripts["glm4-32B"]))
     assert isinstance(script, Architecture)
     assert count_parameters(script).total == pytest.approx(34.68e9, rel=0.001)  # 64 layers, 8 KV heads

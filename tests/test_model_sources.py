@@ -12,6 +12,7 @@ import tomli_w
 
 from acrl.compiler import SpecError, compile_spec
 from acrl.compiler._pipeline.model_args.catalog import entry
+from acrl.compiler._pipeline.model_args.hf_config import compare, derive_model_args
 from conftest import MINIMAL, REPO, SpecWriter, merge
 
 HF = REPO / "tests" / "fixtures" / "hf"
@@ -37,10 +38,14 @@ def test_qwen25_32b_norm_epsilon_mismatch_is_a_compile_error(write_spec: SpecWri
         compile_spec(path, display_name="spec.toml")
     (diag,) = [d for d in info.value.diagnostics if d.severity == "error"]  # a 32B model at TP 2 also warns (M007)
     assert diag.rule == "ACRL-M005" and diag.key == "model.type"
-    assert "--norm-epsilon" in diag.message
-    assert ("1e-05" in diag.message or "1e-5" in diag.message) and ("1e-06" in diag.message or "1e-6" in diag.message)
-    assert "acrl catalog: qwen2.5-32B" in diag.message and "config.json" in diag.message
-    assert "rms_norm_eps" in diag.message
+    catalog = entry("qwen2.5-32B")
+    assert catalog is not None
+    config = json.loads((HF / "Qwen2.5-32B-Instruct" / "config.json").read_text())
+    (m,) = [m for m in compare(catalog.model_args(), f"acrl catalog: {catalog.name} ({catalog.source})",
+                               derive_model_args(config).args, f"{tmp_path}/models/Qwen2.5-32B-Instruct/config.json")
+            if m.severity == "error"]
+    assert (m.flag, m.a_value, m.b_value, m.hf_field) == ("--norm-epsilon", "1e-05", "1e-06", "rms_norm_eps")
+    assert diag.message == m.problem  # the rule reports the comparison's own finding
     assert diag.hint.endswith('[model.overrides] "norm-epsilon" = "1e-06"; '
                               'or set [model] type = "qwen2.5-32B-Instruct"')
 
@@ -155,6 +160,12 @@ QWEN25_15B_SH = """MODEL_ARGS=(
 """
 
 
+def flag_tokens_of(script: str) -> list[str]:
+    """The MODEL_ARGS words of a script written above (one array, words separated by blanks, "RMSNorm" quoted)."""
+    body = script.split("(", 1)[1].rsplit(")", 1)[0]
+    return [word.strip('"') for word in body.split()]
+
+
 def script_spec(write_spec: SpecWriter, tmp_path: Path, model_type: str, **model: object) -> Path:
     """A spec whose MODEL_ARGS come from a fake slime checkout holding slime's script for ``model_type``; GLM-4-32B
     at TP 8 fits 8 GPUs (ACRL-M007 stays quiet)."""
@@ -176,10 +187,16 @@ def test_slime_script_differing_from_the_published_config_is_an_error(write_spec
     assert sorted(errors) == ["--num-layers", "--num-query-groups"]
     layers = errors["--num-layers"]
     assert layers.rule == "ACRL-M008" and layers.severity == "error" and layers.key == "model.type"
-    assert f"64 in {tmp_path}/slime/scripts/models/glm4-32B.sh" in layers.message
-    assert "but 61 in acrl catalog: glm4-32B (THUDM/GLM-4-32B-0414)" in layers.message
-    assert "config.json field num_hidden_layers" in layers.message
-    assert "a known difference: slime's glm4-32B.sh has 64 layers" in layers.message
+    catalog = entry("glm4-32B")
+    assert catalog is not None
+    script = f"{tmp_path}/slime/scripts/models/glm4-32B.sh"
+    found = {m.flag: m for m in compare(list(flag_tokens_of(GLM4_32B_SH)), script, catalog.model_args(),
+                                        f"acrl catalog: glm4-32B ({catalog.source})") if m.severity == "error"}
+    assert (found["--num-layers"].a_value, found["--num-layers"].b_value) == ("64", "61")
+    assert found["--num-layers"].hf_field == "num_hidden_layers"
+    # the problem, then the catalog entry's own note on this known difference
+    assert layers.message.startswith(f"{found['--num-layers'].problem} (a known difference: "
+                                     f"{dict(catalog.slime_differences)['--num-layers']})")
     assert layers.hint.startswith('use --num-layers 61, as in acrl catalog: glm4-32B (THUDM/GLM-4-32B-0414): in the '
                                   'spec, [model.overrides] "num-layers" = "61", or args_source = "catalog"')
     groups = errors["--num-query-groups"]
@@ -210,8 +227,12 @@ def test_a_script_matching_another_catalog_entry_names_it(write_spec: SpecWriter
     with pytest.raises(SpecError) as exc:
         compile_spec(script_spec(write_spec, tmp_path, "qwen2.5-1.5B"))
     (w,) = exc.value.diagnostics
-    assert w.rule == "ACRL-M008" and w.message.startswith("--rotary-base: 10000 in ")
-    assert "but 1000000 in acrl catalog: qwen2.5-1.5B (Qwen/Qwen2.5-1.5B)" in w.message
+    catalog = entry("qwen2.5-1.5B")
+    assert catalog is not None
+    (m,) = compare(list(flag_tokens_of(QWEN25_15B_SH)), f"{tmp_path}/slime/scripts/models/qwen2.5-1.5B.sh",
+                   catalog.model_args(), f"acrl catalog: qwen2.5-1.5B ({catalog.source})")
+    assert (m.flag, m.a_value, m.b_value) == ("--rotary-base", "10000", "1000000")
+    assert w.rule == "ACRL-M008" and w.message.startswith(f"{m.problem} (a known difference: ")
     assert w.hint.endswith('set [model] type = "qwen2.5-math-1.5B" and args_source = "catalog"')
 
 

@@ -12,6 +12,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,10 @@ from test_train_sh import Run, Toolbox, compile_into, make_toolbox, run_train_sh
 from acrl.compiler._importers.base import render_spec
 from acrl.compiler._secrets import (
     MASK,
+    NEVER_FORWARDED,
+    NEVER_FORWARDED_PREFIXES,
+    NOT_SECRET_BEFORE,
+    SECRET_LAST_WORDS,
     address_has_credentials,
     is_credential_flag,
     is_env_name,
@@ -374,32 +379,67 @@ def test_train_sh_never_shows_the_wandb_key(write_spec: SpecWriter, tmp_path: Pa
     assert "W&B off: TEAM_WANDB_KEY is not set" in off.stderr
 
 
-def test_runtime_check_agrees_with_the_compiler() -> None:
-    """train.sh's Python check (generated from compiler/_secrets.py) and refuse_forward() agree."""
+def forward_refused_by_definition(name: str, key_env: str) -> bool:
+    """What may not be forwarded, as the module docstring of compiler/_secrets.py defines it."""
+    upper = name.upper()
+    return upper in {key_env.upper(), *NEVER_FORWARDED} or upper.startswith(NEVER_FORWARDED_PREFIXES) \
+        or is_secret_name(name)
+
+
+def runtime_check() -> Callable[[str, str, Mapping[str, object]], str]:
     import re as re_module
 
-    from acrl.compiler._secrets import RUNTIME_FORWARD_CHECK, TOKEN, has_credentials_in_url, runtime_policy
+    from acrl.compiler._secrets import RUNTIME_FORWARD_CHECK
 
     space: dict[str, Any] = {"re": re_module}
     exec(RUNTIME_FORWARD_CHECK, space)  # the exact text train.sh runs
-    policy = runtime_policy("MY_WB")
-    for name in [*SECRET_NAMES, *ORDINARY_NAMES, "MY_WB", "AWS_REGION", "RAY_ADDRESS", "ACRL_RAY_ADDRESS"]:
-        assert bool(space["refused"](name, "plain", policy)) == (refuse_forward(name, "MY_WB") is not None), name
+    check: Callable[[str, str, Mapping[str, object]], str] = space["refused"]
+    return check
+
+
+def test_runtime_check_agrees_with_the_compiler() -> None:
+    """train.sh's Python check (generated from compiler/_secrets.py's table) and refuse_forward() refuse exactly the
+    names the secret notion says, and the check refuses exactly the values has_credentials_in_url() / TOKEN find."""
+    from acrl.compiler._secrets import TOKEN, has_credentials_in_url, runtime_policy
+
+    refused, policy = runtime_check(), runtime_policy("MY_WB")
+    for name in [*SECRET_NAMES, *ORDINARY_NAMES, "MY_WB", "AWS_REGION", "RAY_ADDRESS", "ACRL_RAY_ADDRESS", ""]:
+        expected = forward_refused_by_definition(name, "MY_WB") if name else False
+        assert bool(refused(name, "plain", policy)) == expected == (refuse_forward(name, "MY_WB") is not None), name
     for value in [*SECRET_VALUES, *ORDINARY_VALUES]:
         expected = has_credentials_in_url(value) or bool(TOKEN.search(value))
-        assert bool(space["refused"]("HTTPS_PROXY", value, policy)) == expected, value
+        assert bool(refused("HTTPS_PROXY", value, policy)) == expected, value
 
 
-@given(st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,30}", fullmatch=True))
+# Names made of the words the secret notion looks at (its tables, a number, other words), in any case.
+_WORDS = sorted({*SECRET_LAST_WORDS, *NOT_SECRET_BEFORE, *(w for ws in NOT_SECRET_BEFORE.values() for w in ws),
+                 "API", "AWS", "RAY", "ADDRESS", "WANDB", "ACCESS", "ID", "DB", "2", "10", "PATH"})
+NAMES = st.one_of(
+    st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,30}", fullmatch=True),
+    st.builds(lambda words, lower: "_".join(words).lower() if lower else "_".join(words),
+              st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4), st.booleans()),
+)
+
+
+@given(NAMES)
 def test_runtime_check_agrees_on_any_name(name: str) -> None:
-    import re as re_module
+    from acrl.compiler._secrets import runtime_policy
 
-    from acrl.compiler._secrets import RUNTIME_FORWARD_CHECK, runtime_policy
+    expected = forward_refused_by_definition(name, "MY_WB")
+    assert bool(runtime_check()(name, "plain", runtime_policy("MY_WB"))) == expected
+    assert (refuse_forward(name, "MY_WB") is not None) == expected
+    assert (refuse_forward(name) is not None) == forward_refused_by_definition(name, "")
 
-    space: dict[str, Any] = {"re": re_module}
-    exec(RUNTIME_FORWARD_CHECK, space)
-    assert bool(space["refused"](name, "plain", runtime_policy("MY_WB"))) == \
-        (refuse_forward(name, "MY_WB") is not None)
+
+@pytest.mark.parametrize(("name", "key_env", "reason"), [
+    ("MY_WB", "my_wb", "it holds the W&B key ([wandb] key_env names it)"),
+    ("RAY_ADDRESS", None, "it holds a secret or an address that may carry user:password"),
+    ("AWS_PROFILE", None, "AWS_* variables hold or select AWS credentials"),
+    ("HF_TOKEN", None, "its name says it holds a secret"),
+])
+def test_refuse_forward_reasons(name: str, key_env: str | None, reason: str) -> None:
+    """Golden wording: the reason the compiler gives for each family of refused names."""
+    assert refuse_forward(name, key_env) == reason
 
 
 # --- acrl run: an authenticated address comes from the environment only ----------------------------

@@ -13,11 +13,8 @@ never import slime, megatron, sglang or torch:
   else ``--no-x`` and ``--disable-x``; ``metadata={"argparse_meta": {"arg_names": [...]}}`` wins);
 * ``add_*args`` functions that an entry file imports and calls: their module is scanned too.
 
-Whole files are not given to ``ast.parse``: on a 100k-character file it costs ~30 ms, and
-Megatron's ``arguments.py`` alone is over 200k. A regex scanner that skips strings and comments
-finds the call sites and class bodies instead, and ``ast`` reads only the small pieces (literals,
-factory calls, dataclass fields). Being textual, the scan never fails on syntax the running Python
-does not know (e.g. 3.12 f-strings); a piece ``ast`` cannot read is reported as a gap.
+The scanning itself (regexes that skip strings and comments, ``ast`` on the small pieces) is in
+``scan``.
 
 What cannot be enumerated is reported, never guessed. ``--sglang-*`` and ``--router-*`` flags are
 generated at run time from sglang's ``ServerArgs``/``RouterArgs``: unverifiable prefixes. Gaps
@@ -28,19 +25,16 @@ found, a field that cannot be read) make every flag not found "unverifiable" ins
 
 from __future__ import annotations
 
-import ast
 import difflib
 import enum
-import hashlib
-import keyword
 import os
 import re
-import warnings
 from pathlib import Path
 
 import attrs
 
 from .._pipeline.bundle import read_input
+from .scan import Reader
 
 __all__ = [
     "UNVERIFIED_PREFIXES",
@@ -53,32 +47,6 @@ __all__ = [
 
 UNVERIFIED_PREFIXES = ("--router-", "--sglang-")
 
-_SQ = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|' + r"'[^'\\\n]*(?:\\.[^'\\\n]*)*'"
-_TQ = r'"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""|' + r"'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'''"
-_SKIP = rf"{_TQ}|{_SQ}|#[^\n]*"  # strings and comments, consumed whole so nothing inside them matches
-_LIT = rf"[rRuU]?(?:{_SQ})"
-_GAP = r"(?:\s|#[^\n]*|\\\n)*"
-# The leading lookaheads let the regex engine skip uninteresting characters in C (~4x faster).
-_CALLS = re.compile(
-    rf"(?=[\"'#aAr])(?:{_SKIP}|(?P<head>add_argument|reset_arg|ArgumentGroupFactory)\s*\()", re.S
-)
-_POSITIONAL = re.compile(
-    rf"{_GAP}(?:(?P<lits>{_LIT}(?:{_GAP}{_LIT})*)|[A-Za-z_][\w.]*){_GAP}(?P<end>[,)])", re.S
-)
-_PIECE = re.compile(_LIT, re.S)
-_BRACKETS = re.compile(rf"(?=[\"'#(\[{{)\]}}])(?:{_SKIP}|(?P<open>[(\[{{])|(?P<close>[)\]}}]))", re.S)
-_BOOL_ACTION = re.compile(r"\baction\s*=\s*(?:\w+\s*\.\s*)*BooleanOptionalAction\b")
-_LINES = re.compile(
-    rf"(?=[\"'#\n])(?:{_SKIP}|\n(?P<ind>[ \t]*)(?=(?P<field>[A-Za-z_]\w*)[ \t]*:(?!=)|[^\s#)\]}}]))", re.S
-)
-_CLASS = r"class[ \t]+{}\b[ \t]*(?:\((?P<bases>[^()]*(?:\([^()]*\)[^()]*)*)\))?[ \t]*:"
-_IMPORT = re.compile(r"from[ \t]+(?P<mod>\.*[\w.]*)[ \t]+import[ \t]+(?P<names>\([^)]*\)|[^\n]*)")
-_ADD_ARGS_FUNC = re.compile(r"_?add_\w*arg")
-_PLAIN_BASES = frozenset({"object", "ABC", "Generic", "Protocol"})
-_BOOL_TYPES = frozenset(
-    {"bool", "Optional[bool]", "typing.Optional[bool]", "bool|None", "None|bool", "Union[bool,None]"}
-)
-_MISSING = object()
 _HEX = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 
@@ -137,7 +105,7 @@ def read_accepted_flags(slime_dir: Path, megatron_dir: Path | None) -> AcceptedF
     entry = slime_dir / "slime" / "utils" / "arguments.py"
     if not entry.is_file():
         return None
-    reader = _Reader((slime_dir,) if megatron_dir is None else (slime_dir, Path(megatron_dir)))
+    reader = Reader((slime_dir,) if megatron_dir is None else (slime_dir, Path(megatron_dir)))
     for path in sorted({entry, *_find_arguments_files(slime_dir / "slime")}):
         reader.scan(path, follow=path == entry)
     if megatron_dir is None:
@@ -189,7 +157,6 @@ def read_git_commit(checkout: Path) -> str | None:
     return None
 
 
-SOURCE_LIMIT = 16 << 20  # of one slime or Megatron source file read for its flags (arguments.py: ~100 KiB)
 GIT_LIMIT = 256 << 20  # of packed-refs (a large repository's is tens of MiB); other git files are tiny
 
 
@@ -217,347 +184,3 @@ def _find_arguments_files(top: Path) -> list[Path]:
         found += [Path(dirpath, f) for f in filenames if f.startswith("arguments") and f.endswith(".py")]
     return found
 
-
-def _at_line_start(text: str, pos: int) -> bool:
-    return not text[text.rfind("\n", 0, pos) + 1 : pos].strip()
-
-
-@attrs.define(eq=False)
-class _Source:
-    """A file's text and hash, and what was derived from them (valid while its stat is unchanged)."""
-
-    path: Path
-    text: str
-    sha256: str
-    calls: tuple[frozenset[str], tuple[tuple[int, int, str], ...]] | None = None
-    imports: dict[str, list[str]] | None = None
-    own_fields: dict[int, tuple[dict[str, ast.AnnAssign], list[str]]] = attrs.Factory(dict)
-
-    def where(self, pos: int) -> str:
-        line = self.text.count("\n", 0, pos) + 1
-        return f"{self.path.name}:{line}"
-
-
-_CACHE: dict[Path, tuple[tuple[int, int], _Source]] = {}
-
-
-def _load(path: Path) -> _Source | None:
-    try:
-        stat = path.stat()
-        key = (stat.st_mtime_ns, stat.st_size)
-        if (hit := _CACHE.get(path)) is not None and hit[0] == key:
-            return hit[1]
-        data = read_input(path, limit=SOURCE_LIMIT)  # a regular file, not read whole past the limit
-    except OSError:
-        return None
-    _CACHE[path] = (key, _Source(path, data.decode("utf-8", "replace"), hashlib.sha256(data).hexdigest()))
-    return _CACHE[path][1]
-
-
-def _call_end(text: str, open_pos: int) -> int:
-    """The offset just past the bracket matching the one at ``open_pos``."""
-    depth = 0
-    for m in _BRACKETS.finditer(text, open_pos):
-        depth += 1 if m["open"] else -1 if m["close"] else 0
-        if depth == 0:
-            return m.end()
-    return len(text)
-
-
-def _literal(node: ast.expr | None, fallback: object) -> object:
-    try:
-        return fallback if node is None else ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return fallback
-
-
-def _decode(lits: str) -> str | None:
-    """The value of adjacent string literals, e.g. ``"--a" '-b'`` -> ``--a-b``."""
-    parts = []
-    for piece in _PIECE.findall(lits):
-        if "\\" not in piece:
-            parts.append(piece[1:-1] if piece[0] in "'\"" else piece[2:-1])
-            continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escapes warn
-            try:
-                parts.append(str(ast.literal_eval(piece)))
-            except (ValueError, SyntaxError):
-                return None
-    return "".join(parts)
-
-
-def _scan_calls(text: str) -> tuple[frozenset[str], tuple[tuple[int, int, str], ...]]:
-    """Option strings of the ``add_argument``/``reset_arg`` calls; the ``ArgumentGroupFactory`` calls."""
-    flags: set[str] = set()
-    factories = []
-    for m in _CALLS.finditer(text):
-        head, start = m["head"], m.start()
-        if head is None or (head == "reset_arg" and re.match(r"\w", text[start - 1 : start])):
-            continue
-        if head == "ArgumentGroupFactory":
-            before = text[max(0, start - 80) : start]
-            if not re.search(r"\b(?:class|def)\s+\w*$", before):
-                callee = re.search(r"[\w.]*$", before).group() + head  # type: ignore[union-attr]
-                factories.append((start, _call_end(text, m.end() - 1), callee))
-            continue
-        names, pos = [], m.end()
-        while (arg := _POSITIONAL.match(text, pos)) is not None:
-            pos = arg.end()
-            if arg["lits"] and (value := _decode(arg["lits"])) and value.startswith("-"):
-                names.append(value)
-            if arg["end"] == ")":
-                break
-        flags.update(names)
-        # The cheap test first: finding the end of every call would double the time.
-        if (
-            names
-            and "BooleanOptionalAction" in text[pos : pos + 4000]
-            and _BOOL_ACTION.search(text, pos, _call_end(text, m.end() - 1))
-        ):
-            flags.update("--no-" + n[2:] for n in names if n.startswith("--"))
-    return frozenset(flags), tuple(factories)
-
-
-class _Reader:
-    """Collects flags, the files read and the gaps while walking from the entry files."""
-
-    def __init__(self, roots: tuple[Path, ...]) -> None:
-        self.roots = roots
-        self.flags: set[str] = set()
-        self.files: dict[str, str] = {}
-        self.gaps: list[str] = []
-        self.scanned: set[Path] = set()
-
-    def gap(self, message: str) -> None:
-        if message not in self.gaps:
-            self.gaps.append(message)
-
-    def load(self, path: Path) -> _Source | None:
-        source = _load(path)
-        if source is not None:
-            root = next((r for r in self.roots if path.is_relative_to(r)), path.parent)
-            self.files[path.relative_to(root).as_posix()] = source.sha256
-        return source
-
-    def scan(self, path: Path, follow: bool) -> None:
-        """Add the flags defined in ``path``; with ``follow``, also those of imported ``add_*args``."""
-        if path in self.scanned:
-            return
-        self.scanned.add(path)
-        source = self.load(path)
-        if source is None:
-            self.gap(f"cannot read {path}")
-            return
-        if source.calls is None:
-            source.calls = _scan_calls(source.text)
-        self.flags |= source.calls[0]
-        for start, end, callee in source.calls[1]:
-            self.factory(source, start, end, callee)
-        for local, specs in self.imports(source).items() if follow else ():
-            if _ADD_ARGS_FUNC.match(local) and re.search(rf"\b{local}\s*\(", source.text):
-                for spec in specs:
-                    if (target := self.module_file(source, spec)) is None:
-                        self.gap(f"{source.path.name} calls {local} from {spec}, which was not found")
-                    else:
-                        self.scan(target, follow=False)
-
-    def imports(self, source: _Source) -> dict[str, list[str]]:
-        """Local name -> ``module:name`` for every ``from module import ...`` in the file."""
-        if source.imports is None:
-            source.imports = {}
-            for m in _IMPORT.finditer(source.text):
-                if not _at_line_start(source.text, m.start()):
-                    continue
-                for part in re.sub(r"#[^\n]*", "", m["names"]).strip("()").split(","):
-                    if bits := part.split():
-                        local = bits[2] if len(bits) == 3 and bits[1] == "as" else bits[0]
-                        source.imports.setdefault(local, []).append(f"{m['mod']}:{bits[0]}")
-        return source.imports
-
-    def module_file(self, source: _Source, spec: str) -> Path | None:
-        """The file of the module in ``spec`` (``module:name``), absolute or relative to ``source``."""
-        module = spec.partition(":")[0]
-        dotted = module.lstrip(".")
-        level = len(module) - len(dotted)
-        parents = source.path.parents
-        for base in list(self.roots) if not level else parents[level - 1 : level]:
-            stem = base.joinpath(*dotted.split(".")) if dotted else base
-            for candidate in (stem.parent / f"{stem.name}.py", stem / "__init__.py"):
-                if dotted and candidate.is_file():
-                    return candidate
-        return None
-
-    def find_class(self, source: _Source, name: str, depth: int = 0) -> tuple[_Source, int] | None:
-        """The file and offset of the top-level ``class name``, following imports (``*`` too)."""
-        for m in re.finditer(_CLASS.format(re.escape(name)), source.text):
-            if not m.start() or source.text[m.start() - 1] == "\n":
-                return source, m.start()
-        imports = self.imports(source)
-        for spec in [*imports.get(name, ()), *imports.get("*", ())] if depth < 6 else ():
-            original = spec.partition(":")[2]
-            path = self.module_file(source, spec)
-            target = self.load(path) if path is not None else None
-            if target and (
-                found := self.find_class(target, name if original == "*" else original, depth + 1)
-            ):
-                return found
-        return None
-
-    def factory(self, source: _Source, start: int, end: int, callee: str) -> None:
-        """Add the flags ``ArgumentGroupFactory(Config, exclude=...)`` generates, or a gap."""
-        try:
-            call = ast.parse(source.text[start:end], mode="eval").body
-        except SyntaxError:
-            call = None
-        if (
-            callee.rsplit(".", 1)[-1] != "ArgumentGroupFactory"
-            or not isinstance(call, ast.Call)
-            or not call.args
-        ):
-            self.gap(f"{source.where(start)}: cannot tell which flags {callee}(...) generates")
-            return
-        config = call.args[0]
-        found = self.find_class(source, config.id) if isinstance(config, ast.Name) else None
-        if found is None:
-            self.gap(
-                f"{source.where(start)}: cannot find the dataclass {ast.unparse(config)} that generates flags"
-            )
-            return
-        exclude = next((k.value for k in call.keywords if k.arg == "exclude"), None)
-        if isinstance(exclude, ast.Name):  # the list last assigned to that name before the call
-            assigned = [m.end() for m in re.finditer(rf"\b{exclude.id}[ \t]*=[ \t]*(?=[\[({{])", source.text)]
-            at = max((a for a in assigned if a < start), default=None)
-            try:
-                exclude = (
-                    None
-                    if at is None
-                    else ast.parse(source.text[at : _call_end(source.text, at)], mode="eval").body
-                )
-            except SyntaxError:
-                exclude = None
-        excluded = _literal(exclude, ())
-        skip = set(excluded) if isinstance(excluded, list | tuple | set) else set()  # unreadable: keep all
-        label = f"{source.where(start)}: {ast.unparse(config)}"
-        for name, stmt in self.fields(*found, seen=set()).items():
-            if name not in skip:
-                self.flags |= self.field_flags(stmt, f"{label}.{name}")
-
-    def fields(self, source: _Source, pos: int, seen: set[tuple[Path, int]]) -> dict[str, ast.AnnAssign]:
-        """The dataclass fields of the class at ``pos``, bases first, like ``dataclasses.fields``."""
-        if (source.path, pos) in seen:
-            return {}
-        seen.add((source.path, pos))
-        header = re.compile(_CLASS.format(r"\w+")).match(source.text, pos)
-        assert header is not None  # find_class matched the same pattern here
-        fields: dict[str, ast.AnnAssign] = {}
-        try:
-            stub = ast.parse(f"class _C({header['bases'] or ''}): pass").body[0]
-        except SyntaxError:
-            stub = None
-            self.gap(f"{source.where(pos)}: cannot read the base classes")
-        for base in stub.bases if isinstance(stub, ast.ClassDef) else ():
-            base = base.value if isinstance(base, ast.Subscript) else base
-            if isinstance(base, ast.Name) and base.id in _PLAIN_BASES:
-                continue
-            found = self.find_class(source, base.id) if isinstance(base, ast.Name) else None
-            if found is None:
-                self.gap(f"{source.where(pos)}: cannot find the base class {ast.unparse(base)}")
-            else:
-                fields.update(self.fields(*found, seen=seen))
-        if header.end() not in source.own_fields:
-            source.own_fields[header.end()] = _own_fields(source, header.end())
-        own, problems = source.own_fields[header.end()]
-        for problem in problems:
-            self.gap(problem)
-        return fields | own
-
-    def field_flags(self, stmt: ast.AnnAssign, where: str) -> set[str]:
-        """The option strings ``ArgumentGroupFactory`` makes of one dataclass field."""
-        assert isinstance(stmt.target, ast.Name)
-        ann = stmt.annotation
-        kind = (
-            ann.id
-            if isinstance(ann, ast.Name)
-            else ann.value
-            if isinstance(ann, ast.Constant)
-            else ast.unparse(ann)
-        )
-        kind = str(kind).replace(" ", "")
-        if kind.split("[")[0].rsplit(".", 1)[-1] in ("ClassVar", "InitVar", "KW_ONLY"):
-            return set()
-        value, default = stmt.value, _literal(stmt.value, _MISSING)
-        func = value.func if isinstance(value, ast.Call) else None
-        if (
-            isinstance(func, ast.Name | ast.Attribute)
-            and getattr(func, "id", getattr(func, "attr", "")) == "field"
-        ):
-            assert isinstance(value, ast.Call)
-            keywords = {k.arg: k.value for k in value.keywords if k.arg}
-            if _literal(keywords.get("init"), True) is False:
-                return set()
-            default = _literal(keywords.get("default"), _MISSING)
-            if "metadata" in keywords:
-                meta = _dict_get(keywords["metadata"], "argparse_meta")
-                names = _literal(_dict_get(meta, "arg_names"), None)
-                if isinstance(names, list | tuple) and names and all(isinstance(n, str) for n in names):
-                    return set(names)
-                if meta is not None or not isinstance(keywords["metadata"], ast.Dict):
-                    self.gap(f"{where}: cannot read the flag names in the field's metadata")
-        flag = "--" + stmt.target.id.replace("_", "-")
-        if kind not in _BOOL_TYPES:
-            return {flag}
-        negative = {"--no-" + flag[2:], "--disable-" + flag[2:]}  # the factory's store_false names
-        if default is _MISSING:
-            return {flag} | negative
-        return {flag} if isinstance(default, bool | int | float) and not default else negative
-
-
-def _dict_get(node: ast.expr | None, key: str) -> ast.expr | None:
-    """The value under a string key of a dict display, else None."""
-    if isinstance(node, ast.Dict):
-        for k, v in zip(node.keys, node.values, strict=True):
-            if isinstance(k, ast.Constant) and k.value == key:
-                return v
-    return None
-
-
-def _own_fields(source: _Source, body_start: int) -> tuple[dict[str, ast.AnnAssign], list[str]]:
-    """The annotated assignments a class body declares itself, and what could not be read.
-
-    The statements at the body's indentation split it; only the ``name: ...`` ones (each with the
-    docstring after it) are parsed, so methods, however long, are skipped.
-    """
-    text, indent, start = source.text, None, None
-    segments: list[tuple[int, int]] = []
-    for m in _LINES.finditer(text, body_start):
-        if m["ind"] is None:
-            continue
-        indent = m["ind"] if indent is None else indent
-        if len(m["ind"]) > len(indent):
-            continue
-        if start is not None:
-            segments.append((start, m.start() + 1))
-            start = None
-        if not indent or len(m["ind"]) < len(indent):
-            break
-        if m["field"] and not keyword.iskeyword(m["field"]):
-            start = m.start() + 1
-    if start is not None:
-        segments.append((start, len(text)))
-    fields: dict[str, ast.AnnAssign] = {}
-    problems: list[str] = []
-    try:
-        trees = [ast.parse("class _C:\n" + "".join(text[a:b] for a, b in segments))]
-    except SyntaxError:
-        trees = []
-        for a, b in segments:
-            try:
-                trees.append(ast.parse("class _C:\n" + text[a:b]))
-            except SyntaxError:
-                problems.append(f"{source.where(a)}: cannot read this dataclass field")
-    for tree in trees:
-        for stmt in tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else ():
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                fields[stmt.target.id] = stmt
-    return fields, problems

@@ -1,0 +1,185 @@
+"""Facts about a slime commit that acrl's tests compare against, generated from slime itself.
+
+``python -m acrl.compiler._slime.model_facts SLIME_DIR [--commit REV] -o DIR`` writes, for a slime
+checkout (a work tree, or a git directory such as a bare mirror, read at ``--commit``):
+
+* ``DIR/model_args.json``: each ``scripts/models/*.sh`` resolved to its literal MODEL_ARGS list,
+  sourced exactly as ``args_source = "script"`` sources it at compile time (the same function:
+  env-less bash, an empty working directory);
+* ``DIR/hf_checks.json``: the (config.json field, Megatron argument) pairs slime compares at launch
+  in ``_hf_validate_args`` (slime/backends/megatron_utils/arguments.py), read with ``ast``.
+
+Both carry their provenance: slime's repository URL, the commit and its date, and the command line
+(the local checkout written as ``SLIME_DIR``, so that regenerating anywhere gives the same bytes).
+Never imported by the compile path; tests/data/slime/README.md says how the project's copies are made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+from .._pipeline.model_args.resolve import ModelArgsError, _from_script
+from .._spec.tables import Spec
+
+SLIME_URL = "https://github.com/THUDM/slime"
+ARGUMENTS_PY = "slime/backends/megatron_utils/arguments.py"
+_VALIDATOR = "_hf_validate_args"
+
+
+class FactsError(Exception):
+    """The checkout cannot give a fact; the message names the file and what is missing."""
+
+
+def _git(git_dir: Path, *args: str) -> bytes:
+    proc = subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True, check=False)
+    if proc.returncode != 0:
+        raise FactsError(f"git {' '.join(args)} in {git_dir}: {proc.stderr.decode(errors='replace').strip()}")
+    return proc.stdout
+
+
+def _git_dir(slime_dir: Path) -> Path:
+    """The git directory of a work tree or of a (bare) git directory."""
+    out = subprocess.run(["git", "-C", str(slime_dir), "rev-parse", "--absolute-git-dir"], capture_output=True,
+                         check=False)
+    if out.returncode != 0:
+        raise FactsError(f"{slime_dir} is not a slime git checkout or git directory")
+    return Path(out.stdout.decode().strip())
+
+
+def model_args(scripts_dir: Path) -> dict[str, list[str]]:
+    """Each ``*.sh`` of ``scripts_dir`` (slime's scripts/models) resolved to MODEL_ARGS, by name."""
+    slime_dir = scripts_dir.parent.parent
+    out: dict[str, list[str]] = {}
+    for script in sorted(scripts_dir.glob("*.sh")):
+        # The compile-time resolver reads only [model] type and script_env and [slime] dir.
+        spec = SimpleNamespace(model=SimpleNamespace(type=script.stem, script_env={}),
+                               slime=SimpleNamespace(dir=str(slime_dir)))
+        try:
+            out[script.stem] = list(_from_script(cast(Spec, spec)).args)
+        except ModelArgsError as exc:
+            raise FactsError(f"{script}: {exc.message}") from None
+    return out
+
+
+def _constant(node: ast.AST) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _getattr_names(tree: ast.AST, obj: str) -> Iterator[str]:
+    """The constant attribute names of ``getattr(obj, "name", ...)`` calls under ``tree``."""
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+                and len(node.args) >= 2 and isinstance(node.args[0], ast.Name) and node.args[0].id == obj):
+            name = _constant(node.args[1])
+            if name is not None:
+                yield name
+
+
+def hf_checks(source: str, shown: str = ARGUMENTS_PY) -> list[dict[str, Any]]:
+    """The pairs ``_hf_validate_args`` compares: each ``("hf_field", "megatron_arg", fn)`` tuple of the list its
+    loop walks, and the rope_theta check written apart (``getattr(hf_config, ...)`` against ``getattr(args, ...)``
+    outside the loop). Each with the line it is on."""
+    tree = ast.parse(source, filename=shown)
+    funcs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == _VALIDATOR]
+    if len(funcs) != 1:
+        raise FactsError(f"{shown}: expected one {_VALIDATOR} function, found {len(funcs)}")
+    func = funcs[0]
+    pairs: list[dict[str, Any]] = []
+    loop_nodes: set[int] = set()
+    for loop in (n for n in ast.walk(func) if isinstance(n, ast.For)):
+        for item in loop.iter.elts if isinstance(loop.iter, ast.List) else ():
+            if isinstance(item, ast.Tuple) and len(item.elts) >= 2:
+                hf, megatron = _constant(item.elts[0]), _constant(item.elts[1])
+                if hf is not None and megatron is not None:
+                    pairs.append({"hf": hf, "megatron": megatron, "line": item.lineno})
+        loop_nodes |= {id(n) for n in ast.walk(loop)}
+    if not pairs:
+        raise FactsError(f"{shown}:{func.lineno}: {_VALIDATOR} has no loop over (hf, megatron, compare) tuples")
+    # Outside the loop: a statement that reads one field of each side is one more compared pair.
+    for statement in func.body:
+        if id(statement) in loop_nodes or isinstance(statement, ast.FunctionDef):
+            continue
+        megatron_names = sorted(set(_getattr_names(statement, "args")))
+        if len(megatron_names) == 1:
+            hf_names = sorted(set(_hf_names(func, statement)))
+            pairs += [{"hf": hf, "megatron": megatron_names[0], "line": statement.lineno} for hf in hf_names]
+    return pairs
+
+
+def _hf_names(func: ast.FunctionDef, statement: ast.stmt) -> Iterator[str]:
+    """The config.json fields ``statement`` compares: read directly, or through a local variable assigned
+    from ``getattr(hf_config, "field")`` / ``some_dict["field"]`` earlier in ``func``."""
+    yield from _getattr_names(statement, "hf_config")
+    used = {n.id for n in ast.walk(statement) if isinstance(n, ast.Name)}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in used for t in node.targets):
+            yield from _getattr_names(node, "hf_config")
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Subscript) and (key := _constant(sub.slice)) is not None:
+                    yield key
+
+
+def _provenance(git_dir: Path, commit: str, argv: Sequence[str]) -> dict[str, str]:
+    url = subprocess.run(["git", f"--git-dir={git_dir}", "config", "--get", "remote.origin.url"],
+                         capture_output=True, check=False).stdout.decode().strip().removesuffix(".git")
+    date = _git(git_dir, "show", "-s", "--format=%cI", commit).decode().strip()
+    return {"repository": url if url.startswith("https://") else SLIME_URL, "commit": commit, "commit_date": date,
+            "generator": " ".join(["python -m acrl.compiler._slime.model_facts", *argv])}
+
+
+def generate(slime_dir: Path, rev: str | None, out_dir: Path, argv: Sequence[str]) -> list[Path]:
+    """Write ``model_args.json`` and ``hf_checks.json`` for ``rev`` (default: the checkout's HEAD) into
+    ``out_dir``; returns the files written."""
+    git_dir = _git_dir(slime_dir)
+    commit = _git(git_dir, "rev-parse", "--verify", f"{rev or 'HEAD'}^{{commit}}").decode().strip()
+    provenance = _provenance(git_dir, commit, argv)
+    with tempfile.TemporaryDirectory(prefix="acrl-slime-facts-") as tmp:
+        # Always the committed files, never a work tree's uncommitted edits: the facts name a commit.
+        archive = _git(git_dir, "archive", "--format=tar", commit, "scripts/models")
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        scripts = model_args(Path(tmp) / "scripts" / "models")
+    source = _git(git_dir, "show", f"{commit}:{ARGUMENTS_PY}").decode()
+    facts = {
+        "model_args.json": {"provenance": {**provenance, "from": "scripts/models/*.sh, sourced by acrl's "
+                                           "args_source = \"script\" resolver"}, "scripts": scripts},
+        "hf_checks.json": {"provenance": {**provenance, "from": f"{ARGUMENTS_PY}: {_VALIDATOR}"},
+                           "pairs": hf_checks(source)},
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, data in facts.items():
+        path = out_dir / name
+        path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m acrl.compiler._slime.model_facts", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("slime_dir", metavar="SLIME_DIR", type=Path, help="slime work tree or git directory")
+    parser.add_argument("--commit", help="the commit to read (default: HEAD)")
+    parser.add_argument("-o", "--out", type=Path, required=True, help="directory to write the facts into")
+    parsed = parser.parse_args(args)
+    shown = ["SLIME_DIR" if a == str(parsed.slime_dir) else a for a in args]
+    try:
+        for path in generate(parsed.slime_dir, parsed.commit, parsed.out, shown):
+            print(path)
+    except FactsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
