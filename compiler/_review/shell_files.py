@@ -92,9 +92,14 @@ def read_train_sh(source: str) -> TrainSh:
     # placeholder naming what it holds (its value is compared in its own section), so that moving
     # it (into another branch, out of an `if`) is still a difference.
     placeholders: dict[int, str] = {}
-    lines = _without_spans(source, spans, "SLIME_ARGS").split("\n")
+    text = _without_spans(source, spans, "SLIME_ARGS")
+    lines = text.split("\n")
+    for number, (key, setting, label, last) in _declarations(text).items():
+        placeholders.update(dict.fromkeys(range(number + 1, last + 1), ""))  # a value's further lines
+        placeholders[number] = _indent(lines[number]) + label
+        launch[key] = setting if key not in launch or launch[key] == setting else f"{launch[key]} | {setting}"
     for number, line in enumerate(lines):
-        value = _launch_setting(line)
+        value = None if number in placeholders else _launch_setting(line)
         if value is not None:
             key, setting, label = value
             placeholders[number] = _indent(line) + label
@@ -124,7 +129,31 @@ def script_lines(lines: list[str], placeholders: Mapping[int, str] | None = None
     out, but not the shebang (``#!`` on the first line), which picks the interpreter."""
     placeholders = placeholders or {}
     return tuple(placeholders.get(n, line).rstrip() for n, line in enumerate(lines)
-                 if line.strip() and (not line.lstrip().startswith("#") or (n == 0 and line.startswith("#!"))))
+                 if line.strip() and (not line.lstrip().startswith("#") or (n == 0 and line.startswith("#!")))
+                 and placeholders.get(n) != "")
+
+
+def _declarations(source: str) -> dict[int, tuple[str, str, str, int]]:
+    """The ``readonly NAME=value`` / ``export NAME=value`` commands that start a line, by their first
+    line (0-based): (NAME, value, placeholder, last line). A quoted value may span lines."""
+    out: dict[int, tuple[str, str, str, int]] = {}
+    for command in lex(source):
+        words = command.words
+        if len(words) != 2 or words[0].literal not in ("readonly", "export") or words[1].array is not None \
+                or not _alone_on_its_lines(source, words[0].start, words[1].start + len(words[1].raw)) \
+                or not re.fullmatch(r"[A-Za-z_]\w*=.*", words[1].text, re.S):
+            continue
+        name, _, value = words[1].text.partition("=")
+        out[words[0].line - 1] = (name, value, f"{words[0].literal} {name}=<launch setting {name}>",
+                                  words[1].line - 1 + words[1].raw.count("\n"))
+    return out
+
+
+def _alone_on_its_lines(source: str, begin: int, end: int) -> bool:
+    """Whether only blanks share the lines of ``source[begin:end]`` with it (no second command, no comment)."""
+    after = source.find("\n", end)
+    return not source[source.rfind("\n", 0, begin) + 1:begin].strip(" \t") \
+        and not source[end:len(source) if after < 0 else after].strip(" \t")
 
 
 def _words(text: str) -> list[Word] | None:
@@ -145,11 +174,7 @@ def _launch_setting(line: str) -> tuple[str, str, str] | None:
     """(key, value, placeholder) when ``line`` is exactly one of the settings train.sh writes, else
     None. The placeholder stands for the line among the script lines: it names the setting, not
     its value (a changed value shows once, under launch settings)."""
-    if structure.DECLARE.match(line):
-        texts = _texts(line)
-        if texts is not None and len(texts) == 2 and texts[0] in ("readonly", "export"):
-            name, _, value = texts[1].partition("=")
-            return name, value, f"{texts[0]} {name}=<launch setting {name}>"
+    if structure.DECLARE.match(line):  # read by _declarations when it is one
         return None
     for pattern, key, label in structure.LAUNCH_LINES:
         match = pattern.match(line)
