@@ -19,13 +19,20 @@ shows too, while a changed value shows once, in its own part. The shebang is kep
 
 from __future__ import annotations
 
+import base64
+import datetime
 import json
+import tomllib
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
+from .._pipeline.argv import derived
 from .._pipeline.bundle import MANIFEST, NOT_REGULAR, sha256
+from .._pipeline.parse import decode_spec
+from .._pipeline.structure import structure
+from ..errors import SpecError
 from .shell_files import FORWARDED as FORWARDED  # re-exported: read there, reached here
 from .shell_files import PINNED_AT_LAUNCH as PINNED_AT_LAUNCH
 from .shell_files import Flag, TrainSh, read_model_args_sh, read_train_sh
@@ -128,11 +135,6 @@ def derived_from_spec(data: bytes) -> dict[str, Any] | None:
     """The manifest's derived section computed from a bundle's resolved spec.toml, the way
     acrl.compiler._pipeline.compile._manifest computes it (a test keeps the two the same); None when
     ``data`` is not a valid spec (a spec made by another acrl, say)."""
-    from .._pipeline.argv import derived
-    from .._pipeline.parse import decode_spec
-    from .._pipeline.structure import structure
-    from ..errors import SpecError
-
     try:
         spec, _ = structure(decode_spec(data, SPEC_TOML))
     except SpecError:
@@ -152,7 +154,7 @@ def _warning_text(warning: Mapping[str, Any]) -> str:
 
 
 def _read_yaml(source: str) -> dict[str, Any]:
-    import yaml
+    import yaml  # lazy: PyYAML (~10 ms) only for custom_config.yaml; `acrl run`'s preflight imports this module
 
     data = yaml.safe_load(source)
     if data is None:
@@ -163,8 +165,6 @@ def _read_yaml(source: str) -> dict[str, Any]:
 
 
 def _read_toml(source: str) -> dict[str, Any]:
-    import tomllib
-
     return flatten(tomllib.loads(source))
 
 
@@ -196,13 +196,9 @@ def json_value(value: Any) -> Any:
     set, which JSON has no type for, become ``{"$type": "date", "value": "2001-01-01"}`` (ISO text,
     binary as base64, a set as a sorted list), so the date 2001-01-01 and the string "2001-01-01"
     stay different values; lists and tables inside them are converted too."""
-    import datetime
-
     if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
         return {TYPE_TAG: type(value).__name__, "value": value.isoformat()}
     if isinstance(value, (bytes, bytearray)):
-        import base64
-
         return {TYPE_TAG: "binary", "value": base64.b64encode(value).decode("ascii")}
     if isinstance(value, (set, frozenset)):
         items = [json_value(v) for v in value]
