@@ -8,6 +8,7 @@ spec, with hostile text in the free-form values."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -216,3 +217,13 @@ def test_a_declared_scalar_is_read_as_bash_reads_it_and_only_when_alone() -> Non
     assert view.script_lines["train.sh"] == (
         "#!/usr/bin/env bash", "readonly SLIME_DIR=<launch setting SLIME_DIR>", "readonly EXP_ID=x; rm -rf ~",
         "export MEGATRON_DIR=/m  # note", "export CUDA_HOME=<launch setting CUDA_HOME>")
+
+
+def test_every_spec_valued_scalar_of_the_template_is_declared() -> None:
+    """A `readonly NAME={{ variable | sh }}` or `export NAME=...` line added to train.sh.jinja is a
+    launch setting the review tools read: it must be declared in train_sh_structure.SCALARS."""
+    template = (REPO / "templates" / "train.sh.jinja").read_text(encoding="utf-8")
+    found = dict(re.findall(r"^[ \t]*(?:readonly|export) (\w+)=\{\{ (\w+) \| sh \}\}$", template, re.M))
+    assert found == structure.SCALARS
+    for name, array in structure.ARRAYS.items():
+        assert f"\n{name}=(\n" in (REPO / "templates" / f"{array.file}.jinja").read_text(encoding="utf-8")
