@@ -16,7 +16,7 @@ import attrs
 
 from acrl.templates import train_sh_structure as structure
 
-from .._shell.lexer import ShellSyntaxError, Word, lex, lex_loose
+from .._shell.lexer import Command, ShellSyntaxError, Word, lex, lex_loose
 from .._spec.flags import is_number
 
 PINNED_AT_LAUNCH = "(pinned by train.sh at launch)"
@@ -48,9 +48,14 @@ def bash_arrays(source: str, name: str) -> tuple[list[tuple[str | None, list[str
     and the spans of the assignment statements in ``source`` (from the start of their line when
     only blanks precede them). Raises ValueError (ShellSyntaxError) on a script the lexer cannot
     read, an array whose quotes or parenthesis are not closed among them."""
+    return _arrays(source, lex(source), name)
+
+
+def _arrays(source: str, commands: list[Command],
+            name: str) -> tuple[list[tuple[str | None, list[str]]], list[tuple[int, int]]]:
     segments: list[tuple[str | None, list[str]]] = []
     spans: list[tuple[int, int]] = []
-    for command in lex(source):
+    for command in commands:
         for word in command.words:
             if word.array is None or word.text.removesuffix("=").removesuffix("+") != name:
                 continue
@@ -78,7 +83,8 @@ def _segments(word: Word) -> list[tuple[str | None, list[str]]]:
 
 
 def read_train_sh(source: str) -> TrainSh:
-    segments, spans = bash_arrays(source, "SLIME_ARGS")
+    commands = lex(source)
+    segments, spans = _arrays(source, commands, "SLIME_ARGS")
     flags: dict[str, Flag] = {}
     repeated: list[str] = []
     for flag, values, title in flag_occurrences(segments):
@@ -94,7 +100,7 @@ def read_train_sh(source: str) -> TrainSh:
     placeholders: dict[int, str] = {}
     text = _without_spans(source, spans, "SLIME_ARGS")
     lines = text.split("\n")
-    for number, (key, setting, label, last) in _declarations(text).items():
+    for number, (key, setting, label, last) in _declarations(source, commands, spans).items():
         placeholders.update(dict.fromkeys(range(number + 1, last + 1), ""))  # a value's further lines
         placeholders[number] = _indent(lines[number]) + label
         launch[key] = setting if key not in launch or launch[key] == setting else f"{launch[key]} | {setting}"
@@ -133,19 +139,23 @@ def script_lines(lines: list[str], placeholders: Mapping[int, str] | None = None
                  and placeholders.get(n) != "")
 
 
-def _declarations(source: str) -> dict[int, tuple[str, str, str, int]]:
-    """The ``readonly NAME=value`` / ``export NAME=value`` commands that start a line, by their first
-    line (0-based): (NAME, value, placeholder, last line). A quoted value may span lines."""
+def _declarations(source: str, commands: list[Command],
+                  spans: list[tuple[int, int]]) -> dict[int, tuple[str, str, str, int]]:
+    """The ``readonly NAME=value`` / ``export NAME=value`` commands alone on their lines, by their
+    first line (0-based, counted once the array ``spans`` are one line each): (NAME, value,
+    placeholder, last line). A quoted value may span lines."""
     out: dict[int, tuple[str, str, str, int]] = {}
-    for command in lex(source):
+    for command in commands:
         words = command.words
         if len(words) != 2 or words[0].literal not in ("readonly", "export") or words[1].array is not None \
                 or not _alone_on_its_lines(source, words[0].start, words[1].start + len(words[1].raw)) \
                 or not re.fullmatch(r"[A-Za-z_]\w*=.*", words[1].text, re.S):
             continue
         name, _, value = words[1].text.partition("=")
-        out[words[0].line - 1] = (name, value, f"{words[0].literal} {name}=<launch setting {name}>",
-                                  words[1].line - 1 + words[1].raw.count("\n"))
+        shift = sum(source.count("\n", begin, end) for begin, end in spans if end <= words[0].start)
+        first = words[0].line - 1 - shift
+        out[first] = (name, value, f"{words[0].literal} {name}=<launch setting {name}>",
+                      first + source.count("\n", words[0].start, words[1].start + len(words[1].raw)))
     return out
 
 

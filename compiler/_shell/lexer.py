@@ -21,6 +21,12 @@ import attrs
 Part = tuple[str, str, bool]
 _ASSIGN_HEAD = re.compile(r"[A-Za-z_]\w*\+?=")
 _DELIMITERS = frozenset(" \t\r\n;&|<>()")
+# runs of characters that are literal text as they stand: in a word, in a loose word, inside "..."
+_RUN = re.compile(r"[^ \t\r\n;&|<>()\\'\"$`]+")
+_LOOSE_RUN = re.compile(r"[^\\'\"$`]+")
+_DOUBLE_RUN = re.compile(r"[^\\\"$`]+")
+_BLANKS = re.compile(r"[ \t\r]*")
+_SPECIAL_IN = {"(": re.compile(r"[\\'\"()]|\Z"), "{": re.compile(r"[\\'\"{}]|\Z")}  # what balanced() looks at
 _ANSI_C = {"n": "\n", "t": "\t", "r": "\r", "e": "\x1b", "E": "\x1b", "a": "\a", "b": "\b", "\\": "\\",
            "'": "'", '"': '"', "0": "\0"}
 
@@ -83,10 +89,13 @@ class _Lexer:
         return self.s[self.i + k] if self.i + k < len(self.s) else ""
 
     def advance(self, n: int = 1) -> None:
-        for _ in range(n):
-            if self.i < len(self.s):
-                self.line += self.s[self.i] == "\n"
-                self.i += 1
+        end = min(self.i + n, len(self.s))
+        self.line += self.s.count("\n", self.i, end)
+        self.i = end
+
+    def advance_to(self, end: int) -> None:
+        """Move to ``end`` (the end of the text when it is negative: a ``find`` that failed)."""
+        self.advance((len(self.s) if end < 0 else end) - self.i)
 
     def commands(self) -> list[Command]:
         out: list[Command] = []
@@ -96,10 +105,9 @@ class _Lexer:
             if c == "\\" and self.peek(1) == "\n":
                 self.advance(2)
             elif c in " \t\r":
-                self.advance()
+                self.advance_to(_BLANKS.match(self.s, self.i).end())  # type: ignore[union-attr]
             elif c == "#":
-                while self.i < len(self.s) and self.peek() != "\n":
-                    self.advance()
+                self.advance_to(self.s.find("\n", self.i))
             elif c == "&" and self.peek(1) == ">":
                 self.advance()
                 self.redirect(words)
@@ -199,8 +207,9 @@ class _Lexer:
                 plain.extend(written)
                 written.clear()
             else:
-                lit.append(c)
-                self.advance()
+                run = (_LOOSE_RUN if loose else _RUN).match(self.s, self.i)
+                lit.append(run.group() if run else c)
+                self.advance(len(lit[-1]))
         flush()
         return Word(tuple(parts), self.s[start:self.i], line, start=start, text="".join(plain))
 
@@ -265,8 +274,9 @@ class _Lexer:
                     lit.clear()
                 parts.append(part)
             else:
-                lit.append(c)
-                self.advance()
+                run = _DOUBLE_RUN.match(self.s, self.i)
+                lit.append(run.group() if run else c)
+                self.advance(len(lit[-1]))
         if lit or not parts:
             parts.append(("lit", "".join(lit), True))
         if plain is not None:
@@ -314,8 +324,12 @@ class _Lexer:
         """The text between the bracket at the cursor and its match (quotes respected: single quotes
         too, except in a ``${...}`` inside double quotes, where bash takes them literally)."""
         line, start, depth = self.line, self.i + 1, 0
+        special = _SPECIAL_IN[open_]
         while self.i < len(self.s):
+            self.advance_to(special.search(self.s, self.i).start())  # type: ignore[union-attr]
             c = self.peek()
+            if not c:
+                break
             if c == "\\":
                 self.advance(2)
                 continue
