@@ -1,8 +1,9 @@
 """What a bundle's files say, read back from the files themselves, for `acrl diff` and `--check`.
 
 A bundle's truth is its files, whoever wrote them: the slime argv is read from train.sh's bash
-array assignments (``SLIME_ARGS=( ... )``, ``SLIME_ARGS+=( ... )``, tokenized with shlex, group
-titles from the ``# title`` lines acrl writes inside the array), MODEL_ARGS from model_args.sh,
+array assignments (``SLIME_ARGS=( ... )``, ``SLIME_ARGS+=( ... )``, read by
+:mod:`acrl.compiler._review.shell_files` through the one shell lexer, group titles from the
+``# title`` lines acrl writes inside the array), MODEL_ARGS from model_args.sh,
 the custom config with yaml.safe_load, the resolved spec with tomllib, the Ray job's environment
 and the launch settings from train.sh's assignments, and the derived quantities computed from
 spec.toml (the manifest's copy is used only when spec.toml is not a valid spec). Compile warnings
@@ -18,28 +19,27 @@ shows too, while a changed value shows once, in its own part. The shebang is kep
 
 from __future__ import annotations
 
+import base64
+import datetime
 import json
-import re
-import shlex
+import tomllib
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
+from .._pipeline.argv import derived
 from .._pipeline.bundle import MANIFEST, NOT_REGULAR, sha256
-from .._spec.flags import is_number
+from .._pipeline.parse import decode_spec
+from .._pipeline.structure import structure
+from ..errors import SpecError
+from .shell_files import FORWARDED as FORWARDED  # re-exported: read there, reached here
+from .shell_files import PINNED_AT_LAUNCH as PINNED_AT_LAUNCH
+from .shell_files import Flag, TrainSh, read_model_args_sh, read_train_sh
+from .shell_files import bash_arrays as bash_arrays
 
 TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML = "train.sh", "model_args.sh", "custom_config.yaml", "spec.toml"
 KNOWN_FILES = (TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML, MANIFEST)
-
-
-@attrs.frozen
-class Flag:
-    """One slime flag as train.sh passes it, and the array comment (acrl's group title) above it."""
-
-    flag: str
-    values: tuple[str, ...]
-    title: str | None
 
 
 @attrs.frozen
@@ -89,7 +89,7 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
             return None
         try:
             return reader(source)
-        except (_Unreadable, ValueError) as exc:  # tomllib, json and shlex errors are ValueErrors
+        except (_Unreadable, ValueError) as exc:  # tomllib, json and shell syntax errors are ValueErrors
             status[name] = f"unreadable: {exc}"
             notes.append(f"{label}: {name} cannot be read ({exc}); its contents are left out of the comparison")
             return None
@@ -99,8 +99,8 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
                          "of the comparison")
             return None
 
-    train = parse(TRAIN_SH, _read_train_sh) or _TrainSh()
-    model: tuple[dict[str, tuple[str, ...]], tuple[str, ...]] = parse(MODEL_ARGS_SH, _read_model_args_sh) or ({}, ())
+    train = parse(TRAIN_SH, read_train_sh) or TrainSh()
+    model: tuple[dict[str, tuple[str, ...]], tuple[str, ...]] = parse(MODEL_ARGS_SH, read_model_args_sh) or ({}, ())
     custom = parse(CUSTOM_CONFIG, _read_yaml) or {}
     spec = parse(SPEC_TOML, _read_toml) or {}
     manifest = parse(MANIFEST, _read_json)
@@ -135,11 +135,6 @@ def derived_from_spec(data: bytes) -> dict[str, Any] | None:
     """The manifest's derived section computed from a bundle's resolved spec.toml, the way
     acrl.compiler._pipeline.compile._manifest computes it (a test keeps the two the same); None when
     ``data`` is not a valid spec (a spec made by another acrl, say)."""
-    from .._pipeline.argv import derived
-    from .._pipeline.parse import decode_spec
-    from .._pipeline.structure import structure
-    from ..errors import SpecError
-
     try:
         spec, _ = structure(decode_spec(data, SPEC_TOML))
     except SpecError:
@@ -159,7 +154,7 @@ def _warning_text(warning: Mapping[str, Any]) -> str:
 
 
 def _read_yaml(source: str) -> dict[str, Any]:
-    import yaml
+    import yaml  # lazy: PyYAML (~10 ms) only for custom_config.yaml; `acrl run`'s preflight imports this module
 
     data = yaml.safe_load(source)
     if data is None:
@@ -170,8 +165,6 @@ def _read_yaml(source: str) -> dict[str, Any]:
 
 
 def _read_toml(source: str) -> dict[str, Any]:
-    import tomllib
-
     return flatten(tomllib.loads(source))
 
 
@@ -203,13 +196,9 @@ def json_value(value: Any) -> Any:
     set, which JSON has no type for, become ``{"$type": "date", "value": "2001-01-01"}`` (ISO text,
     binary as base64, a set as a sorted list), so the date 2001-01-01 and the string "2001-01-01"
     stay different values; lists and tables inside them are converted too."""
-    import datetime
-
     if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
         return {TYPE_TAG: type(value).__name__, "value": value.isoformat()}
     if isinstance(value, (bytes, bytearray)):
-        import base64
-
         return {TYPE_TAG: "binary", "value": base64.b64encode(value).decode("ascii")}
     if isinstance(value, (set, frozenset)):
         items = [json_value(v) for v in value]
@@ -221,266 +210,3 @@ def json_value(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float)):
         return value
     return {TYPE_TAG: type(value).__name__, "value": str(value)}
-
-
-# --- bash ------------------------------------------------------------------------------------
-
-_ARRAY = re.compile(r"^[ \t]*(?P<name>[A-Za-z_]\w*)(?P<op>\+?)=\(", re.M)
-_DECLARE = re.compile(r"^[ \t]*(?:readonly|export)[ \t]+(?P<name>[A-Za-z_]\w*)=")
-_WANDB_IF = re.compile(r"^\s*if \[\[ -n \$\{(\w+):-\} \]\]; then$")
-_WANDB_OFF = re.compile(r'^\s*log "W&B off: (\w+) is not set"$')
-_RAY_ADDRESS = re.compile(r"^\s*CLUSTER_ADDRESS=(.*)$")
-_RAY_START = re.compile(r"^\s*ray start --head (.*)$")
-_DEADLINE = re.compile(r"^\s*deadline=\$\(\(SECONDS \+ (\d+)\)\)$")
-_DEADLINE_DIE = re.compile(r'^\s*\(\(SECONDS < deadline\)\) \|\| die "[^"$`\\]*"$')
-_ENV_PREFIX = re.compile(r"RUNTIME_ENV_JSON=\$\((?P<prefix>.*?)\bpython3 -c", re.S)
-_BASE_ENV = re.compile(r'^env = \{(.*)\}$', re.M)
-_BASE_ENV_PAIR = re.compile(r'"(\w+)": (?:"([^"\\]*)"|os\.environ\["(\w+)"\])')
-_ENV_ASSIGNMENTS = frozenset({"ACRL_ENV_VARS", "ACRL_FORWARD", "ACRL_PIN_CUDA"})
-PINNED_AT_LAUNCH = "(pinned by train.sh at launch)"
-FORWARDED = "(forwarded from the launching shell when set)"
-
-
-@attrs.frozen
-class _TrainSh:
-    flags: Mapping[str, Flag] = attrs.Factory(dict)
-    runtime_env: Mapping[str, str] = attrs.Factory(dict)
-    launch: Mapping[str, str] = attrs.Factory(dict)
-    script: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-
-
-def _read_train_sh(source: str) -> _TrainSh:
-    segments, spans = bash_arrays(source, "SLIME_ARGS")
-    flags: dict[str, Flag] = {}
-    repeated: list[str] = []
-    for flag, values, title in _flag_occurrences(segments):
-        if flag in flags and flag not in repeated:
-            repeated.append(flag)
-        flags.pop(flag, None)  # a later occurrence wins in slime's argparse, and takes the later place
-        flags[flag] = Flag(flag, values, title)
-    notes = [f"train.sh gives {flag} more than once; slime keeps the last value" for flag in repeated]
-    launch: dict[str, str] = {}
-    # A line whose meaning is read into launch / runtime_env stays in the script lines as a
-    # placeholder naming what it holds (its value is compared in its own section), so that moving
-    # it (into another branch, out of an `if`) is still a difference.
-    placeholders: dict[int, str] = {}
-    lines = _without_spans(source, spans, "SLIME_ARGS").split("\n")
-    for number, line in enumerate(lines):
-        value = _launch_setting(line)
-        if value is not None:
-            key, setting, label = value
-            placeholders[number] = _indent(line) + label
-            if not key:
-                continue
-            launch[key] = setting if key not in launch or launch[key] == setting else f"{launch[key]} | {setting}"
-    runtime_env, env_lines = _runtime_env(source, launch)
-    for number, line in enumerate(lines):
-        if line in env_lines:
-            names = " ".join(w.partition("=")[0] for w in _words(line.rstrip().removesuffix("\\")) or ())
-            placeholders[number] = f"{_indent(line)}<runtime env: {names}>"
-    return _TrainSh(flags, runtime_env, launch, _script_lines(lines, placeholders), tuple(notes))
-
-
-def _indent(line: str) -> str:
-    return line[:len(line) - len(line.lstrip())]
-
-
-def _script_lines(lines: list[str], placeholders: Mapping[int, str] | None = None) -> tuple[str, ...]:
-    """The non-blank lines, placeholders in place of the lines read elsewhere; comments are left
-    out, but not the shebang (``#!`` on the first line), which picks the interpreter."""
-    placeholders = placeholders or {}
-    return tuple(placeholders.get(n, line).rstrip() for n, line in enumerate(lines)
-                 if line.strip() and (not line.lstrip().startswith("#") or (n == 0 and line.startswith("#!"))))
-
-
-def _launch_setting(line: str) -> tuple[str, str, str] | None:
-    """(key, value, placeholder) when ``line`` is exactly one of the settings train.sh writes, else
-    None. The placeholder stands for the line among the script lines: it names the setting, not
-    its value (a changed value shows once, under launch settings)."""
-    if _DECLARE.match(line):
-        words = _words(line)
-        if words is not None and len(words) == 2 and words[0] in ("readonly", "export"):
-            name, _, value = words[1].partition("=")
-            return name, value, f"{words[0]} {name}=<launch setting {name}>"
-        return None
-    for pattern, key, label in ((_WANDB_IF, "W&B key variable", "if <W&B key variable is set>; then"),
-                                (_WANDB_OFF, "W&B key variable", "log <W&B off>"),
-                                (_DEADLINE, "Ray stop timeout (s)", "deadline=<Ray stop timeout>")):
-        match = pattern.match(line)
-        if match:
-            return key, match.group(1), label
-    if _DEADLINE_DIE.match(line):  # its message repeats the timeout read from the line before
-        return "", "", "((SECONDS < deadline)) || die <Ray stop timeout>"
-    match = _RAY_ADDRESS.match(line)
-    if match:
-        words = _words(match.group(1))
-        if words is None or len(words) != 1:
-            return None
-        found = re.fullmatch(r"\$\{ACRL_RAY_ADDRESS:-(.*)\}", words[0], re.S)
-        if found:
-            return ("Ray address (unless ACRL_RAY_ADDRESS is set)", found.group(1) or "(none: a local Ray head)",
-                    "CLUSTER_ADDRESS=${ACRL_RAY_ADDRESS:-<launch setting Ray address>}")
-        return "Ray address of the local head", words[0], "CLUSTER_ADDRESS=<launch setting Ray address>"
-    match = _RAY_START.match(line)
-    if match:
-        words = _words(match.group(1))
-        return ("ray start --head", shlex.join(words), "ray start --head <launch setting>") if words is not None \
-            else None
-    return None
-
-
-def _runtime_env(source: str, launch: Mapping[str, str]) -> tuple[dict[str, str], set[str]]:
-    """The Ray job's env_vars as train.sh builds them, and the lines that hold the spec's part."""
-    match = _ENV_PREFIX.search(source)
-    if match is None:
-        return {}, set()
-    prefix = match.group("prefix").replace("\\\n", " ")
-    assigned = dict(w.partition("=")[::2] for w in _words(prefix) or () if re.match(r"[A-Za-z_]\w*=", w))
-    env: dict[str, str] = {}
-    base = _BASE_ENV.search(source[match.end():])
-    for name, literal, variable in _BASE_ENV_PAIR.findall(base.group(1) if base else ""):
-        value = literal if not variable else assigned.get(variable, f"${variable}")
-        env[name] = launch.get(value[1:], value) if value.startswith("$") else value
-    try:
-        extra = json.loads(assigned.get("ACRL_ENV_VARS", "{}"))
-    except json.JSONDecodeError:
-        extra = {"(ACRL_ENV_VARS)": assigned.get("ACRL_ENV_VARS", "")}
-    if isinstance(extra, dict):
-        env.update({str(k): str(v) for k, v in extra.items()})
-    for name in assigned.get("ACRL_FORWARD", "").split():
-        env.setdefault(name, FORWARDED)
-    if assigned.get("ACRL_PIN_CUDA"):
-        env["CUDA_HOME"] = launch.get("CUDA_HOME", PINNED_AT_LAUNCH)
-        env["LD_LIBRARY_PATH"] = PINNED_AT_LAUNCH
-    env_lines = set()
-    for line in match.group("prefix").split("\n"):
-        line_words = _words(line.rstrip().removesuffix("\\"))
-        if line_words and all(w.partition("=")[0] in _ENV_ASSIGNMENTS and "=" in w for w in line_words):
-            env_lines.add(line)
-    return env, env_lines
-
-
-def _words(text: str) -> list[str] | None:
-    try:
-        return shlex.split(text)
-    except ValueError:
-        return None
-
-
-def _read_model_args_sh(source: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
-    segments, spans = bash_arrays(source, "MODEL_ARGS")
-    args = {flag: values for flag, values, _ in _flag_occurrences(segments)}
-    return args, _script_lines(_without_spans(source, spans, "MODEL_ARGS").split("\n"))
-
-
-NO_FLAG = "(before any flag)"
-
-
-def _flag_occurrences(segments: list[tuple[str | None, list[str]]]) -> list[tuple[str, tuple[str, ...], str | None]]:
-    """``--a 1 --b --c x y`` -> (--a, (1,)), (--b, ()), (--c, (x, y)); tokens before the first flag
-    are kept under NO_FLAG. A negative number is a value, not a flag."""
-    out: list[tuple[str, list[str], str | None]] = []
-    for title, tokens in segments:
-        for token in tokens:
-            if token.startswith("--") and len(token) > 2 and not is_number(token):
-                out.append((token, [], title))
-            elif out:
-                out[-1][1].append(token)
-            else:
-                out.append((NO_FLAG, [token], title))
-    return [(flag, tuple(values), title) for flag, values, title in out]
-
-
-def _without_spans(source: str, spans: list[tuple[int, int]], name: str) -> str:
-    """``source`` with each array assignment replaced by a one-line placeholder, ``name=( ... )``
-    or ``name+=( ... )`` (its words are compared as flags), so that moving one still shows."""
-    parts, start = [], 0
-    for begin, end in spans:
-        parts.append(source[start:begin])
-        statement = source[begin:end]
-        op = "+=" if re.match(rf"\s*{name}\+=", statement) else "="
-        parts.append(f"{_indent(statement)}{name}{op}( ... )")
-        start = end
-    parts.append(source[start:])
-    return "".join(parts)
-
-
-def bash_arrays(source: str, name: str) -> tuple[list[tuple[str | None, list[str]]], list[tuple[int, int]]]:
-    """Every assignment to the bash array ``name`` (``name=( ... )`` replaces, ``name+=( ... )``
-    appends), in order: its words, cut into segments at each comment line (the segment's title),
-    and the spans of the assignment statements in ``source``. Raises ValueError on an array
-    whose quotes or parenthesis are not closed."""
-    segments: list[tuple[str | None, list[str]]] = []
-    spans: list[tuple[int, int]] = []
-    for match in _ARRAY.finditer(source):
-        if match.group("name") != name or (spans and match.start() < spans[-1][1]):
-            continue
-        body, end = _array_body(source, match.end())
-        if not match.group("op"):
-            segments = []
-        segments += body
-        spans.append((match.start(), end))
-    return segments, spans
-
-
-def _array_body(source: str, i: int) -> tuple[list[tuple[str | None, list[str]]], int]:
-    """The words of an array body starting at ``source[i]``, up to its unquoted closing ')'.
-
-    Quoting is left to shlex; this only finds where the array ends and which comments it holds,
-    the way bash does: '#' starts a comment at the start of a word; quotes and backslashes hide
-    ')' and '#'; a backslash before a newline joins the lines."""
-    out: list[tuple[str | None, list[str]]] = []
-    title: str | None = None
-    buf: list[str] = []
-    blank_line = word_start = True
-
-    def flush() -> None:
-        words = shlex.split("".join(buf))
-        if words or title is not None:
-            out.append((title, words))
-        buf.clear()
-
-    while i < len(source):
-        c = source[i]
-        if c in "'\"":
-            end = source.find("'", i + 1) if c == "'" else _closing_double_quote(source, i + 1)
-            if end < 0:
-                kind = "single" if c == "'" else "double"
-                raise _Unreadable(f"a {kind} quote in an array is not closed")
-            buf.append(source[i:end + 1])
-            i, blank_line, word_start = end + 1, False, False
-            continue
-        if c == "\\":
-            if source[i + 1:i + 2] != "\n":
-                buf.append(source[i:i + 2])
-                blank_line = False
-            i, word_start = i + 2, False
-            continue
-        if c == "#" and word_start:
-            end = source.find("\n", i)
-            end = len(source) if end < 0 else end
-            if blank_line:
-                flush()
-                title = source[i + 1:end].strip()
-            i = end
-            continue
-        if c == ")":
-            flush()
-            return out, i + 1
-        buf.append(c)
-        blank_line = c == "\n" or (blank_line and c in " \t")
-        word_start = c in " \t\n"
-        i += 1
-    raise _Unreadable("an array's closing ')' is missing")
-
-
-def _closing_double_quote(source: str, i: int) -> int:
-    while i < len(source):
-        if source[i] == "\\":
-            i += 2
-        elif source[i] == '"':
-            return i
-        else:
-            i += 1
-    return -1

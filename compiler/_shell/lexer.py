@@ -1,8 +1,11 @@
-"""A lexer for the subset of bash that launch scripts are written in, for `acrl import train-sh`.
+"""A lexer for the subset of bash that launch scripts are written in: the one bash reader of acrl,
+used by `acrl import train-sh` (through :mod:`acrl.compiler._shell.eval`) and by the review tools
+(:mod:`acrl.compiler._review.view` reads a bundle's train.sh and model_args.sh back through it).
 
 It never runs anything. It splits a script into commands of words (quotes, backslashes, line
 continuations, ``$VAR``, ``${...}``, ``$(...)``, ``$((...))``, backticks and ``NAME=( ... )``
-arrays kept apart), drops comments and redirections, and skips here-document bodies. What the
+arrays kept apart), drops comments and redirections, and skips here-document bodies. A comment
+line inside an array is kept as the array's title at that point (acrl writes its flag groups so). What the
 words mean is decided by :mod:`acrl.compiler._shell.eval`; anything the lexer cannot read is a
 :class:`ShellSyntaxError` with its line.
 """
@@ -18,6 +21,12 @@ import attrs
 Part = tuple[str, str, bool]
 _ASSIGN_HEAD = re.compile(r"[A-Za-z_]\w*\+?=")
 _DELIMITERS = frozenset(" \t\r\n;&|<>()")
+# runs of characters that are literal text as they stand: in a word, in a loose word, inside "..."
+_RUN = re.compile(r"[^ \t\r\n;&|<>()\\'\"$`]+")
+_LOOSE_RUN = re.compile(r"[^\\'\"$`]+")
+_DOUBLE_RUN = re.compile(r"[^\\\"$`]+")
+_BLANKS = re.compile(r"[ \t\r]*")
+_SPECIAL_IN = {"(": re.compile(r"[\\'\"()]|\Z"), "{": re.compile(r"[\\'\"{}]|\Z")}  # what balanced() looks at
 _ANSI_C = {"n": "\n", "t": "\t", "r": "\r", "e": "\x1b", "E": "\x1b", "a": "\a", "b": "\b", "\\": "\\",
            "'": "'", '"': '"', "0": "\0"}
 
@@ -32,12 +41,19 @@ class ShellSyntaxError(ValueError):
 
 @attrs.frozen
 class Word:
-    """One shell word: its parts, its source text and line; ``array`` for ``NAME=( ... )``."""
+    """One shell word: its parts, its source text and line; ``array`` for ``NAME=( ... )``.
+
+    ``start`` is the offset of ``raw`` in the lexed text; ``text`` is the word with its quotes
+    removed and its expansions kept as written (``"$A"'b c'`` -> ``$Ab c``; ``$'\\n'`` decoded);
+    ``titles`` are an array's comment lines, each with the number of words before it."""
 
     parts: tuple[Part, ...]
     raw: str
     line: int
     array: tuple[Word, ...] | None = None
+    start: int = -1
+    text: str = ""
+    titles: tuple[tuple[int, str], ...] = ()
 
     @property
     def literal(self) -> str | None:
@@ -73,10 +89,13 @@ class _Lexer:
         return self.s[self.i + k] if self.i + k < len(self.s) else ""
 
     def advance(self, n: int = 1) -> None:
-        for _ in range(n):
-            if self.i < len(self.s):
-                self.line += self.s[self.i] == "\n"
-                self.i += 1
+        end = min(self.i + n, len(self.s))
+        self.line += self.s.count("\n", self.i, end)
+        self.i = end
+
+    def advance_to(self, end: int) -> None:
+        """Move to ``end`` (the end of the text when it is negative: a ``find`` that failed)."""
+        self.advance((len(self.s) if end < 0 else end) - self.i)
 
     def commands(self) -> list[Command]:
         out: list[Command] = []
@@ -86,10 +105,9 @@ class _Lexer:
             if c == "\\" and self.peek(1) == "\n":
                 self.advance(2)
             elif c in " \t\r":
-                self.advance()
+                self.advance_to(_BLANKS.match(self.s, self.i).end())  # type: ignore[union-attr]
             elif c == "#":
-                while self.i < len(self.s) and self.peek() != "\n":
-                    self.advance()
+                self.advance_to(self.s.find("\n", self.i))
             elif c == "&" and self.peek(1) == ">":
                 self.advance()
                 self.redirect(words)
@@ -108,7 +126,7 @@ class _Lexer:
                     words.pop()  # the file descriptor of 2>...
                 self.redirect(words)
             elif c in "()":
-                words.append(Word((("lit", c, False),), c, self.line))
+                words.append(Word((("lit", c, False),), c, self.line, start=self.i, text=c))
                 self.advance()
             else:
                 words.append(self.word())
@@ -152,10 +170,13 @@ class _Lexer:
         start, line = self.i, self.line
         parts: list[Part] = []
         lit: list[str] = []
+        plain: list[str] = []  # Word.text
+        written: list[str] = []  # an expansion's text, added to plain after the literal text before it
 
         def flush() -> None:
             if lit:
                 parts.append(("lit", "".join(lit), False))
+                plain.extend(lit)
                 lit.clear()
 
         while self.i < len(self.s):
@@ -164,7 +185,8 @@ class _Lexer:
                 if c == "(" and not parts and _ASSIGN_HEAD.fullmatch("".join(lit)):
                     flush()
                     self.advance()
-                    return Word(tuple(parts), self.s[start:self.i], line, self.array())
+                    items, titles = self.array()
+                    return Word(tuple(parts), self.s[start:self.i], line, items, start, "".join(plain), titles)
                 break
             if c == "\\":
                 if self.peek(1) != "\n":
@@ -173,39 +195,52 @@ class _Lexer:
             elif c == "'":
                 flush()
                 parts.append(("lit", self.single(), True))
+                plain.append(parts[-1][1])
             elif c == '"':
                 flush()
-                parts.extend(self.double())
+                parts.extend(self.double(plain))
             elif c == "$" and self.peek(1) == '"':
                 self.advance()
-            elif c in "$`" and (part := self.dollar(quoted=False)) is not None:
+            elif c in "$`" and (part := self.dollar(quoted=False, plain=written)) is not None:
                 flush()
                 parts.append(part)
+                plain.extend(written)
+                written.clear()
             else:
-                lit.append(c)
-                self.advance()
+                run = (_LOOSE_RUN if loose else _RUN).match(self.s, self.i)
+                lit.append(run.group() if run else c)
+                self.advance(len(lit[-1]))
         flush()
-        return Word(tuple(parts), self.s[start:self.i], line)
+        return Word(tuple(parts), self.s[start:self.i], line, start=start, text="".join(plain))
 
-    def array(self) -> tuple[Word, ...]:
+    def array(self) -> tuple[tuple[Word, ...], tuple[tuple[int, str], ...]]:
+        """The words of an array body up to its ``)``, and its titles: the comments that are alone
+        on their line (after blanks), each with the number of words before it."""
         line = self.line
         out: list[Word] = []
+        titles: list[tuple[int, str]] = []
+        alone = True  # only blanks since the '(' or the last newline
         while True:
             c = self.peek()
             if not c:
                 raise ShellSyntaxError("unterminated array: no ')' closes the '(' opened here", line)
             if c == ")":
                 self.advance()
-                return tuple(out)
+                return tuple(out), tuple(titles)
             if c in " \t\r\n" or (c == "\\" and self.peek(1) == "\n"):
+                alone = c == "\n" or alone
                 self.advance(2 if c == "\\" else 1)
             elif c == "#":
+                begin = self.i + 1
                 while self.peek() and self.peek() != "\n":
                     self.advance()
+                if alone:
+                    titles.append((len(out), self.s[begin:self.i].strip()))
             elif c in _DELIMITERS:
                 raise ShellSyntaxError(f"unexpected {c!r} inside an array", self.line)
             else:
                 out.append(self.word())
+                alone = False
 
     def single(self) -> str:
         line = self.line
@@ -216,7 +251,8 @@ class _Lexer:
         self.advance(end + 1 - self.i)
         return text
 
-    def double(self) -> list[Part]:
+    def double(self, plain: list[str] | None = None) -> list[Part]:
+        """The parts of a double-quoted string; its text (expansions as written) goes to ``plain``."""
         line = self.line
         self.advance()
         parts: list[Part] = []
@@ -232,20 +268,32 @@ class _Lexer:
                 if self.peek(1) != "\n":
                     lit.append(self.peek(1))
                 self.advance(2)
-            elif c in "$`" and (part := self.dollar(quoted=True)) is not None:
+            elif c in "$`" and (part := self.dollar(quoted=True, plain=plain, before=lit)) is not None:
                 if lit:
                     parts.append(("lit", "".join(lit), True))
                     lit.clear()
                 parts.append(part)
             else:
-                lit.append(c)
-                self.advance()
+                run = _DOUBLE_RUN.match(self.s, self.i)
+                lit.append(run.group() if run else c)
+                self.advance(len(lit[-1]))
         if lit or not parts:
             parts.append(("lit", "".join(lit), True))
+        if plain is not None:
+            plain.extend(lit)
         return parts
 
-    def dollar(self, *, quoted: bool) -> Part | None:
-        """The expansion at ``$`` or a backtick, or None for a literal ``$``."""
+    def dollar(self, *, quoted: bool, plain: list[str] | None = None, before: list[str] | None = None) -> Part | None:
+        """The expansion at ``$`` or a backtick, or None for a literal ``$``. Its text as written
+        (an ANSI-C quote decoded) goes to ``plain``, after the literal text ``before`` it."""
+        start = self.i
+        part = self._expansion(quoted=quoted)
+        if part is not None and plain is not None:
+            plain.extend(before or ())
+            plain.append(part[1] if part[0] == "lit" else self.s[start:self.i])
+        return part
+
+    def _expansion(self, *, quoted: bool) -> Part | None:
         if self.peek() == "`":
             line = self.line
             end = self.s.find("`", self.i + 1)
@@ -263,7 +311,7 @@ class _Lexer:
             return ("cmd", inner, quoted)
         if nxt == "{":
             self.advance()
-            return ("var", self.balanced("{", "}"), quoted)
+            return ("var", self.balanced("{", "}", quoted=quoted), quoted)
         if nxt == "'" and not quoted:
             return ("lit", self.ansi_c(), True)
         match = re.compile(r"[A-Za-z_]\w*|[0-9@*#?$!-]").match(self.s, self.i + 1)
@@ -272,15 +320,20 @@ class _Lexer:
         self.advance(1 + len(match.group()))
         return ("var", match.group(), quoted)
 
-    def balanced(self, open_: str, close: str) -> str:
-        """The text between the bracket at the cursor and its match (quotes respected)."""
+    def balanced(self, open_: str, close: str, *, quoted: bool = False) -> str:
+        """The text between the bracket at the cursor and its match (quotes respected: single quotes
+        too, except in a ``${...}`` inside double quotes, where bash takes them literally)."""
         line, start, depth = self.line, self.i + 1, 0
+        special = _SPECIAL_IN[open_]
         while self.i < len(self.s):
+            self.advance_to(special.search(self.s, self.i).start())  # type: ignore[union-attr]
             c = self.peek()
+            if not c:
+                break
             if c == "\\":
                 self.advance(2)
                 continue
-            if c == "'" and open_ == "(":
+            if c == "'" and (open_ == "(" or not quoted):
                 self.single()
                 continue
             if c == '"':
