@@ -20,6 +20,7 @@ import tomli_w
 import acrl.compiler._pipeline.compile as compile_module
 from acrl.compiler._cli.main import compile_main
 from acrl.compiler._fast import cache as _cache
+from acrl.compiler._pipeline.parse import SpecSource
 from conftest import EXAMPLE_SPECS, MINIMAL, REPO, SpecWriter, merge
 
 HF = REPO / "tests" / "fixtures" / "hf"
@@ -42,13 +43,13 @@ def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The specs that were really compiled (not served from the cache) in this test."""
     calls: list[str] = []
-    real = compile_module.compile_spec
+    real = compile_module.compile_source
 
-    def spy(path: Path, **kwargs: bool) -> compile_module.Bundle:
-        calls.append(str(path))
-        return real(path, **kwargs)  # type: ignore[arg-type]
+    def spy(source: SpecSource, **kwargs: bool) -> compile_module.Bundle:
+        calls.append(source.name)
+        return real(source, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(compile_module, "compile_spec", spy)
+    monkeypatch.setattr(compile_module, "compile_source", spy)
     return calls
 
 

@@ -140,8 +140,8 @@ def test_internal_errors_print_no_traceback(capsys: pytest.CaptureFixture[str],
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(compile_module, "compile_spec", boom)
-    code, _, err = run(capsys, str(SMOKE), "--no-cache")  # a cached compile would not call compile_spec
+    monkeypatch.setattr(compile_module, "compile_source", boom)
+    code, _, err = run(capsys, str(SMOKE), "--no-cache")  # a cached compile would not call compile_source
     assert code == 70 and "internal error: RuntimeError: kaboom" in err and "Traceback" not in err
 
 
@@ -153,7 +153,7 @@ def test_an_internal_error_never_shows_a_secret(capsys: pytest.CaptureFixture[st
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("cannot reach http://admin:hunter2-Zq9@head:8265 with sk-abcdefghijklmnopqrstuvwxyz0123")
 
-    monkeypatch.setattr(compile_module, "compile_spec", boom)
+    monkeypatch.setattr(compile_module, "compile_source", boom)
     code, out, err = run(capsys, str(SMOKE), "--no-cache")
     assert code == 70 and "internal error: RuntimeError: cannot reach http://***@head:8265" in err
     assert "hunter2" not in out + err and "abcdefghijklmnop" not in out + err
