@@ -21,7 +21,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~4 ms); 
 if TYPE_CHECKING:
     from typing import Any
 
-    from ._cli.main import _HelpFormatter as HelpFormatter
+    from ._cli.help import HelpFormatter
     from ._cli.main import acrl_main
     from ._pipeline.bundle import _kind as file_kind
     from ._pipeline.bundle import read_input
@@ -59,7 +59,7 @@ _WHERE = {
     "BundleReadError": "errors", "Verification": "_review.verify", "verify_bundle": "_review.verify",
     # shared with acrl.runtime; "module:name" where the compiler's own name differs
     "file_kind": "_pipeline.bundle:_kind", "read_input": "_pipeline.bundle", "bash_arrays": "_review.view",
-    "derived_from_spec": "_review.view", "HelpFormatter": "_cli.main:_HelpFormatter", "acrl_main": "_cli.main",
+    "derived_from_spec": "_review.view", "HelpFormatter": "_cli.help", "acrl_main": "_cli.main",
     "compare_model_args": "_pipeline.model_args.hf_config:compare",
     "derive_model_args": "_pipeline.model_args.hf_config",
     "address_has_credentials": "_secrets", "redact": "_secrets", "without_credentials": "_secrets",

@@ -20,6 +20,7 @@ import tomli_w
 import acrl.compiler._pipeline.compile as compile_module
 from acrl.compiler._cli.main import compile_main
 from acrl.compiler._fast import cache as _cache
+from acrl.compiler._pipeline.parse import SpecSource
 from conftest import EXAMPLE_SPECS, MINIMAL, REPO, SpecWriter, merge
 
 HF = REPO / "tests" / "fixtures" / "hf"
@@ -42,13 +43,13 @@ def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The specs that were really compiled (not served from the cache) in this test."""
     calls: list[str] = []
-    real = compile_module.compile_spec
+    real = compile_module.compile_source
 
-    def spy(path: Path, **kwargs: bool) -> compile_module.Bundle:
-        calls.append(str(path))
-        return real(path, **kwargs)  # type: ignore[arg-type]
+    def spy(source: SpecSource, **kwargs: bool) -> compile_module.Bundle:
+        calls.append(source.name)
+        return real(source, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(compile_module, "compile_spec", spy)
+    monkeypatch.setattr(compile_module, "compile_source", spy)
     return calls
 
 
@@ -95,17 +96,21 @@ def test_warnings_and_json_output_come_back_from_a_hit(write_spec: SpecWriter, t
     results = [run(capsys, str(path), "-o", str(tmp_path / name), "--json") for name in ("a", "b")]
     assert len(compiles) == 1
     assert results[0] == (0, results[1][1].replace(str(tmp_path / "b"), str(tmp_path / "a")), results[1][2])
-    assert '"rule": "ACRL-T003"' in results[0][1] or "max_pool_connections" in results[0][1]
+    (warning,) = json.loads(results[1][1])["warnings"]  # the hit's
+    assert (warning["rule"], warning["key"], warning["severity"]) == \
+        ("ACRL-T002", "agentcore.max_concurrent", "warning")
     text = [run(capsys, str(path), "-o", str(tmp_path / name)) for name in ("c", "d")]
-    assert text[0][2] == text[1][2] and "warning: [agentcore] max_concurrent" in text[0][2]
+    assert text[0][2] == text[1][2]
+    assert text[1][2].startswith(f"{path}:{warning['line']}:{warning['column']}: warning: [agentcore] max_concurrent")
 
 
 def test_strict_is_never_served_a_non_strict_compile(write_spec: SpecWriter, tmp_path: Path, cache_home: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     path = write_spec({"agentcore": {"max_concurrent": 200}})
     assert run(capsys, str(path), "-o", str(tmp_path / "w"))[0] == 0
-    code, _, err = run(capsys, str(path), "-o", str(tmp_path / "s"), "--strict")
-    assert code == 1 and "error: [agentcore] max_concurrent" in err
+    code, out, _ = run(capsys, str(path), "-o", str(tmp_path / "s"), "--strict", "--json")
+    (error,) = json.loads(out)["error"]["diagnostics"]
+    assert (code, error["rule"], error["severity"]) == (1, "ACRL-T002", "error")
     assert not (tmp_path / "s").exists()
 
 

@@ -28,7 +28,7 @@ def test_compile_writes_the_bundle_and_prints_its_hash(tmp_path: Path, capsys: p
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert code == 0
     assert out == f"created {tmp_path / 'b'}{os.sep}  bundle sha256:{manifest['bundle_hash']}\n"
-    assert "flags not verified" in err
+    assert err.startswith("note: flags not verified")  # the wording of a note (one golden line)
 
 
 def test_default_output_is_bundles_exp_id(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -50,7 +50,11 @@ def test_invalid_spec_exits_1_and_writes_nothing(write_spec: SpecWriter, tmp_pat
     path = write_spec({"rollout": {"batch_size": 0}})
     code, out, err = run(capsys, str(path), "-o", str(tmp_path / "b"))
     assert (code, out) == (1, "")
-    assert f"{path}:" in err and "[rollout] batch_size: must be at least 1, got 0" in err
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if text.startswith("batch_size"))
+    assert err.startswith(f"{path}:{line}:1: error: [rollout] batch_size:")
+    code, out, _ = run(capsys, str(path), "-o", str(tmp_path / "b"), "--json")
+    (diag,) = json.loads(out)["error"]["diagnostics"]
+    assert (code, diag["severity"], diag["key"], diag["line"]) == (1, "error", "rollout.batch_size", line)
     assert not (tmp_path / "b").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["spec.toml"]  # no temporary directory left
 
@@ -77,10 +81,14 @@ def test_json_output(write_spec: SpecWriter, tmp_path: Path, capsys: pytest.Capt
 def test_strict_turns_warnings_into_errors(write_spec: SpecWriter, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     path = write_spec({"agentcore": {"max_concurrent": 200}})
-    code, _, err = run(capsys, str(path), "-o", str(tmp_path / "w"))
-    assert code == 0 and "warning: [agentcore] max_concurrent: max_pool_connections 100 < max_concurrent 200" in err
-    code, _, err = run(capsys, str(path), "-o", str(tmp_path / "s"), "--strict")
-    assert code == 1 and "error: [agentcore] max_concurrent" in err
+    code, out, _ = run(capsys, str(path), "-o", str(tmp_path / "w"), "--json")
+    (warning,) = json.loads(out)["warnings"]
+    assert (code, warning["severity"], warning["rule"], warning["key"]) == \
+        (0, "warning", "ACRL-T002", "agentcore.max_concurrent")
+    code, out, _ = run(capsys, str(path), "-o", str(tmp_path / "s"), "--strict", "--json")
+    (error,) = json.loads(out)["error"]["diagnostics"]
+    assert (code, error["severity"], error["rule"], error["key"]) == \
+        (1, "error", "ACRL-T002", "agentcore.max_concurrent")
     assert not (tmp_path / "s").exists()
 
 
@@ -91,8 +99,9 @@ def test_existing_bundles_are_kept_unless_forced(write_spec: SpecWriter, tmp_pat
     assert run(capsys, str(write_spec()), "-o", str(out))[1].startswith("unchanged ")
     before = (out / "train.sh").read_bytes()
     changed = write_spec({"rollout": {"batch_size": 64}})
-    code, _, err = run(capsys, str(changed), "-o", str(out))
-    assert code == 1 and "exists and differs" in err and "--force" in err
+    code, stdout, _ = run(capsys, str(changed), "-o", str(out), "--json")
+    error = json.loads(stdout)["error"]
+    assert (code, error["kind"]) == (1, "BundleExistsError") and "--force" in error["hint"]
     assert (out / "train.sh").read_bytes() == before
     code, stdout, _ = run(capsys, str(changed), "-o", str(out), "--force")
     assert code == 0 and stdout.startswith("replaced ")
@@ -114,8 +123,8 @@ def test_force_never_replaces_a_directory_that_is_not_a_bundle(write_spec: SpecW
     precious = tmp_path / "home"
     precious.mkdir()
     (precious / "thesis.tex").write_text("years of work")
-    code, _, err = run(capsys, str(write_spec()), "-o", str(precious), "--force")
-    assert code == 1 and "not an acrl bundle" in err
+    code, out, _ = run(capsys, str(write_spec()), "-o", str(precious), "--force", "--json")
+    assert (code, json.loads(out)["error"]["kind"]) == (1, "BundleExistsError")
     assert (precious / "thesis.tex").read_text() == "years of work"
     (tmp_path / "file").write_text("x")
     assert run(capsys, str(write_spec()), "-o", str(tmp_path / "file"), "--force")[0] == 1
@@ -130,7 +139,9 @@ def test_unwritable_output_is_a_clear_error(write_spec: SpecWriter, tmp_path: Pa
         locked.mkdir(mode=0o500)
         target = locked / "b"
     code, _, err = run(capsys, str(write_spec()), "-o", str(target))
-    assert code == 1 and "cannot write the bundle" in err and "Traceback" not in err
+    assert code == 1 and err.startswith(f"{target}: ") and "Traceback" not in err
+    code, out, _ = run(capsys, str(write_spec()), "-o", str(target), "--json")
+    assert (code, json.loads(out)["error"]["kind"]) == (1, "BundleWriteError")
 
 
 def test_internal_errors_print_no_traceback(capsys: pytest.CaptureFixture[str],
@@ -140,8 +151,8 @@ def test_internal_errors_print_no_traceback(capsys: pytest.CaptureFixture[str],
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(compile_module, "compile_spec", boom)
-    code, _, err = run(capsys, str(SMOKE), "--no-cache")  # a cached compile would not call compile_spec
+    monkeypatch.setattr(compile_module, "compile_source", boom)
+    code, _, err = run(capsys, str(SMOKE), "--no-cache")  # a cached compile would not call compile_source
     assert code == 70 and "internal error: RuntimeError: kaboom" in err and "Traceback" not in err
 
 
@@ -153,7 +164,7 @@ def test_an_internal_error_never_shows_a_secret(capsys: pytest.CaptureFixture[st
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("cannot reach http://admin:hunter2-Zq9@head:8265 with sk-abcdefghijklmnopqrstuvwxyz0123")
 
-    monkeypatch.setattr(compile_module, "compile_spec", boom)
+    monkeypatch.setattr(compile_module, "compile_source", boom)
     code, out, err = run(capsys, str(SMOKE), "--no-cache")
     assert code == 70 and "internal error: RuntimeError: cannot reach http://***@head:8265" in err
     assert "hunter2" not in out + err and "abcdefghijklmnop" not in out + err

@@ -196,13 +196,13 @@ def test_editing_a_base_file_is_a_cache_miss(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(_cache, "_TIMESTAMP_SLACK_NS", 0)  # the base's ctime (now) cannot be dated back
     compiled: list[str] = []
-    real = compile_module.compile_spec
+    real = compile_module.compile_source  # what the CLI's front door calls after load_spec
 
-    def spy(path: Path, **kwargs: Any) -> compile_module.Bundle:
-        compiled.append(str(path))
-        return real(path, **kwargs)
+    def spy(source: Any, **kwargs: Any) -> compile_module.Bundle:
+        compiled.append(source.name)
+        return real(source, **kwargs)
 
-    monkeypatch.setattr(compile_module, "compile_spec", spy)
+    monkeypatch.setattr(compile_module, "compile_source", spy)
     base = write(tmp_path / "base.toml", base_text(rollout={"batch_size": 16}))
     past = time.time() - 60  # older than the compile: the cache may trust its stat (the racy-input rule)
     os.utime(base, (past, past))

@@ -113,7 +113,12 @@ def test_keep_going_writes_the_valid_points_and_still_fails(tmp_path: Path,
     assert [p["name"] for p in index["points"]] == ["batch_size=32"]
     (invalid,) = index["invalid"]
     assert invalid["name"] == "batch_size=0" and invalid["errors"][0]["key"] == "rollout.batch_size"
-    assert "1 of 2 sweep points are invalid; the other 1 were written" in err
+    assert err.splitlines()[-1] == "1 of 2 sweep points are invalid; the other 1 were written"  # golden wording
+    code, stdout, _ = run(capsys, str(spec), "-o", str(tmp_path / "json"), "--keep-going", "--json")
+    data = json.loads(stdout)
+    assert (code, data["ok"], [p["name"] for p in data["points"]]) == (1, False, ["batch_size=32"])
+    assert [(i["name"], [e["key"] for e in i["errors"]]) for i in data["invalid"]] == \
+        [("batch_size=0", ["rollout.batch_size"])]
 
 
 def test_unknown_keys_in_the_sweep_are_errors_with_did_you_mean(tmp_path: Path) -> None:
@@ -182,8 +187,10 @@ def test_an_existing_different_bundle_is_kept_without_force(tmp_path: Path,
     tampered.write_text("echo changed\n")
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     spec.write_text(spec.read_text().replace("[32, 64]", "[32, 64, 128]"))
-    code, _, err = run(capsys, str(spec), "-o", str(out))
-    assert code == 1 and "batch_size-64_lr-3e-06" in err and "--force" in err
+    code, stdout, _ = run(capsys, str(spec), "-o", str(out), "--json")
+    error = json.loads(stdout)["error"]
+    assert (code, error["kind"]) == (1, "BundleExistsError") and "--force" in error["hint"]
+    assert str(out / "batch_size-64_lr-3e-06") in error["message"]  # the bundle that differs, by path
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # not one file written
     assert run(capsys, str(spec), "-o", str(out), "--force")[0] == 0
     assert len(json.loads((out / "sweep.json").read_text())["points"]) == 6
@@ -251,6 +258,7 @@ def test_a_point_directory_that_cannot_hold_a_bundle_stops_the_sweep_before_any_
 def test_a_write_failing_half_way_leaves_no_index_of_other_bundles(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import acrl.compiler._pipeline.bundle as bundle_module
+    import acrl.compiler._pipeline.sweep as sweep_module
     from acrl.compiler.errors import BundleWriteError
 
     spec = sweep_spec(tmp_path, GRID)
@@ -265,7 +273,7 @@ def test_a_write_failing_half_way_leaves_no_index_of_other_bundles(tmp_path: Pat
             raise BundleWriteError(path=path, reason="No space left on device")
         return real(path, files, force=force, recovered=recovered)
 
-    monkeypatch.setattr(bundle_module, "write_bundle", failing)
+    monkeypatch.setattr(sweep_module, "write_bundle", failing)  # as the sweep writer calls it
     code, _, err = run(capsys, str(spec), "-o", str(out), "--force")
     assert code != 0 and "No space left on device" in err
     assert not (out / "sweep.json").exists()  # the old index listed the old bundles: gone, not left stale
@@ -307,7 +315,7 @@ def test_a_key_swept_twice_by_one_point_is_an_error(tmp_path: Path, sweep: str) 
     with pytest.raises(SpecError) as caught:
         sweep_points(load_spec(spec))
     (error,) = caught.value.diagnostics
-    assert "is swept twice" in error.message and error.line == line_of(spec, "[sweep]") + 1
+    assert (error.key, error.severity, error.line) == ("sweep", "error", line_of(spec, "[sweep]") + 1)
 
 
 def test_keep_going_with_every_point_invalid_writes_the_index_naming_the_set(tmp_path: Path,

@@ -1,6 +1,6 @@
-"""What the command lines (compiler/_cli/main.py and compiler/_cli/sweep.py) share: the exit statuses and
-the JSON they print. Below both, so that neither imports the other's top; imports nothing up front,
-so that `acrl --help` does not pay for json."""
+"""What the command lines' handlers (compiler/_cli/main.py, compile_cmd.py, commands.py) share: the
+exit statuses and the JSON they print. Below all of them; imports nothing up front, so that
+`acrl --help` does not pay for json."""
 
 from __future__ import annotations
 

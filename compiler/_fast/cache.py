@@ -115,7 +115,7 @@ def signature(path: str) -> Signature:
 def key(spec_path: str, spec_sha256: str, *, strict: bool, overrides: Sequence[str] = ()) -> str:
     """The entry name for compiling the spec with this sha256, read from ``spec_path``, with the
     ``--set`` ``overrides`` (in order), in this process."""
-    import hashlib
+    import hashlib  # lazy: it loads OpenSSL; `--help` reads kept help through this module and never hashes
 
     material = repr((FORMAT, __version__, sys.version, sys.flags.optimize, os.getcwd(), spec_path, strict,
                      spec_sha256, list(overrides), _code_fingerprint()))
@@ -125,7 +125,7 @@ def key(spec_path: str, spec_sha256: str, *, strict: bool, overrides: Sequence[s
 def lookup(spec_path: str, spec_bytes: bytes, *, strict: bool, overrides: Sequence[str] = ()) -> Entry | None:
     """The kept compile of ``spec_bytes``, read from ``spec_path``, or None (no cache, no entry, or
     out of date)."""
-    import hashlib
+    import hashlib  # lazy: it loads OpenSSL; `--help` reads kept help through this module and never hashes
 
     where = cache_directory("compile")
     if where is None:
@@ -156,7 +156,7 @@ def store(spec_path: str, spec_sha256: str, entry: Entry, *, strict: bool, start
     timestamp, give or take the file system's resolution) is a reason not to keep it, as in git's
     "racy clean" check.
     """
-    import hashlib
+    import hashlib  # lazy: it loads OpenSSL; `--help` reads kept help through this module and never hashes
 
     where = cache_directory("compile")
     if where is None:
@@ -179,7 +179,7 @@ def store(spec_path: str, spec_sha256: str, entry: Entry, *, strict: bool, start
 
 
 def _decode(raw: bytes) -> Entry | None:
-    import hashlib
+    import hashlib  # lazy: it loads OpenSSL; `--help` reads kept help through this module and never hashes
 
     digest, payload = raw[:32], raw[32:]
     if hashlib.sha256(payload).digest() != digest:
@@ -226,7 +226,7 @@ def _code_fingerprint() -> str:
     """The stat of every file of acrl's compiler and templates and of the libraries it compiles with."""
     global _FINGERPRINT
     if _FINGERPRINT is None:
-        import hashlib
+        import hashlib  # lazy: it loads OpenSSL; `--help` reads kept help through this module and never hashes
 
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         stats: list[object] = []

@@ -17,11 +17,14 @@ change a byte of a bundle:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import os
 import sys
 import tempfile
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import jinja2
@@ -29,7 +32,20 @@ import jinja2.bccache
 
 from .cache import cache_directory
 
-WRITABLE = True  # False: read compiled templates, never write them (`acrl-compile --check` writes nothing)
+# False inside read_only(): compiled templates are read, never written (`acrl-compile --check` writes nothing).
+# A context variable, set and reset by read_only() alone: no module global is flipped, and a compile in
+# another thread (or after the `with`, even one left by an exception) writes as usual.
+_WRITABLE: contextvars.ContextVar[bool] = contextvars.ContextVar("acrl_template_cache_writable", default=True)
+
+
+@contextlib.contextmanager
+def read_only() -> Iterator[None]:
+    """Inside the ``with``, this context's compiles keep no compiled template (the front door's --check)."""
+    token = _WRITABLE.set(False)
+    try:
+        yield
+    finally:
+        _WRITABLE.reset(token)
 
 
 def _code_of(function: Any) -> bytes:
@@ -93,7 +109,7 @@ class TemplateCache(jinja2.FileSystemBytecodeCache):
             bucket.reset()
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        if not WRITABLE:
+        if not _WRITABLE.get():
             return
         payload = bucket.bytecode_to_string()
         try:

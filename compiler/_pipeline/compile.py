@@ -25,6 +25,7 @@ from .argv import (
     hf_mode,
 )
 from .bundle import MANIFEST, manifest_hash, sha256, write_bundle
+from .kuberay import rayjob_yaml
 from .layers import EXTENDS, SWEEP, load_spec, resolve_extends
 from .model_args.resolve import ModelArgs, ModelArgsError, is_dir_here, resolve_model_args
 from .model_args.resolve import _config_path as config_path
@@ -136,8 +137,6 @@ def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tup
         "spec.toml": _render.resolved_spec_toml(unstructure(resolved_spec(spec, model_args))),
     }
     if target == "kuberay":
-        from .kuberay import rayjob_yaml
-
         files["rayjob.yaml"] = rayjob_yaml(spec, flat_argv(model_args, groups, spec), files["custom_config.yaml"])
     hashes = {name: sha256(data) for name, data in sorted(files.items())}
     manifest = _manifest(source, spec, model_args, warnings, hashes)

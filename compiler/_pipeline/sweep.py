@@ -26,12 +26,14 @@ import contextlib
 import json
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
 
 from .._secrets import masked_overrides, redact
-from ..errors import Diagnostic, SpecError
+from ..errors import BundleExistsError, BundleWriteError, Diagnostic, SpecError
+from .bundle import MANIFEST, _writer_gone, read_bundle, read_file, recover_folder, write_bundle
 from .compile import Bundle, Target, compile_source, manifest_file_name
 from .layers import dotted, overlay
 from .parse import NO_LINE, KeyPath, Position, SpecSource
@@ -97,8 +99,6 @@ INDEX = "sweep.json"
 def sweep_index(source_name: str, results: tuple[PointResult, ...]) -> bytes:
     """sweep.json: every point's name, directory, experiment id, overrides and bundle hash (and the
     errors of the points that did not compile, when they were written anyway). Deterministic."""
-    from pathlib import Path
-
     points = [{"name": r.point.name, "directory": r.point.directory, "exp_id": r.bundle.exp_id,
                "bundle_hash": r.bundle.bundle_hash, "overrides": r.point.overrides()}
               for r in results if r.bundle is not None]
@@ -119,9 +119,6 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
     false, or a point's directory cannot hold a bundle even with ``force``: BundleExistsError names
     them. An index that will change is removed first, so a write failing half-way (a full disk) leaves
     no index of other bundles. Returns (point, "created"|"unchanged"|"replaced")."""
-    from ..errors import BundleExistsError
-    from .bundle import read_bundle, read_file, recover_folder, write_bundle
-
     recover_folder(out)  # what sweeps killed half-way left: bundles moved aside are put back, temporaries removed
     _remove_stale_indexes(os.path.join(out, INDEX))
     written = [r for r in results if r.bundle is not None]
@@ -148,8 +145,6 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
         try:
             os.unlink(index_path)
         except OSError as exc:
-            from ..errors import BundleWriteError
-
             raise BundleWriteError(path=index_path, reason=exc.strerror or str(exc)) from None
     statuses = []
     for r in written:
@@ -163,17 +158,13 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
         os.chmod(temporary, 0o644)  # as a bundle's files, whatever the umask
         os.replace(temporary, index_path)
     except OSError as exc:
-        from ..errors import BundleWriteError
-
-        raise BundleWriteError(path=index_path, reason=exc.strerror or str(exc)) from None
+            raise BundleWriteError(path=index_path, reason=exc.strerror or str(exc)) from None
     return statuses
 
 
 def _make_dir(out: str) -> None:
     """Create the sweep's directory, 0755 as a bundle's, whatever the umask (an existing one is the
     user's: left as it is)."""
-    from ..errors import BundleWriteError
-
     if os.path.isdir(out):
         return
     try:
@@ -185,8 +176,6 @@ def _make_dir(out: str) -> None:
 
 def _remove_stale_indexes(index_path: str) -> None:
     """Remove the ``sweep.json.<pid>.tmp`` files that writers killed before their rename left."""
-    from .bundle import _writer_gone
-
     folder, name = os.path.split(index_path)
     try:
         entries = os.listdir(folder)
@@ -202,8 +191,6 @@ def _remove_stale_indexes(index_path: str) -> None:
 
 def _not_replaceable(path: str, existing: Mapping[str, bytes] | None) -> bool:
     """Whether write_bundle would refuse ``path`` even with --force."""
-    from .bundle import MANIFEST
-
     return os.path.lexists(path) if existing is None else bool(existing) and MANIFEST not in existing
 
 
