@@ -23,12 +23,12 @@ if TYPE_CHECKING:
 
     from ._cli.main import _HelpFormatter as HelpFormatter
     from ._cli.main import acrl_main
-    from ._pipeline.bundle import _kind as file_kind
-    from ._pipeline.bundle import read_input
     from ._pipeline.compile import Bundle, compile_source, compile_spec, resolved_spec, write
     from ._pipeline.model_args.hf_config import compare as compare_model_args
     from ._pipeline.model_args.hf_config import derive_model_args
     from ._pipeline.parse import SpecSource, parse_spec_text, read_spec
+    from ._pipeline.reading import _kind as file_kind
+    from ._pipeline.reading import read_input
     from ._pipeline.validate.rules import RULES, Rule
     from ._review.diff import BundleDiff, CheckResult, check_bundle, diff_paths
     from ._review.verify import Verification, verify_bundle
@@ -58,7 +58,7 @@ _WHERE = {
     "diff_paths": "_review.diff",
     "BundleReadError": "errors", "Verification": "_review.verify", "verify_bundle": "_review.verify",
     # shared with acrl.runtime; "module:name" where the compiler's own name differs
-    "file_kind": "_pipeline.bundle:_kind", "read_input": "_pipeline.bundle", "bash_arrays": "_review.view",
+    "file_kind": "_pipeline.reading:_kind", "read_input": "_pipeline.reading", "bash_arrays": "_review.view",
     "derived_from_spec": "_review.view", "HelpFormatter": "_cli.main:_HelpFormatter", "acrl_main": "_cli.main",
     "compare_model_args": "_pipeline.model_args.hf_config:compare",
     "derive_model_args": "_pipeline.model_args.hf_config",

@@ -120,9 +120,9 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
     them. An index that will change is removed first, so a write failing half-way (a full disk) leaves
     no index of other bundles. Returns (point, "created"|"unchanged"|"replaced")."""
     from ..errors import BundleExistsError
-    from .bundle import read_bundle, read_file, recover_folder, write_bundle
+    from .bundle import BundleWriter, read_bundle, read_file
 
-    recover_folder(out)  # what sweeps killed half-way left: bundles moved aside are put back, temporaries removed
+    writer = BundleWriter.for_folder(out, force=force)  # what killed sweeps left: put back, removed
     _remove_stale_indexes(os.path.join(out, INDEX))
     written = [r for r in results if r.bundle is not None]
     index = sweep_index(source_name, results)
@@ -154,8 +154,7 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
     statuses = []
     for r in written:
         assert r.bundle is not None
-        statuses.append((r, write_bundle(os.path.join(out, r.point.directory), r.bundle.files, force=force,
-                                             recovered=True)))
+        statuses.append((r, writer.write(os.path.join(out, r.point.directory), r.bundle.files)))
     temporary = f"{index_path}.{os.getpid()}.tmp"
     try:
         with open(temporary, "wb") as f:
