@@ -34,8 +34,8 @@ from acrl.compiler import (
     Verification,
     __version__,
     address_has_credentials,
+    read_bundle,
     redact,
-    verify_bundle,
 )
 
 from . import _records
@@ -85,22 +85,22 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     address = cluster_address(options.address)
     # Everything below is taken from what was verified: the files as read here, and manifest fields
     # (exp_id, derived, ...) only when the bundle hash covering them checked out.
-    verification = verify_bundle(options.bundle, expect_hash=options.expect_hash)
+    bundle = read_bundle(options.bundle, expect_hash=options.expect_hash)
+    verification = bundle.verification
     if not verification.expected_hash_ok or (not verification.intact and not options.allow_modified):
         raise ModifiedBundleError(verification)
     print(verification.format() if verification.intact else
           verification.report() + "\n  --allow-modified: running it as it is", file=out)
     changed = {*verification.modified, *verification.added, *verification.removed}
     info = _bundle_info.read_bundle_info(options.bundle, address=address, modified=changed,
-                                       files=verification.files,
-                                       manifest=verification.manifest if verification.intact else None)
+                                       files=bundle.files, manifest=bundle.manifest if bundle.intact else None)
     results = _preflight.run_preflight(info, options.skip)
     print(_preflight.format_table(results), file=out)
     failed = [r.name for r in results if r.status == "failed"]
     if failed:
         raise PreflightFailed(f"preflight failed ({', '.join(failed)}): nothing was run",
                               hint=f"fix what the table says, or skip a check with --skip {failed[0]}")
-    exp_id = verification.manifest["exp_id"]  # one safe path component: read_manifest checked it
+    exp_id = bundle.exp_id  # one safe path component: read_manifest checked it
     run_id = _records.new_run_id()  # --dry-run's; a run takes the first free one (_records.new_run_dir)
     train_sh = str(Path(options.bundle) / "train.sh")
     # What is shown and recorded; a user:password in the address is left out (the run itself gets it).

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from acrl.compiler import Derived
 from acrl.runtime._preflight import checks as _preflight
 from acrl.runtime._preflight.checks import BundleInfo, Check, run_preflight, scan_jsonl
 from acrl.runtime._preflight.outcome import CheckFailed, CheckSkipped
@@ -32,8 +33,9 @@ def model_tokens(args: Mapping[str, Any] = QWEN25_3B_ARGS) -> tuple[str, ...]:
 
 def info(tmp_path: Path, spec: Mapping[str, Any] | None = None, *, address: str | None = None,
          derived: Mapping[str, int] | None = None, model_args: tuple[str, ...] | None = None) -> BundleInfo:
-    manifest = {"derived": dict(derived or {"actor_gpus": 8, "rollout_gpus": 8})}
-    return BundleInfo(tmp_path, dict(spec or {}), manifest, model_tokens() if model_args is None else model_args,
+    gpus = {"actor_gpus": 8, "rollout_gpus": 8, **(derived or {})}
+    typed = Derived(**gpus, samples_per_rollout=64, global_batch_size=64, optimizer_steps_per_rollout=1)
+    return BundleInfo(tmp_path, dict(spec or {}), typed, model_tokens() if model_args is None else model_args,
                       address)
 
 

@@ -507,7 +507,7 @@ def test_an_edited_derived_section_is_refused_before_the_gpu_check(tmp_path: Pat
     from acrl.runtime._preflight.checks import read_bundle_info
 
     info = read_bundle_info(project.bundle)
-    assert info.manifest["derived"]["actor_gpus"] == 1 == manifest["derived"]["actor_gpus"]
+    assert info.derived is not None and info.derived.actor_gpus == 1 == manifest["derived"]["actor_gpus"]
 
 
 def test_expect_hash_pins_the_reviewed_bundle(tmp_path: Path) -> None:
