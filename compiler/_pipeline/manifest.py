@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -106,11 +106,20 @@ class Manifest:
     def from_json(cls, data: Mapping[str, Any]) -> Manifest:
         """``data`` (a parsed manifest.json) as a Manifest. Raises ManifestShapeError naming the
         first key whose value does not have the shape acrl writes (``derived.actor_gpus``)."""
-        try:
-            return converter().structure(data, cls)
-        except Exception as exc:  # cattrs raises exception groups; name the first leaf's key
-            key, reason = next(_leaves(exc, ()), ("", str(exc)))
-            raise ManifestShapeError(key, reason) from None
+        return structure_json(data, cls)
+
+
+T = TypeVar("T")
+
+
+def structure_json(data: Mapping[str, Any], cls: type[T]) -> T:
+    """``data`` (parsed JSON) as ``cls`` through the one converter (manifest, run record, sweep
+    index). Raises ManifestShapeError naming the first key whose value has another shape."""
+    try:
+        return converter().structure(data, cls)
+    except Exception as exc:  # cattrs raises exception groups; name the first leaf's key
+        key, reason = next(_leaves(exc, ()), ("", str(exc)))
+        raise ManifestShapeError(key, reason) from None
 
 
 def _as_dict(value: object) -> dict[str, Any]:
@@ -119,7 +128,8 @@ def _as_dict(value: object) -> dict[str, Any]:
 
 
 class ManifestShapeError(ValueError):
-    """A manifest field has a value acrl never writes there: ``key`` (dotted; "" for the whole) and why."""
+    """A field of a manifest (or run record, sweep index) has a value acrl never writes there: ``key``
+    (dotted; "" for the whole) and why."""
 
     def __init__(self, key: str, reason: str) -> None:
         super().__init__(f"{key}: {reason}" if key else reason)
