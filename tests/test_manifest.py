@@ -74,9 +74,11 @@ def _leaves(node: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...]
 
 def _wrong(value: Any) -> Any:
     """A value of another JSON type than ``value``'s (1 and "1", true and 1 are different)."""
-    if isinstance(value, bool) or value is None or isinstance(value, dict | list):
-        return "x" if not isinstance(value, str) else 1
-    return "x" if isinstance(value, int | float) else 1
+    if value is None:
+        return {"x": 1}  # neither a string nor a number: wrong for every optional scalar
+    if isinstance(value, bool | dict | list | int | float):
+        return "x"
+    return 1
 
 
 def _set(node: Any, path: tuple[str, ...], value: Any) -> None:
@@ -161,3 +163,28 @@ def test_read_bundle_gives_the_verified_files_and_the_typed_manifest(golden: str
     assert bundle.intact and bundle.files == read_files(GOLDEN / golden)
     assert bundle.manifest == Manifest.from_json(json.loads(raw))
     assert bundle.exp_id == bundle.manifest.exp_id == json.loads(raw)["exp_id"]
+
+
+# --- sweep.json --------------------------------------------------------------------------------------------------
+
+def test_a_sweep_index_with_valid_and_invalid_points_round_trips(tmp_path: Path) -> None:
+    from acrl.compiler._cli.main import compile_main
+    from acrl.compiler._pipeline.sweep_index import SweepIndex
+
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(tomli_w.dumps(MINIMAL) + '\n[sweep]\ngrid = { "rollout.batch_size" = [32, 0] }\n')
+    assert compile_main([str(spec), "-o", str(tmp_path / "out"), "--keep-going"]) == 1
+    raw = (tmp_path / "out" / "sweep.json").read_bytes()
+    index = SweepIndex.from_json(json.loads(raw))
+    assert [p.name for p in index.points] == ["batch_size=32"] and index.invalid is not None
+    assert index.invalid[0].errors[0].key == "rollout.batch_size" and index.to_bytes() == raw
+    valid = SweepIndex(spec=index.spec, points=index.points)  # no invalid point: no "invalid" key
+    assert "invalid" not in json.loads(valid.to_bytes()) and SweepIndex.from_json(valid.as_json()) == valid
+    for path, value in _leaves(json.loads(raw)):
+        if path[-1] == "value":
+            continue  # any TOML value
+        broken = json.loads(raw)
+        _set(broken, path, _wrong(value))
+        with pytest.raises(ManifestShapeError) as caught:
+            SweepIndex.from_json(broken)
+        assert caught.value.key == ".".join(path)

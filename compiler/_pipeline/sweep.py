@@ -23,7 +23,6 @@ touches the output directory.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -34,7 +33,9 @@ from .._secrets import masked_overrides, redact
 from ..errors import Diagnostic, SpecError
 from .compile import Bundle, Target, compile_source, manifest_file_name
 from .layers import dotted, overlay
+from .manifest import ManifestWarning
 from .parse import NO_LINE, KeyPath, Position, SpecSource
+from .sweep_index import IndexPoint, InvalidPoint, PointValue, SweepIndex
 from .sweep_points import MAX_POINTS, Point, Value, sweep_points
 
 __all__ = ["INDEX", "MAX_POINTS", "Point", "PointResult", "Value", "compile_points", "point_source", "sweep_index",
@@ -95,21 +96,22 @@ INDEX = "sweep.json"
 
 
 def sweep_index(source_name: str, results: tuple[PointResult, ...]) -> bytes:
-    """sweep.json: every point's name, directory, experiment id, overrides and bundle hash (and the
-    errors of the points that did not compile, when they were written anyway). Deterministic."""
+    """sweep.json (:class:`~acrl.compiler._pipeline.sweep_index.SweepIndex`): every point's name,
+    directory, experiment id, overrides and bundle hash (and the errors of the points that did not
+    compile, when they were written anyway). Deterministic."""
     from pathlib import Path
 
-    points = [{"name": r.point.name, "directory": r.point.directory, "exp_id": r.bundle.exp_id,
-               "bundle_hash": r.bundle.bundle_hash, "overrides": r.point.overrides()}
+    def values(overrides: list[dict[str, Any]]) -> list[PointValue]:
+        return [PointValue(key=str(o["key"]), value=o["value"]) for o in overrides]
+
+    points = [IndexPoint(name=r.point.name, directory=r.point.directory, exp_id=r.bundle.exp_id,
+                         bundle_hash=r.bundle.bundle_hash, overrides=values(r.point.overrides()))
               for r in results if r.bundle is not None]
-    invalid = [{"name": redact(r.point.name), "overrides": masked_overrides(r.point.overrides()),
-                "errors": [attrs.evolve(d, file=manifest_file_name(d.file)).as_json() for d in r.diagnostics
-                           if d.severity == "error"]}
+    invalid = [InvalidPoint(name=redact(r.point.name), overrides=values(masked_overrides(r.point.overrides())),
+                            errors=[ManifestWarning(**attrs.evolve(d, file=manifest_file_name(d.file)).as_json())  # type: ignore[arg-type]
+                                    for d in r.diagnostics if d.severity == "error"])
                for r in results if r.bundle is None]
-    index: dict[str, Any] = {"spec": Path(source_name).name, "points": points}
-    if invalid:
-        index["invalid"] = invalid
-    return (json.dumps(index, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    return SweepIndex(spec=Path(source_name).name, points=points, invalid=invalid or None).to_bytes()
 
 
 def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
