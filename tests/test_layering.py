@@ -272,7 +272,7 @@ LAZY_UNEXPLAINED = {COMPILER + name for name in (
     "._review.explain", "._importers.base",
     "._importers.slime_runner", "._importers.train_sh_map", "._pipeline.kuberay", "._pipeline.model_args.resolve",
     "._pipeline.render", "._pipeline.validate.rules", "._spec.schema",
-    "._secrets", "._pipeline.parse", "._pipeline.sweep", "._review.verify", "._slime.verify_flags")}
+    "._secrets", "._pipeline.parse", "._pipeline.sweep", "._slime.verify_flags")}
 
 
 def test_imports_in_functions_say_why_they_are_lazy() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -127,8 +128,6 @@ class Verification:
 
     def chmod_fix(self) -> str:
         """The chmod commands that give the unsafe entries the modes acrl-compile writes."""
-        import shlex
-
         by_mode: dict[int, list[str]] = {}
         for entry in self.unsafe_modes:
             name = entry.split(" ", 1)[0]
@@ -255,7 +254,7 @@ def _typed(manifest: Mapping[str, Any], *, where: str, trusted: bool) -> Manifes
 def _derived_mismatch(files: Mapping[str, bytes], manifest: Mapping[str, Any]) -> tuple[list[str], str | None]:
     """The keys of the manifest's derived section that spec.toml does not give, and a note when
     the section cannot be checked."""
-    from .view import SPEC_TOML, derived_from_spec
+    from .view import SPEC_TOML, derived_from_spec  # lazy: view loads YAML and TOML readers; acrl run never asks
 
     if SPEC_TOML not in files:
         return [], None  # reported as removed
