@@ -156,10 +156,15 @@ def process_start(pid: int) -> int | None:
         return None
 
 
-def launcher() -> Launcher:
+def this_launcher() -> Launcher:
     """This process, as a record names its launcher."""
     return Launcher(host=socket.gethostname(), pid=os.getpid(), pid_started=process_start(os.getpid()),
                     boot_id=_boot_id())
+
+
+def launcher() -> dict[str, Any]:
+    """:func:`this_launcher` as run.json holds it (what :func:`launcher_gone` reads)."""
+    return attrs.asdict(this_launcher())
 
 
 def launcher_gone(record: Mapping[str, Any]) -> bool:

@@ -123,7 +123,7 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
         acrl_version=__version__, exp_id=exp_id, run_id=run_id, bundle=str(Path(options.bundle).resolve()),
         bundle_hash=bundle_hash, submission_id=f"acrl-{exp_id}-{bundle_hash[:12]}-{run_id}",
         ray_address=_records.public_address(_ray_address(info)), host=socket.gethostname(),
-        launcher=_records.launcher(),
+        launcher=_records.this_launcher(),
         command=[*env_shown, *command], allow_modified=options.allow_modified,
         modified_files=sorted(changed), expected_hash=verification.expected_hash,
         preflight=[_records.PreflightEntry(**r.as_json()) for r in results])  # type: ignore[arg-type]

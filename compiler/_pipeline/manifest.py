@@ -171,7 +171,11 @@ def _renamed(cls: type, conv: cattrs.Converter) -> None:
     """Hooks for a class whose field ``from_`` is the JSON key ``from``."""
     from cattrs.gen import make_dict_structure_fn, override  # lazy: see converter
 
-    conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, from_=override(rename="from")))
+    @functools.cache
+    def generated() -> Any:  # on the first read: generating it (~1 ms) is not the compile's business
+        return make_dict_structure_fn(cls, conv, from_=override(rename="from"))
+
+    conv.register_structure_hook(cls, lambda data, _: generated()(data, cls))
 
     def unstructure(obj: Any) -> dict[str, Any]:
         out = _as_dict(conv.unstructure_attrs_asdict(obj))
