@@ -241,6 +241,24 @@ def test_register_adds_a_check_in_one_line(monkeypatch: pytest.MonkeyPatch) -> N
                                                        "rollout-module", "model", "datasets", "gpus", "cuda-home"]
 
 
+def test_the_gpus_needed_are_the_verified_manifests_typed_derived_section() -> None:
+    """Given the manifest read_bundle verified, the checks take its Derived as it is (not spec.toml's)."""
+    import attrs
+
+    from acrl.compiler import read_bundle
+
+    golden = REPO / "tests" / "golden" / "qwen3-8b-async-disaggregated"
+    bundle = read_bundle(golden)
+    assert bundle.intact and bundle.manifest is not None
+    manifest = attrs.evolve(bundle.manifest, derived=attrs.evolve(bundle.manifest.derived, actor_gpus=3,
+                                                                  rollout_gpus=5))
+    info = _preflight.read_bundle_info(golden, files=bundle.files, manifest=manifest)
+    assert info.derived == manifest.derived
+    assert _preflight.gpus_needed(info) == (3 if info.get("cluster.colocate", True) else 3 + 5)
+    unverified = _preflight.read_bundle_info(golden)  # no verified manifest: spec.toml's
+    assert unverified.derived == bundle.manifest.derived
+
+
 def test_the_local_checks_on_an_example_bundle_name_every_missing_path(tmp_path: Path) -> None:
     bundle = _preflight.read_bundle_info(REPO / "tests" / "golden" / "qwen3-4b-multiturn")
     assert bundle.model_args[:4] == ("--swiglu", "--num-layers", "36", "--hidden-size")
