@@ -23,15 +23,18 @@ if TYPE_CHECKING:
 
     from ._cli.help import HelpFormatter
     from ._cli.main import acrl_main
-    from ._pipeline.bundle import _kind as file_kind
-    from ._pipeline.bundle import read_input
+    from ._pipeline.argv import Derived
     from ._pipeline.compile import Bundle, compile_source, compile_spec, resolved_spec, write
+    from ._pipeline.manifest import Manifest, ManifestShapeError, structure_json
+    from ._pipeline.manifest import converter as json_converter
     from ._pipeline.model_args.hf_config import compare as compare_model_args
     from ._pipeline.model_args.hf_config import derive_model_args
     from ._pipeline.parse import SpecSource, parse_spec_text, read_spec
+    from ._pipeline.reading import _kind as file_kind
+    from ._pipeline.reading import read_input
     from ._pipeline.validate.rules import RULES, Rule
     from ._review.diff import BundleDiff, CheckResult, check_bundle, diff_paths
-    from ._review.verify import Verification, verify_bundle
+    from ._review.verify import BundleDir, Verification, read_bundle, verify_bundle
     from ._review.view import bash_arrays, derived_from_spec
     from ._secrets import address_has_credentials, redact, without_credentials
     from ._slime.source import read_git_commit
@@ -57,8 +60,11 @@ _WHERE = {
     "BundleDiff": "_review.diff", "CheckResult": "_review.diff", "check_bundle": "_review.diff",
     "diff_paths": "_review.diff",
     "BundleReadError": "errors", "Verification": "_review.verify", "verify_bundle": "_review.verify",
+    "BundleDir": "_review.verify", "read_bundle": "_review.verify", "Manifest": "_pipeline.manifest",
+    "Derived": "_pipeline.argv", "json_converter": "_pipeline.manifest:converter",
+    "ManifestShapeError": "_pipeline.manifest", "structure_json": "_pipeline.manifest",
     # shared with acrl.runtime; "module:name" where the compiler's own name differs
-    "file_kind": "_pipeline.bundle:_kind", "read_input": "_pipeline.bundle", "bash_arrays": "_review.view",
+    "file_kind": "_pipeline.reading:_kind", "read_input": "_pipeline.reading", "bash_arrays": "_review.view",
     "derived_from_spec": "_review.view", "HelpFormatter": "_cli.help", "acrl_main": "_cli.main",
     "compare_model_args": "_pipeline.model_args.hf_config:compare",
     "derive_model_args": "_pipeline.model_args.hf_config",
@@ -67,12 +73,14 @@ _WHERE = {
 }
 
 __all__ = [
-    "RULES", "AcrlError", "Bundle", "BundleDiff", "BundleExistsError", "BundleReadError", "BundleWriteError",
-    "CheckResult", "Diagnostic", "HelpFormatter", "Rule", "Spec", "SpecError", "SpecSource", "UsageError",
-    "Verification", "__version__", "acrl_main", "address_has_credentials", "bash_arrays", "check_bundle",
-    "compare_model_args", "compile_source", "compile_spec", "derive_model_args", "derived_from_spec", "diff_paths",
-    "file_kind", "parse_spec_text", "read_git_commit", "read_input", "read_spec", "redact", "resolved_spec",
-    "verify_bundle", "without_credentials", "write",
+    "RULES", "AcrlError", "Bundle", "BundleDiff", "BundleDir", "BundleExistsError", "BundleReadError",
+    "BundleWriteError", "CheckResult", "Derived", "Diagnostic", "HelpFormatter", "Manifest",
+    "ManifestShapeError", "Rule", "Spec", "SpecError", "SpecSource", "UsageError", "Verification",
+    "__version__", "acrl_main", "address_has_credentials", "bash_arrays", "check_bundle",
+    "compare_model_args", "compile_source", "compile_spec", "derive_model_args", "derived_from_spec",
+    "diff_paths", "file_kind", "json_converter", "parse_spec_text", "read_bundle", "read_git_commit",
+    "read_input", "read_spec", "redact", "resolved_spec", "structure_json", "verify_bundle",
+    "without_credentials", "write",
 ]
 
 

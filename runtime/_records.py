@@ -8,6 +8,7 @@ start time and the boot), so that `acrl runs` shows a "running" record whose lau
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -18,7 +19,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from acrl.compiler import AcrlError, read_input, without_credentials
+import attrs
+
+from acrl.compiler import AcrlError, json_converter, read_input, structure_json, without_credentials
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import cattrs
 
 RECORD, LOG = "run.json", "train.log"
 RECORD_LIMIT = 16 << 20  # a record is a few kB; a bigger run.json is not one acrl wrote
@@ -26,6 +33,89 @@ RECORD_LIMIT = 16 << 20  # a record is a few kB; a bigger run.json is not one ac
 # "running" record whose `acrl run` is gone. "unknown": the Ray job's state could not be read (it
 # may still be running; the record's "note" says how to look and stop it).
 STATUSES = ("running", "succeeded", "failed", "cancelled", "unknown", "launcher-died")
+
+
+@attrs.frozen
+class Launcher:
+    """The `acrl run` process that wrote a record: with the pid's start time and the boot, one process."""
+
+    host: str
+    pid: int
+    pid_started: int | None
+    boot_id: str | None
+
+
+@attrs.frozen
+class PreflightEntry:
+    """One preflight check's result, as checks.Result.as_json writes it."""
+
+    name: str
+    status: str
+    detail: str
+    hint: str
+    seconds: float
+
+
+@attrs.frozen
+class RunRecord:
+    """run.json. Written when the run starts (status "running") and again, with how it ended, when it
+    ends; through the compiler's one converter (acrl.compiler.json_converter), keys sorted."""
+
+    acrl_version: str
+    exp_id: str
+    run_id: str
+    bundle: str  # the bundle directory, absolute
+    bundle_hash: str
+    submission_id: str
+    ray_address: str | None  # without a user:password part
+    host: str
+    launcher: Launcher
+    command: list[str]  # ACRL_RUN_ID=... [ACRL_RAY_ADDRESS=...] bash .../train.sh
+    allow_modified: bool
+    modified_files: list[str]
+    expected_hash: str | None
+    preflight: list[PreflightEntry]
+    status: str = "running"  # see STATUSES
+    exit_status: int | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
+    log: str = LOG
+    note: str | None = None  # written only when there is one: how to look at (or stop) a job that may still run
+    log_error: str | None = None  # only when train.log stopped being written
+    error: str | None = None  # only when acrl itself failed while train.sh ran
+
+    def as_json(self) -> dict[str, Any]:
+        value = _converter().unstructure(self)
+        assert isinstance(value, dict)
+        return value
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
+        """``data`` (a parsed run.json) as a RunRecord; ManifestShapeError naming the key of a value
+        of another shape."""
+        _converter()  # RunRecord's hooks registered
+        return structure_json(data, cls)
+
+
+_OPTIONAL = ("note", "log_error", "error")
+
+
+@functools.cache
+def _converter() -> cattrs.Converter:
+    conv = json_converter()
+    for cls in (Launcher, PreflightEntry, RunRecord):
+        attrs.resolve_types(cls)
+
+    def unstructure(record: RunRecord) -> dict[str, Any]:
+        out: dict[str, Any] = conv.unstructure_attrs_asdict(record)
+        for key in _OPTIONAL:
+            if out[key] is None:
+                del out[key]
+        return out
+
+    conv.register_unstructure_hook(RunRecord, unstructure)
+    return conv
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -66,10 +156,15 @@ def process_start(pid: int) -> int | None:
         return None
 
 
-def launcher() -> dict[str, Any]:
+def this_launcher() -> Launcher:
     """This process, as a record names its launcher."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_started": process_start(os.getpid()),
-            "boot_id": _boot_id()}
+    return Launcher(host=socket.gethostname(), pid=os.getpid(), pid_started=process_start(os.getpid()),
+                    boot_id=_boot_id())
+
+
+def launcher() -> dict[str, Any]:
+    """:func:`this_launcher` as run.json holds it (what :func:`launcher_gone` reads)."""
+    return attrs.asdict(this_launcher())
 
 
 def launcher_gone(record: Mapping[str, Any]) -> bool:
@@ -105,14 +200,14 @@ def public_address(address: str | None) -> str | None:
     return without_credentials(address) if address else address
 
 
-def write_record(run_dir: Path, record: Mapping[str, Any]) -> Path:
+def write_record(run_dir: Path, record: RunRecord) -> Path:
     """Write ``run_dir/run.json`` atomically (a temporary file in the same folder, then a rename)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     target = run_dir / RECORD
     fd, temporary = tempfile.mkstemp(prefix=".run.", suffix=".json", dir=run_dir)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(record, out, indent=2, sort_keys=True)
+            json.dump(record.as_json(), out, indent=2, sort_keys=True)
             out.write("\n")
             out.flush()
             os.fsync(out.fileno())

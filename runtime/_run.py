@@ -34,8 +34,8 @@ from acrl.compiler import (
     Verification,
     __version__,
     address_has_credentials,
+    read_bundle,
     redact,
-    verify_bundle,
 )
 
 from . import _records
@@ -85,22 +85,22 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     address = cluster_address(options.address)
     # Everything below is taken from what was verified: the files as read here, and manifest fields
     # (exp_id, derived, ...) only when the bundle hash covering them checked out.
-    verification = verify_bundle(options.bundle, expect_hash=options.expect_hash)
+    bundle = read_bundle(options.bundle, expect_hash=options.expect_hash)
+    verification = bundle.verification
     if not verification.expected_hash_ok or (not verification.intact and not options.allow_modified):
         raise ModifiedBundleError(verification)
     print(verification.format() if verification.intact else
           verification.report() + "\n  --allow-modified: running it as it is", file=out)
     changed = {*verification.modified, *verification.added, *verification.removed}
     info = _bundle_info.read_bundle_info(options.bundle, address=address, modified=changed,
-                                       files=verification.files,
-                                       manifest=verification.manifest if verification.intact else None)
+                                       files=bundle.files, manifest=bundle.manifest if bundle.intact else None)
     results = _preflight.run_preflight(info, options.skip)
     print(_preflight.format_table(results), file=out)
     failed = [r.name for r in results if r.status == "failed"]
     if failed:
         raise PreflightFailed(f"preflight failed ({', '.join(failed)}): nothing was run",
                               hint=f"fix what the table says, or skip a check with --skip {failed[0]}")
-    exp_id = verification.manifest["exp_id"]  # one safe path component: read_manifest checked it
+    exp_id = bundle.exp_id  # one safe path component: read_manifest checked it
     run_id = _records.new_run_id()  # --dry-run's; a run takes the first free one (_records.new_run_dir)
     train_sh = str(Path(options.bundle) / "train.sh")
     # What is shown and recorded; a user:password in the address is left out (the run itself gets it).
@@ -119,20 +119,18 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
         raise _records.runs_dir_error(options.runs_dir, exc) from None
     env_shown[0] = f"ACRL_RUN_ID={run_id}"
     bundle_hash = verification.bundle_hash
-    record: dict[str, Any] = {
-        "acrl_version": __version__, "exp_id": exp_id, "run_id": run_id, "bundle": str(Path(options.bundle).resolve()),
-        "bundle_hash": bundle_hash, "submission_id": f"acrl-{exp_id}-{bundle_hash[:12]}-{run_id}",
-        "ray_address": _records.public_address(_ray_address(info)), "host": socket.gethostname(),
-        "launcher": _records.launcher(),
-        "command": [*env_shown, *command], "allow_modified": options.allow_modified,
-        "modified_files": sorted(changed), "expected_hash": verification.expected_hash,
-        "preflight": [r.as_json() for r in results], "status": "running", "exit_status": None,
-        "started_at": None, "ended_at": None, "duration_s": None, "log": _records.LOG,
-    }
+    record = _records.RunRecord(
+        acrl_version=__version__, exp_id=exp_id, run_id=run_id, bundle=str(Path(options.bundle).resolve()),
+        bundle_hash=bundle_hash, submission_id=f"acrl-{exp_id}-{bundle_hash[:12]}-{run_id}",
+        ray_address=_records.public_address(_ray_address(info)), host=socket.gethostname(),
+        launcher=_records.this_launcher(),
+        command=[*env_shown, *command], allow_modified=options.allow_modified,
+        modified_files=sorted(changed), expected_hash=verification.expected_hash,
+        preflight=[_records.PreflightEntry(**r.as_json()) for r in results])  # type: ignore[arg-type]
     env = {**train_sh_env(info), "ACRL_RUN_ID": run_id}  # what preflight's slime-parser ran train.sh with
     try:
         started = time.time()
-        record["started_at"] = _records.utc(started)
+        record = attrs.evolve(record, started_at=_records.utc(started))
         _records.write_record(run_dir, record)
         log = open(run_dir / _records.LOG, "wb", buffering=0)  # noqa: SIM115 (closed below, after the child)
     except OSError as exc:
@@ -164,7 +162,7 @@ class Outcome:
     error: str | None = None  # acrl's own failure while running it
 
 
-def _finish_record(run_dir: Path, record: dict[str, Any], outcome: Outcome, started: float, out: IO[str]) -> None:
+def _finish_record(run_dir: Path, record: _records.RunRecord, outcome: Outcome, started: float, out: IO[str]) -> None:
     code = outcome.code
     if outcome.cancelled and code != 0:  # a job that succeeded as the signal came: succeeded
         status = "cancelled"
@@ -176,23 +174,18 @@ def _finish_record(run_dir: Path, record: dict[str, Any], outcome: Outcome, star
     may_run = (code == EXIT_UNKNOWN or outcome.escalated or (code > 128 and code not in (130, 143))
                or outcome.error is not None)
     ended = time.time()
-    record.update(status=status, exit_status=code, ended_at=_records.utc(ended),
-                  duration_s=round(ended - started, 3))
-    if may_run:
-        record["note"] = (f"the job may still be running: ray job stop --address {record['ray_address']} "
-                          f"{record['submission_id']}")
-    if outcome.log_error:
-        record["log_error"] = outcome.log_error
-    if outcome.error:
-        record["error"] = outcome.error
+    note = f"the job may still be running: ray job stop --address {record.ray_address} {record.submission_id}"
+    record = attrs.evolve(record, status=status, exit_status=code, ended_at=_records.utc(ended),
+                          duration_s=round(ended - started, 3), note=note if may_run else None,
+                          log_error=outcome.log_error or None, error=outcome.error or None)
     try:
         path: Path | str = _records.write_record(run_dir, record)
     except OSError as exc:
         path = f"not written ({exc.strerror or exc})"
         _say(f"acrl: error: cannot write the final record {run_dir / _records.RECORD}: {exc.strerror or exc}")
-    _say_to(out, f"run {record['run_id']} {status} (exit status {code}); record: {path}")
+    _say_to(out, f"run {record.run_id} {status} (exit status {code}); record: {path}")
     if may_run:
-        _say_to(out, f"run {record['run_id']}: {record['note']}")
+        _say_to(out, f"run {record.run_id}: {record.note}")
 
 
 def _stop_grace() -> float:

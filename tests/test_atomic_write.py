@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from acrl.compiler import BundleExistsError
 from acrl.compiler._pipeline.bundle import STALE_SECONDS, _exchange, read_bundle, recover, write_bundle
 from acrl.compiler._pipeline.layers import load_spec
 from acrl.compiler._pipeline.sweep import compile_points, sweep_points, write_sweep
@@ -139,8 +140,9 @@ def test_a_bundle_moved_aside_by_a_killed_writer_is_put_back(tmp_path: Path) -> 
     aside = tmp_path / f".bundle.{_dead_pid()}.0123456789ab.old"
     aside.mkdir()
     write_bundle(aside / "bundle", OLD, force=False)
-    with pytest.raises(Exception, match="differs"):
+    with pytest.raises(BundleExistsError) as refused:
         write_bundle(out, NEW, force=False)
+    assert refused.value.message.startswith(f"{out}: ")
     assert read_bundle(out) == OLD and _siblings(out) == []
 
 

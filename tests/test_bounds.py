@@ -414,7 +414,7 @@ def test_an_extends_chain_is_bounded(tmp_path: Path) -> None:
 def _preflight_outcome(check: str, where: Path, spec: dict[str, object]) -> tuple[str, str]:
     from acrl.runtime._preflight import checks as _preflight
 
-    info = _preflight.BundleInfo(where, spec, {"derived": {}}, (), None)
+    info = _preflight.BundleInfo(where, spec, None, (), None)
     result = _preflight.run_check(_preflight.Check("c", getattr(_preflight, check)), info)
     return result.status, result.detail
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from acrl.compiler import Derived
 from acrl.runtime._preflight import checks as _preflight
 from acrl.runtime._preflight.checks import BundleInfo, Check, run_preflight, scan_jsonl
 from acrl.runtime._preflight.outcome import CheckFailed, CheckSkipped
@@ -32,8 +33,9 @@ def model_tokens(args: Mapping[str, Any] = QWEN25_3B_ARGS) -> tuple[str, ...]:
 
 def info(tmp_path: Path, spec: Mapping[str, Any] | None = None, *, address: str | None = None,
          derived: Mapping[str, int] | None = None, model_args: tuple[str, ...] | None = None) -> BundleInfo:
-    manifest = {"derived": dict(derived or {"actor_gpus": 8, "rollout_gpus": 8})}
-    return BundleInfo(tmp_path, dict(spec or {}), manifest, model_tokens() if model_args is None else model_args,
+    gpus = {"actor_gpus": 8, "rollout_gpus": 8, **(derived or {})}
+    typed = Derived(**gpus, samples_per_rollout=64, global_batch_size=64, optimizer_steps_per_rollout=1)
+    return BundleInfo(tmp_path, dict(spec or {}), typed, model_tokens() if model_args is None else model_args,
                       address)
 
 
@@ -237,6 +239,24 @@ def test_register_adds_a_check_in_one_line(monkeypatch: pytest.MonkeyPatch) -> N
     assert _preflight.CHECKS[-1] == Check("aws-identity", _preflight.CHECKS[-1].function, ("bash",))
     assert [c.name for c in _preflight.CHECKS][:10] == ["bash", "ray-cli", "slime", "megatron", "slime-parser",
                                                        "rollout-module", "model", "datasets", "gpus", "cuda-home"]
+
+
+def test_the_gpus_needed_are_the_verified_manifests_typed_derived_section() -> None:
+    """Given the manifest read_bundle verified, the checks take its Derived as it is (not spec.toml's)."""
+    import attrs
+
+    from acrl.compiler import read_bundle
+
+    golden = REPO / "tests" / "golden" / "qwen3-8b-async-disaggregated"
+    bundle = read_bundle(golden)
+    assert bundle.intact and bundle.manifest is not None
+    manifest = attrs.evolve(bundle.manifest, derived=attrs.evolve(bundle.manifest.derived, actor_gpus=3,
+                                                                  rollout_gpus=5))
+    info = _preflight.read_bundle_info(golden, files=bundle.files, manifest=manifest)
+    assert info.derived == manifest.derived
+    assert _preflight.gpus_needed(info) == (3 if info.get("cluster.colocate", True) else 3 + 5)
+    unverified = _preflight.read_bundle_info(golden)  # no verified manifest: spec.toml's
+    assert unverified.derived == bundle.manifest.derived
 
 
 def test_the_local_checks_on_an_example_bundle_name_every_missing_path(tmp_path: Path) -> None:

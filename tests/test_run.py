@@ -210,7 +210,17 @@ def only_record(runs: Path) -> dict[str, Any]:
     (path,) = runs.glob("*/*/run.json")
     data: dict[str, Any] = json.loads(path.read_text())
     assert path.parent.name == data["run_id"] and path.parent.parent.name == data["exp_id"]
+    assert_record_round_trips(path)
     return data
+
+
+def assert_record_round_trips(path: Path) -> None:
+    """run.json as acrl run wrote it goes through the typed RunRecord and back to the same bytes."""
+    from acrl.runtime._records import RunRecord
+
+    text = path.read_text()
+    record = RunRecord.from_json(json.loads(text))
+    assert json.dumps(record.as_json(), indent=2, sort_keys=True) + "\n" == text
 
 
 def job_status(head: RayHead, submission_id: str) -> str:
@@ -353,7 +363,7 @@ def test_slimes_parser_rejecting_the_argv_stops_the_run(tmp_path: Path) -> None:
     proc = acrl("run", str(project.bundle), "--skip", "gpus", "--runs-dir", str(project.runs), env=env)
     assert proc.returncode == 1
     assert re.search(r"^slime-parser +failed .*no parser of this slime knows --rollout-batch-size", proc.stdout, re.M)
-    assert "preflight failed (slime-parser): nothing was run" in proc.stderr and not project.runs.exists()
+    assert "(slime-parser)" in proc.stderr and not project.runs.exists()  # the failed check, by name
     argv = json.loads(parsed.read_text())
     assert argv[-3:] == ["--custom-config-path", "custom_config.yaml", "--use-wandb"] and "k-123" not in argv
     proc = acrl("run", str(project.bundle), "--skip", "gpus", "--dry-run",
@@ -387,20 +397,41 @@ def test_unknown_skip_and_missing_bundle_are_errors_without_traceback(tmp_path: 
     proc = acrl("run", str(project.bundle), "--skip", "gpu", "--dry-run")
     assert proc.returncode == 2 and "--skip gpu: no such check" in proc.stderr and "cuda-home" in proc.stderr
     proc = acrl("run", str(tmp_path / "nowhere"))
-    assert proc.returncode == 2 and "no such directory" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith(f"{tmp_path / 'nowhere'}: ")
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_run_record_round_trips_and_one_of_another_shape_is_refused_naming_the_key(tmp_path: Path) -> None:
+    from acrl.compiler import ManifestShapeError
+    from acrl.runtime._records import Launcher, PreflightEntry, RunRecord, write_record
+
+    record = RunRecord(acrl_version="0.1.0", exp_id="exp", run_id="r1", bundle="/b", bundle_hash="0" * 64,
+                       submission_id="acrl-exp-000000000000-r1", ray_address=None, host="h",
+                       launcher=Launcher("h", 12, None, None), command=["ACRL_RUN_ID=r1", "bash", "/b/train.sh"],
+                       allow_modified=False, modified_files=[], expected_hash=None,
+                       preflight=[PreflightEntry("gpus", "skipped", "why", "", 0.25)], status="unknown",
+                       exit_status=75, duration_s=2.0, note="the job may still be running", error="boom")
+    path = write_record(tmp_path, record)
+    data = json.loads(path.read_text())
+    assert data["note"] == record.note and "log_error" not in data  # an optional key only when it has a value
+    assert RunRecord.from_json(data) == record
+    assert_record_round_trips(path)
+    for key, value in (("exit_status", "75"), ("launcher", {"host": "h"}), ("preflight", [{"name": 1}])):
+        with pytest.raises(ManifestShapeError) as caught:
+            RunRecord.from_json(dict(data, **{key: value}))
+        assert caught.value.key.split(".")[0] == key
 
 
 def test_runs_lists_the_records(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     proc = acrl("runs", "--runs-dir", str(runs))
     assert proc.returncode == 0 and proc.stdout.strip() == "no runs recorded"
-    from acrl.runtime._records import write_record
-
     for run_id, status, started in (("r2", "failed", "2026-01-02T00:00:00.000Z"),
                                     ("r1", "succeeded", "2026-01-01T00:00:00.000Z")):
-        write_record(runs / "exp" / run_id, {"exp_id": "exp", "run_id": run_id, "status": status,
-                                             "started_at": started, "exit_status": 0, "duration_s": 1.5,
-                                             "submission_id": f"acrl-exp-{run_id}"})
+        (runs / "exp" / run_id).mkdir(parents=True)  # records of any shape (another acrl's) are listed
+        (runs / "exp" / run_id / "run.json").write_text(json.dumps(
+            {"exp_id": "exp", "run_id": run_id, "status": status, "started_at": started, "exit_status": 0,
+             "duration_s": 1.5, "submission_id": f"acrl-exp-{run_id}"}))
     (runs / "exp" / "broken").mkdir()
     (runs / "exp" / "broken" / "run.json").write_text("{")
     proc = acrl("runs", "--runs-dir", str(runs), "--json")
@@ -502,12 +533,15 @@ def test_an_edited_derived_section_is_refused_before_the_gpu_check(tmp_path: Pat
     (project.bundle / "manifest.json").write_text(json.dumps(forged))
     proc = acrl("run", str(project.bundle), "--dry-run", "--runs-dir", str(project.runs))
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "manifest: its bundle_hash" in proc.stderr and "preflight" not in proc.stdout
+    assert "preflight" not in proc.stdout
+    from acrl.compiler import read_bundle
+
+    assert read_bundle(project.bundle).verification.recomputed_hash is not None  # why it was refused
     # run anyway: the GPUs needed come from spec.toml, not from the manifest's unverified copy
     from acrl.runtime._preflight.checks import read_bundle_info
 
     info = read_bundle_info(project.bundle)
-    assert info.manifest["derived"]["actor_gpus"] == 1 == manifest["derived"]["actor_gpus"]
+    assert info.derived is not None and info.derived.actor_gpus == 1 == manifest["derived"]["actor_gpus"]
 
 
 def test_expect_hash_pins_the_reviewed_bundle(tmp_path: Path) -> None:

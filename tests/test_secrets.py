@@ -497,7 +497,7 @@ def test_preflight_never_shows_the_password_of_the_address(address: str, tmp_pat
     """The gpus check's detail names the cluster (a library caller may pass any address): without user:password."""
     from acrl.runtime._preflight import checks as _preflight
 
-    info = _preflight.BundleInfo(tmp_path, {}, {}, (), address)
+    info = _preflight.BundleInfo(tmp_path, {}, None, (), address)
     result = _preflight.run_check(next(c for c in _preflight.CHECKS if c.name == "gpus"), info)
     assert result.status == "skipped" and "head:8265" in result.detail
     assert PASSWORD not in _preflight.format_table([result]) + json.dumps(result.as_json())

@@ -258,22 +258,21 @@ def test_a_point_directory_that_cannot_hold_a_bundle_stops_the_sweep_before_any_
 def test_a_write_failing_half_way_leaves_no_index_of_other_bundles(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import acrl.compiler._pipeline.bundle as bundle_module
-    import acrl.compiler._pipeline.sweep as sweep_module
     from acrl.compiler.errors import BundleWriteError
 
     spec = sweep_spec(tmp_path, GRID)
     out = tmp_path / "out"
     assert run(capsys, str(spec), "-o", str(out))[0] == 0
     spec.write_text(spec.read_text().replace("[32, 64]", "[16, 32]"))
-    real, calls = bundle_module.write_bundle, []
+    real, calls = bundle_module.BundleWriter.write, []
 
-    def failing(path: str, files: Any, *, force: bool, recovered: bool = False) -> str:
+    def failing(self: Any, path: str, files: Any) -> str:
         calls.append(path)
         if len(calls) == 2:
             raise BundleWriteError(path=path, reason="No space left on device")
-        return real(path, files, force=force, recovered=recovered)
+        return real(self, path, files)
 
-    monkeypatch.setattr(sweep_module, "write_bundle", failing)  # as the sweep writer calls it
+    monkeypatch.setattr(bundle_module.BundleWriter, "write", failing)
     code, _, err = run(capsys, str(spec), "-o", str(out), "--force")
     assert code != 0 and "No space left on device" in err
     assert not (out / "sweep.json").exists()  # the old index listed the old bundles: gone, not left stale

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acrl.compiler._cli.main import acrl_main, compile_main
-from acrl.compiler._pipeline import bundle as _bundle
+from acrl.compiler._pipeline import reading as _bundle
 from acrl.compiler._pipeline.bundle import manifest_hash, sha256
 from acrl.compiler._pipeline.compile import BUNDLE_FORMAT
 from acrl.compiler._review.verify import is_safe_exp_id, verify_bundle
@@ -364,7 +364,7 @@ def test_verify_of_an_odd_path_is_a_located_error(kind: str, reason: str, tmp_pa
 
 def test_an_unreadable_file_in_a_bundle_is_reported_not_raised(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from acrl.compiler._pipeline import bundle as _bundle
+    from acrl.compiler._pipeline import reading as _bundle
 
     bundle = copy_golden(tmp_path)
     real = _bundle._read_regular

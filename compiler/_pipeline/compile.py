@@ -27,6 +27,7 @@ from .argv import (
 from .bundle import MANIFEST, manifest_hash, sha256, write_bundle
 from .kuberay import rayjob_yaml
 from .layers import EXTENDS, SWEEP, load_spec, resolve_extends
+from .manifest import BaseSpec, Manifest, ManifestWarning, ModelArgsProvenance, Override, SlimeRef, SpecFile
 from .model_args.resolve import ModelArgs, ModelArgsError, is_dir_here, resolve_model_args
 from .model_args.resolve import _config_path as config_path
 from .parse import SpecSource
@@ -140,9 +141,9 @@ def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tup
         files["rayjob.yaml"] = rayjob_yaml(spec, flat_argv(model_args, groups, spec), files["custom_config.yaml"])
     hashes = {name: sha256(data) for name, data in sorted(files.items())}
     manifest = _manifest(source, spec, model_args, warnings, hashes)
-    manifest["bundle_hash"] = digest = manifest_hash(manifest)
-    files[MANIFEST] = _render.manifest_json(manifest)
-    return Bundle(spec, files, digest, warnings, notes, model_args, groups, manifest["spec"]["sha256"],
+    manifest = attrs.evolve(manifest, bundle_hash=manifest_hash(manifest.as_json()))
+    files[MANIFEST] = _render.manifest_json(manifest.as_json())
+    return Bundle(spec, files, manifest.bundle_hash, warnings, notes, model_args, groups, manifest.spec.sha256,
                   source.base_paths)
 
 
@@ -166,25 +167,25 @@ def resolved_spec(spec: Spec, model_args: ModelArgs) -> Spec:
 
 
 def _manifest(source: SpecSource, spec: Spec, model_args: ModelArgs, warnings: tuple[Diagnostic, ...],
-              hashes: Mapping[str, str]) -> dict[str, Any]:
-    """The manifest without its bundle_hash, which is the hash of all of this (_bundle.manifest_hash)."""
-    return {
-        "acrl_version": __version__,
-        "bundle_format": BUNDLE_FORMAT,
-        "exp_id": spec.experiment.id,
-        "files": dict(hashes),
-        "spec": {"name": Path(source.name).name, "sha256": sha256(source.text.encode("utf-8"))},
-        "slime": {"commit": spec.slime.commit},
-        "model_args": model_args.provenance(),
-        "derived": derived(spec).as_json(),
-        "warnings": [attrs.evolve(d, file=manifest_file_name(d.file)).as_json() for d in warnings],
-        **({"extends": _extends_entries(source)} if source.bases else {}),
-        **({"overrides": [{"key": key, "value": value, "from": origin} for key, value, origin in source.overrides]}
-           if source.overrides else {}),
-    }
+              hashes: Mapping[str, str]) -> Manifest:
+    """The manifest without its bundle_hash, which is the hash of all of this (reading.manifest_hash)."""
+    return Manifest(
+        acrl_version=__version__, bundle_format=BUNDLE_FORMAT, exp_id=spec.experiment.id, files=dict(hashes),
+        spec=SpecFile(name=Path(source.name).name, sha256=sha256(source.text.encode("utf-8"))),
+        slime=SlimeRef(commit=spec.slime.commit),
+        model_args=ModelArgsProvenance(source=model_args.source, from_=model_args.description,
+                                       sha256=model_args.sha256, env=dict(model_args.env),
+                                       overrides=dict(model_args.overrides)),
+        derived=derived(spec),
+        warnings=[ManifestWarning(**attrs.evolve(d, file=manifest_file_name(d.file)).as_json())  # type: ignore[arg-type]
+                  for d in warnings],
+        extends=_extends_entries(source) if source.bases else None,
+        overrides=[Override(key=key, value=value, from_=origin) for key, value, origin in source.overrides]
+        if source.overrides else None,
+    )
 
 
-def _extends_entries(source: SpecSource) -> list[dict[str, Any]]:
+def _extends_entries(source: SpecSource) -> list[BaseSpec]:
     """Each base spec as written in ``extends`` (relative to the spec that names it), its sha256 and
     the keys whose value it set, so that `acrl explain BUNDLE` can say where a value came from."""
     set_by: dict[str, list[str]] = {}
@@ -194,7 +195,7 @@ def _extends_entries(source: SpecSource) -> list[dict[str, Any]]:
             node = node.get(step) if isinstance(node, Mapping) else None
         if all(isinstance(step, str) for step in path) and node is not None and not isinstance(node, Mapping):
             set_by.setdefault(file, []).append(".".join(map(str, path)))
-    return [{"path": ref, "sha256": digest, "keys": sorted(set_by.get(name, []))}
+    return [BaseSpec(path=ref, sha256=digest, keys=sorted(set_by.get(name, [])))
             for ref, digest, name in source.bases]
 
 

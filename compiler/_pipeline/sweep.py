@@ -23,7 +23,6 @@ touches the output directory.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,10 +32,12 @@ import attrs
 
 from .._secrets import masked_overrides, redact
 from ..errors import BundleExistsError, BundleWriteError, Diagnostic, SpecError
-from .bundle import MANIFEST, _writer_gone, read_bundle, read_file, recover_folder, write_bundle
+from .bundle import MANIFEST, BundleWriter, _writer_gone, read_bundle, read_file
 from .compile import Bundle, Target, compile_source, manifest_file_name
 from .layers import dotted, overlay
+from .manifest import ManifestWarning
 from .parse import NO_LINE, KeyPath, Position, SpecSource
+from .sweep_index import IndexPoint, InvalidPoint, PointValue, SweepIndex
 from .sweep_points import MAX_POINTS, Point, Value, sweep_points
 
 __all__ = ["INDEX", "MAX_POINTS", "Point", "PointResult", "Value", "compile_points", "point_source", "sweep_index",
@@ -97,19 +98,20 @@ INDEX = "sweep.json"
 
 
 def sweep_index(source_name: str, results: tuple[PointResult, ...]) -> bytes:
-    """sweep.json: every point's name, directory, experiment id, overrides and bundle hash (and the
-    errors of the points that did not compile, when they were written anyway). Deterministic."""
-    points = [{"name": r.point.name, "directory": r.point.directory, "exp_id": r.bundle.exp_id,
-               "bundle_hash": r.bundle.bundle_hash, "overrides": r.point.overrides()}
+    """sweep.json (:class:`~acrl.compiler._pipeline.sweep_index.SweepIndex`): every point's name,
+    directory, experiment id, overrides and bundle hash (and the errors of the points that did not
+    compile, when they were written anyway). Deterministic."""
+    def values(overrides: list[dict[str, Any]]) -> list[PointValue]:
+        return [PointValue(key=str(o["key"]), value=o["value"]) for o in overrides]
+
+    points = [IndexPoint(name=r.point.name, directory=r.point.directory, exp_id=r.bundle.exp_id,
+                         bundle_hash=r.bundle.bundle_hash, overrides=values(r.point.overrides()))
               for r in results if r.bundle is not None]
-    invalid = [{"name": redact(r.point.name), "overrides": masked_overrides(r.point.overrides()),
-                "errors": [attrs.evolve(d, file=manifest_file_name(d.file)).as_json() for d in r.diagnostics
-                           if d.severity == "error"]}
+    invalid = [InvalidPoint(name=redact(r.point.name), overrides=values(masked_overrides(r.point.overrides())),
+                            errors=[ManifestWarning(**attrs.evolve(d, file=manifest_file_name(d.file)).as_json())  # type: ignore[arg-type]
+                                    for d in r.diagnostics if d.severity == "error"])
                for r in results if r.bundle is None]
-    index: dict[str, Any] = {"spec": Path(source_name).name, "points": points}
-    if invalid:
-        index["invalid"] = invalid
-    return (json.dumps(index, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    return SweepIndex(spec=Path(source_name).name, points=points, invalid=invalid or None).to_bytes()
 
 
 def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
@@ -119,7 +121,7 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
     false, or a point's directory cannot hold a bundle even with ``force``: BundleExistsError names
     them. An index that will change is removed first, so a write failing half-way (a full disk) leaves
     no index of other bundles. Returns (point, "created"|"unchanged"|"replaced")."""
-    recover_folder(out)  # what sweeps killed half-way left: bundles moved aside are put back, temporaries removed
+    writer = BundleWriter.for_folder(out, force=force)  # what killed sweeps left: put back, removed
     _remove_stale_indexes(os.path.join(out, INDEX))
     written = [r for r in results if r.bundle is not None]
     index = sweep_index(source_name, results)
@@ -149,8 +151,7 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
     statuses = []
     for r in written:
         assert r.bundle is not None
-        statuses.append((r, write_bundle(os.path.join(out, r.point.directory), r.bundle.files, force=force,
-                                             recovered=True)))
+        statuses.append((r, writer.write(os.path.join(out, r.point.directory), r.bundle.files)))
     temporary = f"{index_path}.{os.getpid()}.tmp"
     try:
         with open(temporary, "wb") as f:

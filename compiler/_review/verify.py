@@ -20,19 +20,21 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from .._pipeline.bundle import (
+from .._pipeline.manifest import Manifest, ManifestShapeError
+from .._pipeline.reading import (
     DIR_MODE,
     EXECUTABLE,
     MANIFEST,
     NOT_REGULAR,
     describe_mode,
     manifest_hash,
-    read_bundle,
+    read_files,
     sha256,
     unsafe_modes,
     written_mode,
@@ -65,9 +67,11 @@ class Verification:
     actual_hash: str | None = None  # the bundle hash of the files as they are, when expected_hash is given
     unsafe_modes: tuple[str, ...] = ()  # "train.sh 0775 (group-writable)"; "./" is the bundle directory
     # What was verified, for a caller that goes on to use it (acrl run): the files as read (see
-    # read_bundle) and the parsed manifest. Trust them only when ``intact``.
+    # reading.read_files) and the manifest, typed. Trust them only when ``intact``. ``manifest`` is
+    # None only for a manifest that does not match its own hash and has a field of another shape.
     files: Mapping[str, bytes] = attrs.field(factory=dict, eq=False, repr=False)
-    manifest: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
+    manifest: Manifest | None = attrs.field(default=None, eq=False, repr=False)
+    exp_id: str = attrs.field(default="", eq=False, repr=False)  # checked: one safe path component
 
     @property
     def intact(self) -> bool:
@@ -124,8 +128,6 @@ class Verification:
 
     def chmod_fix(self) -> str:
         """The chmod commands that give the unsafe entries the modes acrl-compile writes."""
-        import shlex
-
         by_mode: dict[int, list[str]] = {}
         for entry in self.unsafe_modes:
             name = entry.split(" ", 1)[0]
@@ -162,7 +164,7 @@ def verify_bundle(path: str | os.PathLike[str], *, check_derived: bool = False,
                               fix="give the bundle's directory, e.g. bundles/<exp_id>")
     if not os.path.lexists(os.path.join(where, MANIFEST)):  # before reading the rest: /proc/self is a directory
         read_manifest({}, where=where)  # raises: missing
-    files = read_bundle(where)
+    files = read_files(where)
     if files is None:  # gone since the check above
         raise BundleReadError(path=where, reason="is not a directory; a bundle is a directory with a manifest.json",
                               fix="give the bundle's directory, e.g. bundles/<exp_id>")
@@ -173,6 +175,35 @@ def verify_bundle(path: str | os.PathLike[str], *, check_derived: bool = False,
     unsafe = tuple(f"{name or './'} {describe_mode(mode, bits)}"
                    for name, mode, bits in unsafe_modes(where, sorted(regular)))
     return attrs.evolve(result, notes=(*result.notes, *modes), unsafe_modes=unsafe)
+
+
+@attrs.frozen
+class BundleDir:
+    """A bundle directory as :func:`read_bundle` read and verified it: its files as read (never
+    through a link), its manifest typed, and the verification. Trust the files and the manifest's
+    fields only when ``intact`` (or when the caller chose to run a modified bundle)."""
+
+    path: str
+    files: Mapping[str, bytes] = attrs.field(repr=False)
+    manifest: Manifest | None = attrs.field(repr=False)  # None: see Verification.manifest
+    verification: Verification
+
+    @property
+    def intact(self) -> bool:
+        return self.verification.intact
+
+    @property
+    def exp_id(self) -> str:
+        """The manifest's exp_id, one safe path component (checked even when not intact)."""
+        return self.verification.exp_id
+
+
+def read_bundle(path: str | os.PathLike[str], *, expect_hash: str | None = None,
+                check_derived: bool = False) -> BundleDir:
+    """Read the bundle directory ``path`` and verify it against its manifest (:func:`verify_bundle`,
+    whose errors it raises: BundleReadError for no bundle or a manifest acrl did not write)."""
+    verification = verify_bundle(path, check_derived=check_derived, expect_hash=expect_hash)
+    return BundleDir(verification.path, verification.files, verification.manifest, verification)
 
 
 def verify_files(files: Mapping[str, bytes], *, where: str, check_derived: bool = False,
@@ -189,6 +220,7 @@ def verify_files(files: Mapping[str, bytes], *, where: str, check_derived: bool 
     removed = sorted(name for name in recorded if name not in present and name not in irregular)
     modified = sorted(name for name in recorded if name in present and present[name] != recorded[name])
     recomputed = manifest_hash(manifest)
+    typed = _typed(manifest, where=where, trusted=recomputed == manifest["bundle_hash"])
     notes = []
     if manifest["acrl_version"] != __version__:
         notes.append(f"made by acrl {manifest['acrl_version']} (this is acrl {__version__}); its bundle format "
@@ -203,13 +235,26 @@ def verify_files(files: Mapping[str, bytes], *, where: str, check_derived: bool 
                         None if recomputed == manifest["bundle_hash"] else recomputed, tuple(notes),
                         tuple(f"{name} ({kind})" for name, kind in sorted(irregular.items())), tuple(mismatch),
                         expected, None if expected is None else manifest_hash({**manifest, "files": present}),
-                        files=files, manifest=manifest)
+                        files=files, manifest=typed, exp_id=manifest["exp_id"])
+
+
+def _typed(manifest: Mapping[str, Any], *, where: str, trusted: bool) -> Manifest | None:
+    """``manifest`` as a Manifest. A field of another shape than acrl writes is an error when the
+    manifest matches its own hash (a forger's, or another program's), else the bundle is reported as
+    modified, as any edit is, and None is returned."""
+    try:
+        return Manifest.from_json(manifest)
+    except ManifestShapeError as exc:
+        if not trusted:
+            return None
+        raise BundleReadError(path=os.path.join(where, MANIFEST), reason=f"is not an acrl manifest: {exc}",
+                              fix=RECOMPILE) from None
 
 
 def _derived_mismatch(files: Mapping[str, bytes], manifest: Mapping[str, Any]) -> tuple[list[str], str | None]:
     """The keys of the manifest's derived section that spec.toml does not give, and a note when
     the section cannot be checked."""
-    from .view import SPEC_TOML, derived_from_spec
+    from .view import SPEC_TOML, derived_from_spec  # lazy: view loads YAML and TOML readers; acrl run never asks
 
     if SPEC_TOML not in files:
         return [], None  # reported as removed
@@ -236,6 +281,9 @@ def is_safe_exp_id(value: object) -> bool:
     return isinstance(value, str) and EXP_ID.fullmatch(value) is not None and ".." not in value
 
 
+RECOMPILE = "compile the spec again: acrl-compile SPEC -o DIR --force"
+
+
 class _DuplicateKey(ValueError):
     pass
 
@@ -252,7 +300,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def read_manifest(files: Mapping[str, bytes], *, where: str) -> dict[str, Any]:
     """The bundle's manifest, checked for the fields verify needs; BundleReadError otherwise."""
     name = os.path.join(where, MANIFEST)
-    recompile = "compile the spec again: acrl-compile SPEC -o DIR --force"
+    recompile = RECOMPILE
     if MANIFEST + NOT_REGULAR in files:
         raise BundleReadError(path=name, reason=f"is not a regular file ({files[MANIFEST + NOT_REGULAR].decode()}, "
                               "not followed)", fix=recompile)

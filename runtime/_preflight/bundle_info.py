@@ -13,16 +13,16 @@ from typing import Any
 
 import attrs
 
-from acrl.compiler import AcrlError, bash_arrays, derived_from_spec
+from acrl.compiler import AcrlError, Derived, Manifest, bash_arrays, derived_from_spec
 
 
 @attrs.frozen
 class BundleInfo:
-    """What the checks read from a bundle: its directory, resolved spec, manifest and MODEL_ARGS."""
+    """What the checks read from a bundle: its directory, resolved spec, derived quantities and MODEL_ARGS."""
 
     path: Path
     spec: Mapping[str, Any]
-    manifest: Mapping[str, Any]
+    derived: Derived | None  # the verified manifest's, else computed from spec.toml; None when it is not a spec
     model_args: tuple[str, ...]
     address: str | None = None  # --address, which wins over the spec's [cluster] address
     modified: tuple[str, ...] = ()  # files that differ from the manifest (run with --allow-modified)
@@ -44,10 +44,10 @@ class BundleInfo:
 
 def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None,
                      modified: Collection[str] = (), files: Mapping[str, bytes] | None = None,
-                     manifest: Mapping[str, Any] | None = None) -> BundleInfo:
+                     manifest: Manifest | None = None) -> BundleInfo:
     """Read spec.toml, manifest.json and model_args.sh of the bundle directory ``path``.
 
-    ``files``: the bundle's files as verify read them (acrl.compiler._pipeline.bundle.read_bundle), so that
+    ``files``: the bundle's files as acrl.compiler.read_bundle read them, so that
     the checks see the bytes that were verified, not whatever is on disk a moment later.
     ``manifest``: the manifest as verified, when the bundle is intact (its bundle hash covers
     every field). Without it the manifest is not trusted: its derived section (the GPUs the
@@ -63,18 +63,19 @@ def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None
 
     try:
         spec = tomllib.loads(text("spec.toml"))
-        parsed = json.loads(text("manifest.json")) if manifest is None else manifest
+        # An unverified manifest's fields are never used, but a bundle without a readable one is refused.
+        unverified = json.loads(text("manifest.json")) if manifest is None else {}
         segments, _ = bash_arrays(text("model_args.sh"), "MODEL_ARGS")
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # tomllib and json: ValueErrors
         raise AcrlError(f"{where}: cannot read the bundle: {exc}",
                         hint="compile the spec again (acrl-compile SPEC -o DIR --force)") from None
-    if not isinstance(parsed, dict):
+    if not isinstance(unverified, dict):
         raise AcrlError(f"{where / 'manifest.json'}: cannot read the bundle: not a JSON object",
                         hint="compile the spec again (acrl-compile SPEC -o DIR --force)")
-    if manifest is None:
-        derived = derived_from_spec(text("spec.toml").encode("utf-8"))
-        parsed = {key: value for key, value in parsed.items() if key != "derived"}
-        if derived is not None:
-            parsed["derived"] = derived
+    if manifest is not None:
+        derived: Derived | None = manifest.derived
+    else:
+        computed = derived_from_spec(text("spec.toml").encode("utf-8"))
+        derived = None if computed is None else Derived(**computed)
     tokens = tuple(token for _, words in segments for token in words)
-    return BundleInfo(where, spec, parsed, tokens, address, tuple(sorted(modified)))
+    return BundleInfo(where, spec, derived, tokens, address, tuple(sorted(modified)))

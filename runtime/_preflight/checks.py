@@ -196,13 +196,14 @@ def _bad_line(raw: bytes, decode: Callable[[str], Any], prompt_key: str, metadat
 
 def gpus_needed(info: BundleInfo) -> int:
     """GPUs the job takes: the actor's, plus the rollout engines' when they are not colocated."""
-    derived = info.manifest.get("derived") or {}
-    actor = int(derived.get("actor_gpus", 0))
-    return actor if info.get("cluster.colocate", True) else actor + int(derived.get("rollout_gpus", 0))
+    if info.derived is None:
+        return 0
+    actor = info.derived.actor_gpus
+    return actor if info.get("cluster.colocate", True) else actor + (info.derived.rollout_gpus or 0)
 
 
 def check_gpus(info: BundleInfo) -> str:
-    known = isinstance(info.manifest.get("derived"), Mapping)
+    known = info.derived is not None
     if info.cluster_address:
         count = f"{gpus_needed(info)} " if known else ""
         raise CheckSkipped(f"the job runs on the cluster at {without_credentials(info.cluster_address)}; its {count}"
