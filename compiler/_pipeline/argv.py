@@ -18,12 +18,41 @@ from .model_args.resolve import ModelArgs
 
 
 @attrs.frozen
+class ArgOrigin:
+    """Where a flag came from, as data: the spec key that set it (``key``: one key, or a table such as
+    ``eval.datasets``), or a derivation (``derived``) from the spec keys ``keys``, said in ``why``.
+    Rendered to text only where text is shown (:attr:`text`); no reader parses that text back."""
+
+    kind: Literal["key", "derived"]
+    keys: tuple[str, ...]
+    why: str = ""
+
+    @property
+    def text(self) -> str:
+        """"rollout.batch_size", "extra.flags.--x", "eval.datasets", or "derived: <why>"."""
+        return f"derived: {self.why}" if self.kind == "derived" else self.keys[0]
+
+
+def from_key(key: str) -> ArgOrigin:
+    return ArgOrigin("key", (key,))
+
+
+def derived_from(why: str, *keys: str) -> ArgOrigin:
+    return ArgOrigin("derived", keys, why)
+
+
+@attrs.frozen
 class Arg:
     """One flag and its values, and the spec key (or rule) it came from."""
 
     flag: str
     values: tuple[str, ...]
-    origin: str  # "rollout.batch_size", "derived: ...", "extra.flags.--x", "model_args"
+    source: ArgOrigin
+
+    @property
+    def origin(self) -> str:
+        """The origin as text: "rollout.batch_size", "derived: ...", "extra.flags.--x"."""
+        return self.source.text
 
     @property
     def tokens(self) -> list[str]:
@@ -44,7 +73,7 @@ def _field(obj: Any, table: str, name: str) -> Iterator[Arg]:
         return
     tokens = flag_tokens(field.metadata["flag"], value)
     if tokens:
-        yield Arg(tokens[0], tuple(tokens[1:]), f"{table}.{name}")
+        yield Arg(tokens[0], tuple(tokens[1:]), from_key(f"{table}.{name}"))
 
 
 def _fields(obj: Any, table: str, *names: str) -> list[Arg]:
@@ -115,12 +144,14 @@ def build_argv(spec: Spec) -> tuple[ArgGroup, ...]:
     model = [
         *_fields(s.model, "model", "dir"),
         Arg("--ref-load", (s.model.ref_load or s.model.dir,),
-            "model.ref_load" if s.model.ref_load else "derived: model.ref_load defaults to model.dir"),
+            from_key("model.ref_load") if s.model.ref_load else
+            derived_from("model.ref_load defaults to model.dir", "model.ref_load", "model.dir")),
     ]
     mode = hf_mode(s)
     if mode is not None:
-        origin = "model.megatron_to_hf_mode" if s.model.megatron_to_hf_mode != "auto" else \
-            "derived: model.megatron_to_hf_mode 'auto' is 'bridge' where slime has the flag"
+        origin = from_key("model.megatron_to_hf_mode") if s.model.megatron_to_hf_mode != "auto" else \
+            derived_from("model.megatron_to_hf_mode 'auto' is 'bridge' where slime has the flag",
+                         "model.megatron_to_hf_mode")
         model.append(Arg("--megatron-to-hf-mode", (mode,), origin))
     model += _fields(s.data, "data", "path", "input_key", "label_key", "metadata_key")
     batch = [
@@ -128,7 +159,8 @@ def build_argv(spec: Spec) -> tuple[ArgGroup, ...]:
         *_fields(s.rollout, "rollout", "batch_size", "n_samples_per_prompt", "over_sampling_batch_size"),
         *_fields(s.train, "train", "num_steps_per_rollout"),
         Arg("--global-batch-size", (str(global_batch_size(s)),),
-            "derived: rollout.batch_size x rollout.n_samples_per_prompt / train.num_steps_per_rollout"),
+            derived_from("rollout.batch_size x rollout.n_samples_per_prompt / train.num_steps_per_rollout",
+                         "rollout.batch_size", "rollout.n_samples_per_prompt", "train.num_steps_per_rollout")),
         *_fields(s.train, "train", "micro_batch_size", "use_dynamic_batch_size", "max_tokens_per_gpu"),
     ]
     rollout = [
@@ -152,14 +184,14 @@ def build_argv(spec: Spec) -> tuple[ArgGroup, ...]:
     evaluation = _fields(s.eval, "eval", "interval")
     if s.eval.datasets:
         pairs = tuple(v for name, path in s.eval.datasets.items() for v in (name, path))
-        evaluation.append(Arg("--eval-prompt-data", pairs, "eval.datasets"))
+        evaluation.append(Arg("--eval-prompt-data", pairs, from_key("eval.datasets")))
     evaluation += _fields(s.eval, "eval", "n_samples_per_prompt", "temperature", "max_response_len")
     checkpoints = _fields(s.checkpoint, "checkpoint", "save", "save_interval", "save_hf")
     extra = []
     for name, value in s.extra.flags.items():
         tokens = flag_tokens(normalize_flag(name), value)
         if tokens:
-            extra.append(Arg(tokens[0], tuple(tokens[1:]), f"extra.flags.{name}"))
+            extra.append(Arg(tokens[0], tuple(tokens[1:]), from_key(f"extra.flags.{name}")))
     groups = [
         ("cluster and parallelism", cluster), ("model and data", model), ("batch arithmetic", batch),
         ("rollout and sglang", rollout), ("algorithm", algorithm), ("optimizer", optimizer),
@@ -177,3 +209,30 @@ def flat_argv(model_args: ModelArgs, groups: tuple[ArgGroup, ...], spec: Spec) -
         for arg in group.args:
             out += arg.tokens
     return out + list(spec.extra.args)
+
+
+CUSTOM_CONFIG = "custom_config.yaml"
+
+
+@attrs.frozen
+class RuntimeArgs:
+    """The arguments added at run time, by train.sh or the RayJob's entrypoint, not written into the argv:
+    ``--custom-config-path`` (the bundle's :data:`CUSTOM_CONFIG`), ``--use-wandb`` and the ``wandb`` flags
+    only when ``$key_env`` is set, and ``--train-env-vars`` (CUDA_HOME, LD_LIBRARY_PATH) when ``train_env_vars``."""
+
+    key_env: str
+    wandb: tuple[Arg, ...]  # --wandb-project, --wandb-group: each from its spec key
+    custom_config: str
+    train_env_vars: bool
+
+    @property
+    def wandb_tokens(self) -> list[str]:
+        """The W&B flags that follow --use-wandb."""
+        return [token for arg in self.wandb for token in arg.tokens]
+
+
+def runtime_args(spec: Spec) -> RuntimeArgs:
+    """The one computation of the run-time arguments, for train.sh, rayjob.yaml and `acrl explain`."""
+    wandb = tuple(Arg(f"--wandb-{name}", (value,), from_key(f"wandb.{name}"))
+                  for name in ("project", "group") if (value := getattr(spec.wandb, name)))
+    return RuntimeArgs(spec.wandb.key_env, wandb, CUSTOM_CONFIG, spec.cuda.home is not None)

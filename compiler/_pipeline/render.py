@@ -21,7 +21,7 @@ from .._secrets import RUNTIME_FORWARD_CHECK, runtime_policy
 from .._spec.flags import parse_flags
 from .._spec.tables import Spec
 from .._version import __version__
-from .argv import ArgGroup
+from .argv import ArgGroup, runtime_args
 from .model_args.resolve import ModelArgs
 
 if TYPE_CHECKING:
@@ -178,8 +178,6 @@ def _render(name: str, variables: Mapping[str, Any]) -> bytes:
 def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
     """The launch script."""
     c = spec.cluster
-    wandb_args = [*(["--wandb-project", spec.wandb.project] if spec.wandb.project else []),
-                  *(["--wandb-group", spec.wandb.group] if spec.wandb.group else [])]
     return _render("train.sh.jinja", {
         "acrl_version": __version__,
         "exp_id": spec.experiment.id,
@@ -191,7 +189,7 @@ def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
         "cuda_home": spec.cuda.home,
         "fix_torch_memory_saver": spec.cuda.fix_torch_memory_saver,
         "wandb_key_env": spec.wandb.key_env,
-        "wandb_args": wandb_args,
+        "wandb_args": runtime_args(spec).wandb_tokens,
         "ray_address": c.address or "",
         "stop_stale_processes": c.stop_stale_processes,
         "ray_stop_timeout": c.ray_stop_timeout,

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import attrs
 
-from .._pipeline.argv import ArgGroup, build_argv, global_batch_size
+from .._pipeline.argv import ArgGroup, ArgOrigin, build_argv, global_batch_size, runtime_args
 from .._pipeline.parse import NO_LINE, KeyPath, SpecSource, parse_spec_text
 from .._spec.flags import normalize_flag, parse_flags
 from .._spec.schema import custom_config_keys, toml_literal
@@ -33,8 +33,6 @@ from ..errors import BundleReadError, Diagnostic, SpecError, UsageError
 
 OriginKind = Literal["spec", "bundle", "set", "default", "derived", "model_args", "runtime", "unknown"]
 _MISSING = object()
-_DERIVED_PREFIX = "derived: "
-_KEY_IN_TEXT = re.compile(r"\b[a-z_]+\.[a-z0-9_]+\b")
 _RESOLVED_WHY = {
     "model.args_source": "'auto' is 'args' when [model.args] is given, else 'catalog' when acrl's catalog has "
                          "model.type, else 'script'",
@@ -367,7 +365,7 @@ def _flag_items(source: SpecSource, spec: Spec, info: _ModelArgsInfo, keys: list
     flags = _model_arg_items(spec, info, by_name)
     for group in groups:
         for arg in group.args:
-            flags.append(_arg_item(arg.flag, arg.values, arg.origin, group.title, by_name))
+            flags.append(_arg_item(arg.flag, arg.values, arg.source, group.title, by_name))
     flags += _extra_arg_items(spec, by_name)
     flags += _runtime_items(spec, by_name)
     for index, key in enumerate(keys):
@@ -380,14 +378,15 @@ def _from_key(key: Item) -> Origin:
     return attrs.evolve(key.origin, text=f"{key.name} ({key.origin.text})")
 
 
-def _arg_item(flag: str, values: tuple[str, ...], origin: str, group: str, keys: Mapping[str, Item]) -> Item:
-    if origin.startswith(_DERIVED_PREFIX):
-        why = origin[len(_DERIVED_PREFIX):]
-        inputs = tuple(k for k in _KEY_IN_TEXT.findall(why) if k in keys)
+def _arg_item(flag: str, values: tuple[str, ...], source: ArgOrigin, group: str, keys: Mapping[str, Item]) -> Item:
+    if source.kind == "derived":
+        why = source.why
+        inputs = tuple(k for k in source.keys if k in keys)
         doc = _DERIVED_DOCS.get(flag) or (keys[inputs[0]].doc if inputs else "")
         sources = tuple(f"{keys[k].shown()} ({keys[k].origin.text})" for k in inputs)
         return Item(flag, "flag", values, Origin("derived", f"derived by the compiler: {why}"), doc, group, inputs,
                     sources=sources)
+    origin = source.keys[0]
     if origin in keys:
         key = keys[origin]
         doc = key.doc
@@ -441,23 +440,22 @@ def _extra_arg_items(spec: Spec, keys: Mapping[str, Item]) -> list[Item]:
 
 
 def _runtime_items(spec: Spec, keys: Mapping[str, Item]) -> list[Item]:
-    env = spec.wandb.key_env
+    run_time = runtime_args(spec)
+    env = run_time.key_env
 
     def runtime(flag: str, values: tuple[str, ...], text: str, doc: str, *inputs: str) -> Item:
         return Item(flag, "flag", values, Origin("runtime", text), doc, _RUNTIME_GROUP, inputs)
 
-    items = [runtime("--custom-config-path", ("custom_config.yaml",),
+    items = [runtime("--custom-config-path", (run_time.custom_config,),
                      "train.sh: the bundle's custom_config.yaml, written from [agentcore] and experiment.id",
                      "The file the rollout integration reads the agent's and the gateway's settings from.")]
     when = f"train.sh, only when ${env} is set at run time (wandb.key_env)"
     items.append(runtime("--use-wandb", (), when, "Log to Weights & Biases.", "wandb.key_env"))
-    for name in ("project", "group"):
-        value = getattr(spec.wandb, name)
-        if value is not None:
-            key = keys[f"wandb.{name}"]
-            items.append(runtime(f"--wandb-{name}", (value,), f"{key.name} ({key.origin.text}); passed by {when}",
-                                 key.doc, key.name, "wandb.key_env"))
-    if spec.cuda.home is not None:
+    for arg in run_time.wandb:
+        key = keys[arg.origin]
+        items.append(runtime(arg.flag, arg.values, f"{key.name} ({key.origin.text}); passed by {when}",
+                             key.doc, key.name, "wandb.key_env"))
+    if run_time.train_env_vars:
         items.append(runtime("--train-env-vars", ("$TRAIN_ENV_VARS",),
                              "train.sh: CUDA_HOME and LD_LIBRARY_PATH as JSON, computed at run time from cuda.home",
                              "Environment of the training actors: the pinned CUDA toolkit.", "cuda.home"))
