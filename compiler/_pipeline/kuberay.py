@@ -16,6 +16,7 @@ from typing import Any
 
 from .._spec.tables import Spec
 from .argv import actor_gpus, runtime_args
+from .render import comment_text  # spec values on a comment line: every control character escaped
 
 CONFIG_MOUNT = "/acrl/config"
 # Secrets the toolkit and slime read from the environment: AWS for the rollout integration's boto3
@@ -122,7 +123,7 @@ def rayjob_documents(spec: Spec, argv: list[str], custom_config: bytes) -> list[
 
 def rayjob_yaml(spec: Spec, argv: list[str], custom_config: bytes) -> bytes:
     """rayjob.yaml: ``kubectl apply -f rayjob.yaml`` creates the ConfigMap and starts the RayJob."""
-    import yaml
+    import yaml  # lazy: PyYAML is needed only for --target kuberay, after a spec compiled without errors
 
     class Dumper(yaml.SafeDumper):
         pass
@@ -131,7 +132,6 @@ def rayjob_yaml(spec: Spec, argv: list[str], custom_config: bytes) -> bytes:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
 
     Dumper.add_representer(str, text)
-    from .render import comment_text  # spec values on a comment line: every control character escaped
 
     header = (f"# KubeRay RayJob of {comment_text(spec.experiment.id)}: {worker_replicas(spec)} worker pod(s) x "
               f"{spec.cluster.gpus_per_node} GPU(s) ({actor_gpus(spec)} for the training actor).\n"

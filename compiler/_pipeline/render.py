@@ -151,9 +151,10 @@ def environment() -> jinja2.Environment:
     """The Jinja environment of the bundle templates, with compiled templates cached between runs
     (acrl.compiler._fast.template_cache). Jinja is imported here, not with this module: a spec with
     errors is never rendered, and importing Jinja would be ~25 ms of reporting them."""
+    # lazy: a spec with errors is never rendered, and Jinja and the template cache cost ~25 ms to import
     import jinja2
 
-    from .._fast.template_cache import TemplateCache
+    from .._fast.template_cache import TemplateCache  # lazy: used only with Jinja, above
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("acrl.templates", "."),
@@ -221,7 +222,7 @@ def model_args_sh(spec: Spec, model_args: ModelArgs) -> bytes:
 
 
 def custom_config_yaml(spec: Spec) -> bytes:
-    import yaml  # the YAML library is only needed here
+    import yaml  # lazy: PyYAML is needed only to render a spec that compiled without errors
 
     header = f"# --custom-config-path of {comment_text(spec.experiment.id)}: read by the rollout integration.\n"
     body = yaml.safe_dump(custom_config(spec), sort_keys=False, allow_unicode=True, default_flow_style=False)
@@ -229,7 +230,7 @@ def custom_config_yaml(spec: Spec) -> bytes:
 
 
 def resolved_spec_toml(data: Mapping[str, Any]) -> bytes:
-    import tomli_w
+    import tomli_w  # lazy: needed only to render a spec that compiled without errors
 
     return tomli_w.dumps(dict(data)).encode("utf-8")
 

@@ -10,16 +10,20 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
 
 from .._pipeline.bundle import DIR_MODE, MANIFEST, NOT_REGULAR, mode_differs, read_bundle, written_mode
+from .._pipeline.compile import compile_spec
 from ..errors import BundleReadError
 from .changes import ABSENT, DERIVED_LABELS, SECTIONS, BundleDiff, Change, Section, _compare, diff_views
 from .diff_format import format_markdown, format_text
 from .flag_groups import GROUPS, flag_group
+from .verify import verify_files
 from .view import KNOWN_FILES, BundleView, flatten, read_view
 
 __all__ = ["ABSENT", "DERIVED_LABELS", "GROUPS", "SECTIONS", "BundleDiff", "Change", "CheckResult", "Section",
@@ -39,10 +43,6 @@ def load(path: str) -> BundleView:
                                   fix="give a bundle directory (e.g. bundles/<exp_id>) or a spec file (.toml)")
         return attrs.evolve(read_view(path, files), integrity=tuple(_integrity_notes(path, files)))
     if os.path.isfile(path) and path.endswith(".toml"):
-        from pathlib import Path
-
-        from .._pipeline.compile import compile_spec
-
         return read_view(path, compile_spec(Path(path)).files)
     reason = "no such file or directory"
     if os.path.lexists(path):
@@ -52,8 +52,6 @@ def load(path: str) -> BundleView:
 
 
 def _integrity_notes(path: str, files: Mapping[str, bytes]) -> list[str]:
-    from .verify import verify_files
-
     try:
         result = verify_files(files, where=path, check_derived=True)
     except BundleReadError as exc:
@@ -121,8 +119,6 @@ def _mode_differences(out: str, names: list[str]) -> list[str]:
     """``name: mode 0775, the compile writes 0755`` for the directory ``out`` (``./``) and each file
     of ``names`` in it whose mode :func:`_bundle.mode_differs` from what acrl-compile writes: unsafe
     bits, or the wrong owner-execute bit."""
-    import stat
-
     lines = []
     for name, wanted in [("./", DIR_MODE), *((name, written_mode(name)) for name in sorted(names))]:
         try:

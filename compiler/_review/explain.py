@@ -24,7 +24,11 @@ from typing import Any, Literal
 import attrs
 
 from .._pipeline.argv import build_argv
+from .._pipeline.bundle import read_bundle
+from .._pipeline.compile import compile_source, resolved_spec
+from .._pipeline.layers import load_spec
 from .._pipeline.parse import SpecSource, parse_spec_text
+from .._pipeline.structure import structure
 from .._spec.flags import normalize_flag
 from .._version import __version__
 from ..errors import BundleReadError, Diagnostic, SpecError, UsageError
@@ -38,6 +42,8 @@ from .explain_items import (
     key_items,
     with_recorded_origins,
 )
+from .verify import verify_files
+from .view import SPEC_TOML, read_view
 
 __all__ = ["Explanation", "Item", "Origin", "explain_bundle", "explain_path", "explain_spec"]
 
@@ -113,8 +119,6 @@ def _block(item: Item) -> list[str]:
 
 def explain_spec(source: SpecSource) -> Explanation:
     """Compile ``source`` in memory (raising SpecError if it is invalid) and explain the result."""
-    from .._pipeline.compile import compile_source, resolved_spec
-
     bundle = compile_source(source)
     resolved = resolved_spec(bundle.spec, bundle.model_args)
     info = ModelArgsInfo(bundle.model_args.args, bundle.model_args.source, bundle.model_args.description,
@@ -132,18 +136,12 @@ def explain_path(path: Path, overrides: Sequence[str] = ()) -> Explanation:
             raise UsageError(f"acrl explain: --set applies to a spec, and {path} is a bundle",
                              hint="explain the spec with --set, or the bundle without it")
         return explain_bundle(path)
-    from .._pipeline.layers import load_spec
-
     return explain_spec(load_spec(path, overrides=overrides))
 
 
 def explain_bundle(directory: Path) -> Explanation:
     """Explain a bundle from its files, read as `acrl diff` reads them: the values of its resolved
     spec.toml, MODEL_ARGS from model_args.sh, and the flags train.sh passes, each traced to spec.toml."""
-    from .._pipeline.bundle import read_bundle
-    from .._pipeline.structure import structure
-    from .view import SPEC_TOML, read_view
-
     shown = str(directory).rstrip("/") or "/"
     files = read_bundle(directory)
     if files is None or SPEC_TOML not in files:
@@ -199,8 +197,6 @@ def _provenance(manifest: Mapping[str, Any] | None, model_args_sh: bytes) -> tup
 
 def _bundle_notes(shown: str, files: Mapping[str, bytes], made_by: str | None) -> list[str]:
     """What the manifest says about the bundle: who made it, and whether the files still match it."""
-    from .verify import verify_files
-
     try:
         result = verify_files(files, where=shown, check_derived=True)
     except BundleReadError as exc:
