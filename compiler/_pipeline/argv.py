@@ -35,6 +35,7 @@ class ArgOrigin:
         return f"derived: {self.why}" if self.kind == "derived" else self.keys[0]
 
 
+@functools.cache
 def from_key(key: str) -> ArgOrigin:
     return ArgOrigin("key", (key,))
 
