@@ -75,23 +75,28 @@ def test_a_hand_edited_bundle_fails_and_says_so(compiled: tuple[Path, Path],
     spec, bundle = compiled
     train = bundle / "train.sh"
     train.write_text(train.read_text().replace("  --lr 1e-06\n", "  --lr 1e-05\n"))
-    code, out, _ = run(capsys, "--check", str(spec), "-o", str(bundle))
-    assert code == 1
-    assert "  [optimizer]\n    ~ --lr: 1e-05 -> 1e-06\n" in out  # committed -> what the spec compiles to
-    assert f"not equivalent: {bundle} does not match its manifest (modified train.sh)" in out
-    assert "  train.sh: differs" in out
+    code, out, _ = run(capsys, "--check", str(spec), "-o", str(bundle), "--json")
+    result = json.loads(out)
+    assert code == 1 and result["up_to_date"] is False and result["byte_differences"] == ["train.sh: differs"]
+    # committed -> what the spec compiles to, in its review group
+    assert result["diff"]["sections"]["flags"] == [
+        {"key": "--lr", "group": "optimizer", "change": "changed", "before": ["1e-05"], "after": ["1e-06"]}]
+    assert result["diff"]["equivalent"] is False and len(result["diff"]["unverified"]) == 1
+    assert result["diff"]["unverified"][0].startswith(f"{bundle} does not match its manifest (modified train.sh)")
 
 
 def test_only_a_mode_or_an_extra_file_is_still_a_failure(compiled: tuple[Path, Path],
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     spec, bundle = compiled
     os.chmod(bundle / "train.sh", 0o644)
-    code, out, _ = run(capsys, "--check", str(spec), "-o", str(bundle))
-    assert code == 1 and "  train.sh: mode 0644, the compile writes 0755" in out
+    code, out, _ = run(capsys, "--check", str(spec), "-o", str(bundle), "--json")
+    assert code == 1 and json.loads(out)["byte_differences"] == ["train.sh: mode 0644, the compile writes 0755"]
     os.chmod(bundle / "train.sh", 0o755)
     (bundle / "notes.txt").write_text("hi")
-    code, out, _ = run(capsys, "--check", str(spec), "-o", str(bundle))
-    assert code == 1 and f"  notes.txt: in {bundle}, not in the compiled bundle" in out
+    code, out, _ = run(capsys, "--check", str(spec), "-o", str(bundle), "--json")
+    result = json.loads(out)
+    assert code == 1 and result["byte_differences"] == [f"notes.txt: in {bundle}, not in the compiled bundle"]
+    assert [c["key"] for c in result["diff"]["sections"]["files"]] == ["notes.txt"]
 
 
 def test_a_missing_bundle_fails_and_is_not_created(tmp_path: Path, write_spec: SpecWriter,

@@ -434,3 +434,36 @@ def test_dates_binary_and_sets_are_values_not_an_internal_error(tmp_path: Path,
     code, out, err = run(capsys, "diff", str(a), str(b), "--format", "markdown")
     assert (code, err) == (1, "") and "`date 2001-01-01`" in out
     assert run(capsys, "diff", str(b), str(b))[0] == 0
+
+
+def test_flag_groups_come_from_argvs_layout() -> None:
+    """One flag grouping: every flag argv can write is classified as argv's LAYOUT says, wherever train.sh
+    has it (under its own group, another, none, or [extra.flags]); the table in flag_groups holds only
+    flags argv never writes."""
+    from acrl.compiler._pipeline.argv import OTHER, REVIEW_GROUPS, argv_titles, flags_by_review_group
+    from acrl.compiler._review import flag_groups
+
+    written = flags_by_review_group()
+    assert {"--global-batch-size", "--ref-load", "--eval-prompt-data", "--use-wandb", "--lr"} <= set(written)
+    others = {f for flags in flag_groups._NOT_WRITTEN.values() for f in flags.split()}
+    assert not set(written) & others  # one home per flag
+    non_review_titles = [t for t in (*argv_titles(), None) if t not in REVIEW_GROUPS]
+    for flag, group in written.items():
+        assert group in REVIEW_GROUPS
+        for title in non_review_titles:
+            wanted = group if group != OTHER else argv_titles().get(title or "") or OTHER
+            assert flag_group(flag, title) == wanted, (flag, title)
+    assert flag_groups.GROUPS == GROUPS == REVIEW_GROUPS
+
+
+@pytest.mark.parametrize("spec", sorted((Path(__file__).parent.parent / "specs").glob("*.toml")), ids=lambda p: p.stem)
+def test_every_argv_flag_lands_in_its_layout_group(spec: Path) -> None:
+    from acrl.compiler._pipeline.argv import build_argv, flags_by_review_group
+    from acrl.compiler._pipeline.compile import compile_source
+    from acrl.compiler._pipeline.parse import read_spec
+
+    written = flags_by_review_group()
+    for group in build_argv(compile_source(read_spec(spec)).spec):
+        for arg in group.args:
+            if not arg.origin.startswith("extra."):
+                assert flag_group(arg.flag, group.title) == written[arg.flag], (arg.flag, group.title)

@@ -253,8 +253,11 @@ def test_a_bundle_made_by_another_acrl_version_says_so(bundle_copy: Path, capsys
     spec = bundle_copy / "spec.toml"
     spec.write_text(spec.read_text(encoding="utf-8").replace("[train]", "[train]\nold_key = 1"), encoding="utf-8")
     code, _, err = run(capsys, str(bundle_copy))
-    assert code == 1
-    assert "unknown key 'old_key'" in err and "the bundle was made by acrl 0.0.1; this is acrl 0.1.0" in err
+    assert code == 1 and "the bundle was made by acrl 0.0.1; this is acrl 0.1.0" in err  # the golden wording
+    code, out, _ = run(capsys, str(bundle_copy), "--json")
+    diagnostics = json.loads(out)["error"]["diagnostics"]
+    assert code == 1 and [(d["file"], d["key"]) for d in diagnostics] == [(str(spec), "train.old_key"), (str(spec), "")]
+    assert diagnostics[0]["line"] is not None and diagnostics[1]["line"] is None
 
 
 # --- KEY ---------------------------------------------------------------------------------------------
@@ -327,8 +330,9 @@ def test_cli_unknown_key_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_two_keys_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, str(MULTITURN), "rollout.batch_size", "train.lr")
-    assert code == 2 and "one KEY at a time" in err
+    code, out, _ = run(capsys, str(MULTITURN), "rollout.batch_size", "train.lr", "--json")
+    error = json.loads(out)["error"]
+    assert code == 2 and error["kind"] == "UsageError" and error["hint"] and "diagnostics" not in error
 
 
 def test_cli_invalid_or_missing_spec_exits_1(write_spec: SpecWriter, tmp_path: Path,
@@ -338,8 +342,10 @@ def test_cli_invalid_or_missing_spec_exits_1(write_spec: SpecWriter, tmp_path: P
     assert (code, out) == (1, "") and err.startswith(f"{spec}:") and ": error: [rollout] batch_size: " in err
     code, out, _ = run(capsys, str(spec), "--json")
     assert code == 1 and [d["key"] for d in json.loads(out)["error"]["diagnostics"]] == ["rollout.batch_size"]
-    code, _, err = run(capsys, str(tmp_path / "nope.toml"))
-    assert code == 1 and "cannot read the spec" in err
+    code, out, _ = run(capsys, str(tmp_path / "nope.toml"), "--json")
+    error = json.loads(out)["error"]
+    assert code == 1 and error["kind"] == "SpecError"
+    assert [(d["file"], d["line"], d["key"]) for d in error["diagnostics"]] == [(str(tmp_path / "nope.toml"), None, "")]
 
 
 def test_cli_bundle_json(capsys: pytest.CaptureFixture[str]) -> None:

@@ -158,10 +158,12 @@ def test_bundles_of_an_extending_spec_verify_diff_and_explain(tmp_path: Path,
     assert acrl_main(["verify", str(out)]) == 0
     assert acrl_main(["diff", str(out), str(child)]) == 0  # the bundle is what the spec compiles to
     capsys.readouterr()
-    assert acrl_main(["diff", str(out), str(tmp_path / "base.toml")]) == 1
-    assert "rollout.batch_size: 64 -> 16" in capsys.readouterr().out
-    assert acrl_main(["explain", str(out), "rollout.batch_size"]) == 0
-    assert "origin: bundle" in capsys.readouterr().out
+    assert acrl_main(["diff", str(out), str(tmp_path / "base.toml"), "--format", "json"]) == 1
+    spec_changes = json.loads(capsys.readouterr().out)["sections"]["spec"]
+    assert {"key": "rollout.batch_size", "change": "changed", "before": 64, "after": 16} in spec_changes
+    assert acrl_main(["explain", str(out), "rollout.batch_size", "--json"]) == 0
+    (key,) = json.loads(capsys.readouterr().out)["keys"]
+    assert key["value"] == 64 and key["origin"]["kind"] == "bundle" and key["origin"]["file"] == f"{out}/spec.toml"
 
 
 def test_explain_of_a_bundle_says_which_base_or_set_gave_a_value(tmp_path: Path) -> None:

@@ -91,9 +91,11 @@ def test_explain_says_a_value_came_from_its_set(write_spec: SpecWriter, capsys: 
         ("set", "--set rollout.temperature=0.5")
     assert origins["experiment.id"].kind == "spec"
     assert acrl_main(["explain", str(spec), "--set", "rollout.temperature=0.5", "rollout.temperature"]) == 0
-    assert "origin: --set rollout.temperature=0.5" in capsys.readouterr().out
-    assert acrl_main(["explain", "--set=rollout.temperature=0.25", str(spec), "rollout.temperature"]) == 0
-    assert "rollout.temperature = 0.25" in capsys.readouterr().out
+    assert "origin: --set rollout.temperature=0.5" in capsys.readouterr().out  # the golden wording
+    assert acrl_main(["explain", "--set=rollout.temperature=0.25", str(spec), "rollout.temperature", "--json"]) == 0
+    (key,) = json.loads(capsys.readouterr().out)["keys"]
+    assert key["name"] == "rollout.temperature" and key["value"] == 0.25
+    assert key["origin"]["kind"] == "set" and key["origin"]["line"] is None
 
 
 def test_sets_are_part_of_the_cache_key_and_of_check(write_spec: SpecWriter, capsys: pytest.CaptureFixture[str],

@@ -7,7 +7,9 @@ path, wandb, --train-env-vars) are added by train.sh itself and documented there
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import typing
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
 import attrs
@@ -18,12 +20,42 @@ from .model_args.resolve import ModelArgs
 
 
 @attrs.frozen
+class ArgOrigin:
+    """Where a flag came from, as data: the spec key that set it (``key``: one key, or a table such as
+    ``eval.datasets``), or a derivation (``derived``) from the spec keys ``keys``, said in ``why``.
+    Rendered to text only where text is shown (:attr:`text`); no reader parses that text back."""
+
+    kind: Literal["key", "derived"]
+    keys: tuple[str, ...]
+    why: str = ""
+
+    @property
+    def text(self) -> str:
+        """"rollout.batch_size", "extra.flags.--x", "eval.datasets", or "derived: <why>"."""
+        return f"derived: {self.why}" if self.kind == "derived" else self.keys[0]
+
+
+@functools.cache
+def from_key(key: str) -> ArgOrigin:
+    return ArgOrigin("key", (key,))
+
+
+def derived_from(why: str, *keys: str) -> ArgOrigin:
+    return ArgOrigin("derived", keys, why)
+
+
+@attrs.frozen
 class Arg:
     """One flag and its values, and the spec key (or rule) it came from."""
 
     flag: str
     values: tuple[str, ...]
-    origin: str  # "rollout.batch_size", "derived: ...", "extra.flags.--x", "model_args"
+    source: ArgOrigin
+
+    @property
+    def origin(self) -> str:
+        """The origin as text: "rollout.batch_size", "derived: ...", "extra.flags.--x"."""
+        return self.source.text
 
     @property
     def tokens(self) -> list[str]:
@@ -44,7 +76,7 @@ def _field(obj: Any, table: str, name: str) -> Iterator[Arg]:
         return
     tokens = flag_tokens(field.metadata["flag"], value)
     if tokens:
-        yield Arg(tokens[0], tuple(tokens[1:]), f"{table}.{name}")
+        yield Arg(tokens[0], tuple(tokens[1:]), from_key(f"{table}.{name}"))
 
 
 def _fields(obj: Any, table: str, *names: str) -> list[Arg]:
@@ -104,69 +136,162 @@ def hf_mode(spec: Spec) -> Literal["bridge", "raw"] | None:
     return None if "--megatron-to-hf-mode" in absent else "bridge"
 
 
-def build_argv(spec: Spec) -> tuple[ArgGroup, ...]:
-    """The flags train.sh passes after MODEL_ARGS, grouped; the raw [extra] args come last."""
-    s = spec
-    cluster = [
-        *_fields(s.cluster, "cluster", "num_nodes", "gpus_per_node", "colocate", "rollout_num_gpus"),
-        *_fields(s.rollout, "rollout", "gpus_per_engine"),
-        *_fields(s.parallel, "parallel", "tensor", "pipeline", "context", "expert", "sequence_parallel"),
-    ]
-    model = [
-        *_fields(s.model, "model", "dir"),
-        Arg("--ref-load", (s.model.ref_load or s.model.dir,),
-            "model.ref_load" if s.model.ref_load else "derived: model.ref_load defaults to model.dir"),
-    ]
+def _ref_load(s: Spec) -> list[Arg]:
+    return [Arg("--ref-load", (s.model.ref_load or s.model.dir,),
+                from_key("model.ref_load") if s.model.ref_load else
+                derived_from("model.ref_load defaults to model.dir", "model.ref_load", "model.dir"))]
+
+
+def _hf_mode(s: Spec) -> list[Arg]:
     mode = hf_mode(s)
-    if mode is not None:
-        origin = "model.megatron_to_hf_mode" if s.model.megatron_to_hf_mode != "auto" else \
-            "derived: model.megatron_to_hf_mode 'auto' is 'bridge' where slime has the flag"
-        model.append(Arg("--megatron-to-hf-mode", (mode,), origin))
-    model += _fields(s.data, "data", "path", "input_key", "label_key", "metadata_key")
-    batch = [
-        *_fields(s.experiment, "experiment", "num_rollout"),
-        *_fields(s.rollout, "rollout", "batch_size", "n_samples_per_prompt", "over_sampling_batch_size"),
-        *_fields(s.train, "train", "num_steps_per_rollout"),
-        Arg("--global-batch-size", (str(global_batch_size(s)),),
-            "derived: rollout.batch_size x rollout.n_samples_per_prompt / train.num_steps_per_rollout"),
-        *_fields(s.train, "train", "micro_batch_size", "use_dynamic_batch_size", "max_tokens_per_gpu"),
-    ]
-    rollout = [
-        *_fields(s.rollout, "rollout", "max_response_len", "max_prompt_len", "max_context_len", "temperature",
-                 "top_p"),
-        *_fields(s.sglang, "sglang", "mem_fraction_static", "context_length", "tool_call_parser",
-                 "reasoning_parser", "data_parallel_size", "cuda_graph_max_bs", "log_level", "log_level_http"),
-    ]
-    algorithm = _fields(s.algorithm, "algorithm", "advantage_estimator", "use_kl_loss", "kl_loss_type",
-                        "kl_loss_coef", "kl_coef", "entropy_coef", "eps_clip", "eps_clip_high",
-                        "normalize_advantages", "use_tis")
-    optimizer = _fields(s.train, "train", "lr", "lr_decay_style", "weight_decay", "adam_beta1", "adam_beta2",
-                        "optimizer_cpu_offload", "overlap_cpu_optimizer_d2h_h2d", "precision_aware_optimizer")
-    kernels = [
-        *_fields(s.train, "train", "attention_backend", "attention_dropout", "hidden_dropout",
-                 "accumulate_allreduce_grads_in_fp32", "attention_softmax_in_fp32"),
-        *_fields(s.experiment, "experiment", "seed"),
-    ]
-    integration = _fields(s.rollout, "rollout", "function_path", "reward_post_process_path",
-                          "custom_generate_function_path", "custom_rm_path")
-    evaluation = _fields(s.eval, "eval", "interval")
-    if s.eval.datasets:
-        pairs = tuple(v for name, path in s.eval.datasets.items() for v in (name, path))
-        evaluation.append(Arg("--eval-prompt-data", pairs, "eval.datasets"))
-    evaluation += _fields(s.eval, "eval", "n_samples_per_prompt", "temperature", "max_response_len")
-    checkpoints = _fields(s.checkpoint, "checkpoint", "save", "save_interval", "save_hf")
+    if mode is None:
+        return []
+    origin = from_key("model.megatron_to_hf_mode") if s.model.megatron_to_hf_mode != "auto" else \
+        derived_from("model.megatron_to_hf_mode 'auto' is 'bridge' where slime has the flag",
+                     "model.megatron_to_hf_mode")
+    return [Arg("--megatron-to-hf-mode", (mode,), origin)]
+
+
+def _global_batch(s: Spec) -> list[Arg]:
+    return [Arg("--global-batch-size", (str(global_batch_size(s)),),
+                derived_from("rollout.batch_size x rollout.n_samples_per_prompt / train.num_steps_per_rollout",
+                             "rollout.batch_size", "rollout.n_samples_per_prompt", "train.num_steps_per_rollout"))]
+
+
+def _eval_datasets(s: Spec) -> list[Arg]:
+    if not s.eval.datasets:
+        return []
+    pairs = tuple(v for name, path in s.eval.datasets.items() for v in (name, path))
+    return [Arg("--eval-prompt-data", pairs, from_key("eval.datasets"))]
+
+
+def _extra_flags(s: Spec) -> list[Arg]:
     extra = []
     for name, value in s.extra.flags.items():
         tokens = flag_tokens(normalize_flag(name), value)
         if tokens:
-            extra.append(Arg(tokens[0], tuple(tokens[1:]), f"extra.flags.{name}"))
-    groups = [
-        ("cluster and parallelism", cluster), ("model and data", model), ("batch arithmetic", batch),
-        ("rollout and sglang", rollout), ("algorithm", algorithm), ("optimizer", optimizer),
-        ("training kernels", kernels), ("integration", integration), ("evaluation", evaluation),
-        ("checkpoints", checkpoints), ("escape hatch: [extra.flags]", extra),
-    ]
-    return tuple(ArgGroup(title, tuple(args)) for title, args in groups if args)
+            extra.append(Arg(tokens[0], tuple(tokens[1:]), from_key(f"extra.flags.{name}")))
+    return extra
+
+
+# The review groups `acrl diff` sorts slime flags into (docs/review.md), in the order it prints them.
+CLUSTER, BATCH, ALGORITHM, OPTIMIZER = "cluster and parallelism", "batch arithmetic", "algorithm", "optimizer"
+ROLLOUT, MODEL, INTEGRATION = "rollout and sglang", "model architecture", "integration"
+ENVIRONMENT, OTHER = "environment", "other"
+REVIEW_GROUPS = (CLUSTER, BATCH, ALGORITHM, OPTIMIZER, ROLLOUT, MODEL, INTEGRATION, ENVIRONMENT, OTHER)
+
+
+@attrs.frozen
+class _Keys:
+    """The flags of spec keys ``names`` of ``table``, in that order; ``review``: their review group when
+    it is not their argv group's."""
+
+    table: str
+    names: tuple[str, ...]
+    review: str | None = None
+
+
+def _keys(table: str, *names: str, review: str | None = None) -> _Keys:
+    return _Keys(table, names, review)
+
+
+@attrs.frozen
+class _Computed:
+    """A flag computed from the spec (``None``: from the spec's [extra.flags], any flag)."""
+
+    flag: str | None
+    make: Callable[[Spec], list[Arg]]
+    review: str | None = None
+
+
+@attrs.frozen
+class _Group:
+    title: str  # the comment above the group's flags in train.sh
+    review: str | None  # the review group of its flags (None: each flag's own, else the default)
+    entries: tuple[_Keys | _Computed, ...]
+
+
+# The one layout of the slime argv: train.sh's groups, in order, and the review group of every flag acrl
+# writes; `acrl diff` classifies flags by it (flags_by_review_group).
+LAYOUT = (
+    _Group(CLUSTER, CLUSTER, (_keys("cluster", "num_nodes", "gpus_per_node", "colocate", "rollout_num_gpus"),
+                              _keys("rollout", "gpus_per_engine"),
+                              _keys("parallel", "tensor", "pipeline", "context", "expert", "sequence_parallel"))),
+    _Group("model and data", MODEL, (_keys("model", "dir"), _Computed("--ref-load", _ref_load),
+                                     _Computed("--megatron-to-hf-mode", _hf_mode),
+                                     _keys("data", "path", "input_key", "label_key", "metadata_key",
+                                           review=ROLLOUT))),
+    _Group(BATCH, BATCH, (_keys("experiment", "num_rollout"),
+                          _keys("rollout", "batch_size", "n_samples_per_prompt", "over_sampling_batch_size"),
+                          _keys("train", "num_steps_per_rollout"), _Computed("--global-batch-size", _global_batch),
+                          _keys("train", "micro_batch_size", "use_dynamic_batch_size", "max_tokens_per_gpu"))),
+    _Group(ROLLOUT, ROLLOUT, (
+        _keys("rollout", "max_response_len", "max_prompt_len", "max_context_len", "temperature", "top_p"),
+        _keys("sglang", "mem_fraction_static", "context_length", "tool_call_parser", "reasoning_parser",
+              "data_parallel_size", "cuda_graph_max_bs", "log_level", "log_level_http"))),
+    _Group(ALGORITHM, ALGORITHM, (_keys("algorithm", "advantage_estimator", "use_kl_loss", "kl_loss_type",
+                                        "kl_loss_coef", "kl_coef", "entropy_coef", "eps_clip", "eps_clip_high",
+                                        "normalize_advantages", "use_tis"),)),
+    _Group(OPTIMIZER, OPTIMIZER, (_keys("train", "lr", "lr_decay_style", "weight_decay", "adam_beta1", "adam_beta2",
+                                        "optimizer_cpu_offload", "overlap_cpu_optimizer_d2h_h2d",
+                                        "precision_aware_optimizer"),)),
+    _Group("training kernels", OTHER, (_keys("train", "attention_backend", "attention_dropout", "hidden_dropout",
+                                             review=MODEL),
+                                       _keys("train", "accumulate_allreduce_grads_in_fp32", review=OPTIMIZER),
+                                       _keys("train", "attention_softmax_in_fp32", review=MODEL),
+                                       _keys("experiment", "seed"))),
+    _Group(INTEGRATION, INTEGRATION, (_keys("rollout", "function_path", "reward_post_process_path",
+                                            "custom_generate_function_path", "custom_rm_path"),)),
+    _Group("evaluation", ROLLOUT, (_keys("eval", "interval"), _Computed("--eval-prompt-data", _eval_datasets),
+                                   _keys("eval", "n_samples_per_prompt", "temperature", "max_response_len"))),
+    _Group("checkpoints", OTHER, (_keys("checkpoint", "save", "save_interval", "save_hf"),)),
+    _Group("escape hatch: [extra.flags]", None, (_Computed(None, _extra_flags),)),
+)
+
+
+def build_argv(spec: Spec) -> tuple[ArgGroup, ...]:
+    """The flags train.sh passes after MODEL_ARGS, grouped as :data:`LAYOUT` says; the raw [extra] args come
+    last."""
+    groups = []
+    for group in LAYOUT:
+        args: list[Arg] = []
+        for entry in group.entries:
+            if isinstance(entry, _Keys):
+                args += _fields(getattr(spec, entry.table), entry.table, *entry.names)
+            else:
+                args += entry.make(spec)
+        if args:
+            groups.append(ArgGroup(group.title, tuple(args)))
+    return tuple(groups)
+
+
+@functools.cache
+def flags_by_review_group() -> Mapping[str, str]:
+    """Every flag :func:`build_argv` can write (but [extra.flags]) or train.sh adds at run time, and its
+    review group."""
+    tables = typing.get_type_hints(Spec)
+    out = {}
+    for group in LAYOUT:
+        for entry in group.entries:
+            review = entry.review or group.review
+            if review is None:
+                continue
+            if isinstance(entry, _Keys):
+                fields = attrs.fields_dict(tables[entry.table])
+                out.update({fields[name].metadata["flag"]: review for name in entry.names})
+            elif entry.flag is not None:
+                out[entry.flag] = review
+    return {**out, **RUNTIME_REVIEW}
+
+
+def argv_titles() -> Mapping[str, str | None]:
+    """Each argv group title (the comment train.sh writes above its flags) and its review group."""
+    return {group.title: group.review for group in LAYOUT}
+
+
+# The review groups of the flags train.sh (and the RayJob's entrypoint) add at run time (RuntimeArgs).
+RUNTIME_REVIEW = {"--custom-config-path": INTEGRATION, "--use-wandb": ENVIRONMENT, "--wandb-project": ENVIRONMENT,
+                  "--wandb-group": ENVIRONMENT, "--train-env-vars": ENVIRONMENT}
 
 
 def flat_argv(model_args: ModelArgs, groups: tuple[ArgGroup, ...], spec: Spec) -> list[str]:
@@ -177,3 +302,30 @@ def flat_argv(model_args: ModelArgs, groups: tuple[ArgGroup, ...], spec: Spec) -
         for arg in group.args:
             out += arg.tokens
     return out + list(spec.extra.args)
+
+
+CUSTOM_CONFIG = "custom_config.yaml"
+
+
+@attrs.frozen
+class RuntimeArgs:
+    """The arguments added at run time, by train.sh or the RayJob's entrypoint, not written into the argv:
+    ``--custom-config-path`` (the bundle's :data:`CUSTOM_CONFIG`), ``--use-wandb`` and the ``wandb`` flags
+    only when ``$key_env`` is set, and ``--train-env-vars`` (CUDA_HOME, LD_LIBRARY_PATH) when ``train_env_vars``."""
+
+    key_env: str
+    wandb: tuple[Arg, ...]  # --wandb-project, --wandb-group: each from its spec key
+    custom_config: str
+    train_env_vars: bool
+
+    @property
+    def wandb_tokens(self) -> list[str]:
+        """The W&B flags that follow --use-wandb."""
+        return [token for arg in self.wandb for token in arg.tokens]
+
+
+def runtime_args(spec: Spec) -> RuntimeArgs:
+    """The one computation of the run-time arguments, for train.sh, rayjob.yaml and `acrl explain`."""
+    wandb = tuple(Arg(f"--wandb-{name}", (value,), from_key(f"wandb.{name}"))
+                  for name in ("project", "group") if (value := getattr(spec.wandb, name)))
+    return RuntimeArgs(spec.wandb.key_env, wandb, CUSTOM_CONFIG, spec.cuda.home is not None)

@@ -15,7 +15,8 @@ import shlex
 from typing import Any
 
 from .._spec.tables import Spec
-from .argv import actor_gpus
+from .argv import actor_gpus, runtime_args
+from .render import comment_text  # spec values on a comment line: every control character escaped
 
 CONFIG_MOUNT = "/acrl/config"
 # Secrets the toolkit and slime read from the environment: AWS for the rollout integration's boto3
@@ -43,12 +44,11 @@ def entrypoint(spec: Spec, argv: list[str]) -> str:
     """The job's command: train.py (train_async.py) with the bundle's argv, the custom config from the
     ConfigMap, and W&B switched on, as in train.sh, only when the key's variable is set in the pod."""
     script = "train_async.py" if spec.train.mode == "async" else "train.py"
-    wandb = ["--use-wandb",
-             *(["--wandb-project", spec.wandb.project] if spec.wandb.project else []),
-             *(["--wandb-group", spec.wandb.group] if spec.wandb.group else [])]
+    run_time = runtime_args(spec)
+    wandb = ["--use-wandb", *run_time.wandb_tokens]
     command = ["python3", f"{spec.slime.dir.rstrip('/')}/{script}", *argv,
-               "--custom-config-path", f"{CONFIG_MOUNT}/custom_config.yaml"]
-    key = spec.wandb.key_env
+               "--custom-config-path", f"{CONFIG_MOUNT}/{run_time.custom_config}"]
+    key = run_time.key_env
     # bash -c 'script' acrl ARGS...: every token stays one argument, whatever it holds
     export = "" if key == "WANDB_API_KEY" else f'export WANDB_API_KEY="${{{key}}}"; '
     body = f'if [[ -n ${{{key}:-}} ]]; then {export}set -- "$@" {shlex.join(wandb)}; fi; exec "$@"'
@@ -123,7 +123,7 @@ def rayjob_documents(spec: Spec, argv: list[str], custom_config: bytes) -> list[
 
 def rayjob_yaml(spec: Spec, argv: list[str], custom_config: bytes) -> bytes:
     """rayjob.yaml: ``kubectl apply -f rayjob.yaml`` creates the ConfigMap and starts the RayJob."""
-    import yaml
+    import yaml  # lazy: PyYAML is needed only for --target kuberay, after a spec compiled without errors
 
     class Dumper(yaml.SafeDumper):
         pass
@@ -132,7 +132,6 @@ def rayjob_yaml(spec: Spec, argv: list[str], custom_config: bytes) -> bytes:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
 
     Dumper.add_representer(str, text)
-    from .render import comment_text  # spec values on a comment line: every control character escaped
 
     header = (f"# KubeRay RayJob of {comment_text(spec.experiment.id)}: {worker_replicas(spec)} worker pod(s) x "
               f"{spec.cluster.gpus_per_node} GPU(s) ({actor_gpus(spec)} for the training actor).\n"

@@ -7,6 +7,7 @@ array-of-tables entries. Later stages attach these positions to their messages.
 
 from __future__ import annotations
 
+import errno
 import functools
 import re
 import tomllib
@@ -17,6 +18,7 @@ from typing import Any
 import attrs
 
 from ..errors import Diagnostic, SpecError
+from .bundle import read_input
 
 KeyPath = tuple[str | int, ...]
 Position = tuple[int, int]  # 1-based line and column
@@ -91,8 +93,6 @@ class SpecSource:
 
 def unreadable_hint(exc: OSError, default: str) -> str:
     """The fix for a file the bounded reader refused (see acrl.compiler._pipeline.bundle.read_input)."""
-    import errno
-
     if exc.errno == errno.EFBIG:
         return "give the right file: acrl reads no input this large (a spec can be split with extends)"
     if exc.errno == errno.EINVAL and (exc.strerror or "").startswith("not a regular file"):
@@ -110,7 +110,6 @@ def _lines(text: str) -> list[str]:
 def read_spec(path: Path, *, display_name: str | None = None) -> SpecSource:
     """Read and parse a spec file. Raises SpecError for unreadable files and TOML syntax errors."""
     name = display_name or str(path)
-    from .bundle import read_input
 
     try:
         raw = read_input(path, pipe=True)  # the spec may be a pipe (/dev/stdin, <(...))

@@ -21,7 +21,7 @@ from .._secrets import RUNTIME_FORWARD_CHECK, runtime_policy
 from .._spec.flags import parse_flags
 from .._spec.tables import Spec
 from .._version import __version__
-from .argv import ArgGroup
+from .argv import ArgGroup, runtime_args
 from .model_args.resolve import ModelArgs
 
 if TYPE_CHECKING:
@@ -151,9 +151,10 @@ def environment() -> jinja2.Environment:
     """The Jinja environment of the bundle templates, with compiled templates cached between runs
     (acrl.compiler._fast.template_cache). Jinja is imported here, not with this module: a spec with
     errors is never rendered, and importing Jinja would be ~25 ms of reporting them."""
+    # lazy: a spec with errors is never rendered, and Jinja and the template cache cost ~25 ms to import
     import jinja2
 
-    from .._fast.template_cache import TemplateCache
+    from .._fast.template_cache import TemplateCache  # lazy: used only with Jinja, above
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("acrl.templates", "."),
@@ -178,8 +179,6 @@ def _render(name: str, variables: Mapping[str, Any]) -> bytes:
 def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
     """The launch script."""
     c = spec.cluster
-    wandb_args = [*(["--wandb-project", spec.wandb.project] if spec.wandb.project else []),
-                  *(["--wandb-group", spec.wandb.group] if spec.wandb.group else [])]
     return _render("train.sh.jinja", {
         "acrl_version": __version__,
         "exp_id": spec.experiment.id,
@@ -191,7 +190,7 @@ def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
         "cuda_home": spec.cuda.home,
         "fix_torch_memory_saver": spec.cuda.fix_torch_memory_saver,
         "wandb_key_env": spec.wandb.key_env,
-        "wandb_args": wandb_args,
+        "wandb_args": runtime_args(spec).wandb_tokens,
         "ray_address": c.address or "",
         "stop_stale_processes": c.stop_stale_processes,
         "ray_stop_timeout": c.ray_stop_timeout,
@@ -223,7 +222,7 @@ def model_args_sh(spec: Spec, model_args: ModelArgs) -> bytes:
 
 
 def custom_config_yaml(spec: Spec) -> bytes:
-    import yaml  # the YAML library is only needed here
+    import yaml  # lazy: PyYAML is needed only to render a spec that compiled without errors
 
     header = f"# --custom-config-path of {comment_text(spec.experiment.id)}: read by the rollout integration.\n"
     body = yaml.safe_dump(custom_config(spec), sort_keys=False, allow_unicode=True, default_flow_style=False)
@@ -231,7 +230,7 @@ def custom_config_yaml(spec: Spec) -> bytes:
 
 
 def resolved_spec_toml(data: Mapping[str, Any]) -> bytes:
-    import tomli_w
+    import tomli_w  # lazy: needed only to render a spec that compiled without errors
 
     return tomli_w.dumps(dict(data)).encode("utf-8")
 

@@ -17,73 +17,35 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
 
-from .._pipeline.argv import ArgGroup, build_argv, global_batch_size
-from .._pipeline.parse import NO_LINE, KeyPath, SpecSource, parse_spec_text
-from .._spec.flags import normalize_flag, parse_flags
-from .._spec.schema import custom_config_keys, toml_literal
-from .._spec.tables import Spec
+from .._pipeline.argv import build_argv
+from .._pipeline.bundle import read_bundle
+from .._pipeline.compile import compile_source, resolved_spec
+from .._pipeline.layers import load_spec
+from .._pipeline.parse import SpecSource, parse_spec_text
+from .._pipeline.structure import structure
+from .._spec.flags import normalize_flag
 from .._version import __version__
 from ..errors import BundleReadError, Diagnostic, SpecError, UsageError
+from .explain_items import (
+    MODEL_ARGS_GROUP,
+    VERIFY_HINT,
+    Item,
+    ModelArgsInfo,
+    Origin,
+    flag_items,
+    key_items,
+    with_recorded_origins,
+)
+from .verify import verify_files
+from .view import SPEC_TOML, read_view
 
-OriginKind = Literal["spec", "bundle", "set", "default", "derived", "model_args", "runtime", "unknown"]
-_MISSING = object()
-_DERIVED_PREFIX = "derived: "
-_KEY_IN_TEXT = re.compile(r"\b[a-z_]+\.[a-z0-9_]+\b")
-_RESOLVED_WHY = {
-    "model.args_source": "'auto' is 'args' when [model.args] is given, else 'catalog' when acrl's catalog has "
-                         "model.type, else 'script'",
-    "model.ref_load": "defaults to model.dir",
-    "model.megatron_to_hf_mode": "'auto' is 'bridge' where the targeted slime has the flag",
-}
-_DERIVED_DOCS = {"--global-batch-size": global_batch_size.__doc__ or ""}
-_MODEL_ARGS_GROUP = "model architecture (MODEL_ARGS, model_args.sh)"
-_RUNTIME_GROUP = "added by train.sh at run time"
-_VERIFY_HINT = "hand-edited? `acrl verify BUNDLE` lists what changed; compile the spec again to repair it"
-
-
-@attrs.frozen
-class Origin:
-    """Where one value came from: its kind, a sentence for people, and the file and line if written."""
-
-    kind: OriginKind
-    text: str
-    file: str | None = None
-    line: int | None = None
-
-    def as_json(self) -> dict[str, object]:
-        return {"kind": self.kind, "text": self.text, "file": self.file, "line": self.line}
-
-
-@attrs.frozen
-class Item:
-    """One explained value: a spec key (``rollout.batch_size``) or a slime flag (``--global-batch-size``)."""
-
-    name: str
-    kind: Literal["key", "flag"]
-    value: Any  # a key's TOML value (None: unset); a flag's values, as a tuple of argv tokens
-    origin: Origin
-    doc: str
-    group: str  # a key's table, a flag's group in train.sh
-    related: tuple[str, ...] = ()  # a key's flags; a flag's spec keys
-    note: str = ""  # a key's flag that is not passed, or the custom_config.yaml key it is written to
-    sources: tuple[str, ...] = ()  # a derived flag's inputs: "key = value (origin)"
-
-    def shown(self) -> str:
-        if self.kind == "flag":
-            return " ".join([self.name, *(shlex.quote(v) for v in self.value)])
-        return f"{self.name} = {'(unset)' if self.value is None else toml_literal(self.value)}"
-
-    def as_json(self) -> dict[str, object]:
-        value = list(self.value) if self.kind == "flag" else self.value
-        return {"name": self.name, "kind": self.kind, "value": value, "origin": self.origin.as_json(),
-                "doc": self.doc, "group": self.group, "note": self.note or None, "from": list(self.sources),
-                ("flags" if self.kind == "key" else "keys"): list(self.related)}
+__all__ = ["Explanation", "Item", "Origin", "explain_bundle", "explain_path", "explain_spec"]
 
 
 @attrs.frozen
@@ -155,24 +117,14 @@ def _block(item: Item) -> list[str]:
     return out
 
 
-@attrs.frozen
-class _ModelArgsInfo:
-    args: tuple[str, ...]
-    source: str
-    description: str
-    overridden: frozenset[str]
-
-
 def explain_spec(source: SpecSource) -> Explanation:
     """Compile ``source`` in memory (raising SpecError if it is invalid) and explain the result."""
-    from .._pipeline.compile import compile_source, resolved_spec
-
     bundle = compile_source(source)
     resolved = resolved_spec(bundle.spec, bundle.model_args)
-    info = _ModelArgsInfo(bundle.model_args.args, bundle.model_args.source, bundle.model_args.description,
+    info = ModelArgsInfo(bundle.model_args.args, bundle.model_args.source, bundle.model_args.description,
                           frozenset(flag for flag, _ in bundle.model_args.overrides))
-    keys = _key_items(source, bundle.spec, resolved, in_bundle=False)
-    flags = _flag_items(source, resolved, info, keys, bundle.groups)
+    keys = key_items(source, bundle.spec, resolved, in_bundle=False)
+    flags = flag_items(source, resolved, info, keys, bundle.groups)
     notes = [f"warning: {w.table_and_key}: {w.message}" + (f" ({w.rule})" if w.rule else "") for w in bundle.warnings]
     return Explanation(source.name, "spec", tuple(keys), tuple(flags), tuple(notes))
 
@@ -184,18 +136,12 @@ def explain_path(path: Path, overrides: Sequence[str] = ()) -> Explanation:
             raise UsageError(f"acrl explain: --set applies to a spec, and {path} is a bundle",
                              hint="explain the spec with --set, or the bundle without it")
         return explain_bundle(path)
-    from .._pipeline.layers import load_spec
-
     return explain_spec(load_spec(path, overrides=overrides))
 
 
 def explain_bundle(directory: Path) -> Explanation:
     """Explain a bundle from its files, read as `acrl diff` reads them: the values of its resolved
     spec.toml, MODEL_ARGS from model_args.sh, and the flags train.sh passes, each traced to spec.toml."""
-    from .._pipeline.bundle import read_bundle
-    from .._pipeline.structure import structure
-    from .view import SPEC_TOML, read_view
-
     shown = str(directory).rstrip("/") or "/"
     files = read_bundle(directory)
     if files is None or SPEC_TOML not in files:
@@ -217,15 +163,15 @@ def explain_bundle(directory: Path) -> Explanation:
                 "error", f"the bundle was made by acrl {made_by}; this is acrl {__version__}", file=source.name,
                 hint="compile the original spec with this acrl")]
         raise SpecError(diagnostics)
-    info = _ModelArgsInfo(tuple(t for flag, values in view.model_args.items() for t in (flag, *values)),
+    info = ModelArgsInfo(tuple(t for flag, values in view.model_args.items() for t in (flag, *values)),
                           *_provenance(view.manifest, files.get("model_args.sh", b"")))
-    keys = _with_recorded_origins(_key_items(source, spec, spec, in_bundle=True), view.manifest or {})
-    flags = _flag_items(source, spec, info, keys, build_argv(spec))
+    keys = with_recorded_origins(key_items(source, spec, spec, in_bundle=True), view.manifest or {})
+    flags = flag_items(source, spec, info, keys, build_argv(spec))
     flags, mismatches = _as_train_sh_passes(flags, view.flags, view.file_status.get("train.sh", "missing"), shown)
     model_args_status = view.file_status.get("model_args.sh", "missing")
     if model_args_status != "present":
         mismatches.insert(0, f"{shown}/model_args.sh is {model_args_status}: no MODEL_ARGS are explained "
-                             f"({_VERIFY_HINT})")
+                             f"({VERIFY_HINT})")
     recorded_spec = view.manifest.get("spec") if view.manifest else None
     spec_name = recorded_spec.get("name") if isinstance(recorded_spec, Mapping) else None
     notes = [f"values are those of {source.name}, the spec as acrl resolved it when it compiled "
@@ -251,8 +197,6 @@ def _provenance(manifest: Mapping[str, Any] | None, model_args_sh: bytes) -> tup
 
 def _bundle_notes(shown: str, files: Mapping[str, bytes], made_by: str | None) -> list[str]:
     """What the manifest says about the bundle: who made it, and whether the files still match it."""
-    from .verify import verify_files
-
     try:
         result = verify_files(files, where=shown, check_derived=True)
     except BundleReadError as exc:
@@ -267,203 +211,6 @@ def _bundle_notes(shown: str, files: Mapping[str, bytes], made_by: str | None) -
                      "after it was compiled")
     return notes
 
-
-# --- spec values ---
-
-
-def _key_items(source: SpecSource, written: Spec, resolved: Spec, *, in_bundle: bool) -> list[Item]:
-    items = []
-    written_to = custom_config_keys()
-    for path, value, field in _leaves(resolved, ()):
-        name = ".".join(map(str, path))
-        origin = _key_origin(source, path, name, _lookup(written, path), value, in_bundle)
-        doc = " ".join(field.metadata.get("doc", "").split())
-        note = f"written to custom_config.yaml as {written_to[name]}" if name in written_to else ""
-        if len(path) == 3:  # an entry of a table such as [model.args]
-            doc = f"an entry of [{'.'.join(map(str, path[:2]))}]: {doc}"
-        else:
-            note = note or _not_passed(field, value)
-        items.append(Item(name, "key", value, origin, doc, str(path[0]), note=note))
-    return items
-
-
-def _not_passed(field: attrs.Attribute[Any], value: Any) -> str:
-    """Why the flag of a key is left out of train.sh, or "" when it is passed."""
-    flag = field.metadata.get("flag")
-    omit_if = field.metadata.get("omit_if", attrs.NOTHING)
-    if not flag:
-        return ""
-    if value is None:
-        return f"{flag} is not passed while the key is unset: slime's own default applies"
-    if value is False:
-        return f"{flag} is not passed: false leaves a store-true flag out"
-    if omit_if is not attrs.NOTHING and value == omit_if:
-        return f"{flag} is not passed: {toml_literal(value)} is what slime does without it"
-    if isinstance(value, Mapping | list) and not value:
-        return f"{flag} is not passed: the key is empty"
-    return ""
-
-
-def _leaves(obj: Any, path: KeyPath) -> Iterator[tuple[KeyPath, Any, attrs.Attribute[Any]]]:
-    for field in attrs.fields(type(obj)):
-        value = getattr(obj, field.name)
-        here = (*path, field.name)
-        if attrs.has(type(value)):
-            yield from _leaves(value, here)
-        elif isinstance(value, Mapping) and value:
-            for key, entry in value.items():
-                yield (*here, key), entry, field
-        else:
-            yield here, value, field
-
-
-def _lookup(obj: Any, path: KeyPath) -> Any:
-    for step in path:
-        obj = obj.get(step, _MISSING) if isinstance(obj, Mapping) else getattr(obj, str(step), _MISSING)
-    return obj
-
-
-def _with_recorded_origins(keys: list[Item], manifest: Mapping[str, Any]) -> list[Item]:
-    """A bundle's spec.toml is the merged spec: the manifest says which base (``extends``) or ``--set``
-    set a value; add that to the key's origin."""
-    setters: dict[str, str] = {}
-    for base in manifest.get("extends") or ():
-        if isinstance(base, Mapping) and isinstance(base.get("keys"), list):
-            setters.update({str(k): f"{base.get('path')} (through extends)" for k in base["keys"]})
-    for override in manifest.get("overrides") or ():
-        if isinstance(override, Mapping) and isinstance(override.get("key"), str):
-            setters[override["key"]] = f"--set {override['key']}={toml_literal(override.get('value'))}"
-    out = []
-    for key in keys:
-        found = [setters[name] for name in setters if key.name == name or key.name.startswith(f"{name}.")]
-        if found and key.origin.kind == "bundle":
-            key = attrs.evolve(key, origin=attrs.evolve(key.origin, text=f"{key.origin.text}, set by {found[-1]}"))
-        out.append(key)
-    return out
-
-
-def _key_origin(source: SpecSource, path: KeyPath, name: str, written: Any, value: Any, in_bundle: bool) -> Origin:
-    pos = source.positions.get(path)
-    file = source.files.get(path, source.name)
-    line = pos[0] if pos and pos != NO_LINE else None
-    where = f"{'bundle ' if in_bundle else ''}{file} line {line}" if line is not None else file
-    if written != value:
-        wrote = f" ({where} wrote {toml_literal(written)})" if pos and written not in (None, _MISSING) else ""
-        why = _RESOLVED_WHY.get(name, "resolved by the compiler")
-        return Origin("derived", f"derived by the compiler: {why}{wrote}", file if pos else None, line)
-    if pos == NO_LINE:
-        return Origin("set", where, file)
-    if pos:
-        return Origin("bundle" if in_bundle else "spec", where, file, line)
-    return Origin("default", "default" if value is not None else "default: unset")
-
-
-# --- slime flags ---
-
-
-def _flag_items(source: SpecSource, spec: Spec, info: _ModelArgsInfo, keys: list[Item],
-                groups: tuple[ArgGroup, ...]) -> list[Item]:
-    by_name = {i.name: i for i in keys}
-    flags = _model_arg_items(spec, info, by_name)
-    for group in groups:
-        for arg in group.args:
-            flags.append(_arg_item(arg.flag, arg.values, arg.origin, group.title, by_name))
-    flags += _extra_arg_items(spec, by_name)
-    flags += _runtime_items(spec, by_name)
-    for index, key in enumerate(keys):
-        related = tuple(dict.fromkeys(f.name for f in flags if key.name in f.related))
-        keys[index] = attrs.evolve(key, related=related)
-    return flags
-
-
-def _from_key(key: Item) -> Origin:
-    return attrs.evolve(key.origin, text=f"{key.name} ({key.origin.text})")
-
-
-def _arg_item(flag: str, values: tuple[str, ...], origin: str, group: str, keys: Mapping[str, Item]) -> Item:
-    if origin.startswith(_DERIVED_PREFIX):
-        why = origin[len(_DERIVED_PREFIX):]
-        inputs = tuple(k for k in _KEY_IN_TEXT.findall(why) if k in keys)
-        doc = _DERIVED_DOCS.get(flag) or (keys[inputs[0]].doc if inputs else "")
-        sources = tuple(f"{keys[k].shown()} ({keys[k].origin.text})" for k in inputs)
-        return Item(flag, "flag", values, Origin("derived", f"derived by the compiler: {why}"), doc, group, inputs,
-                    sources=sources)
-    if origin in keys:
-        key = keys[origin]
-        doc = key.doc
-        if origin.startswith("extra.flags."):
-            doc = "[extra.flags] escape hatch: passed as written; acrl does not check what the flag means."
-        return Item(flag, "flag", values, _from_key(key), doc, group, (origin,))
-    entries = [k for name, k in keys.items() if name.startswith(f"{origin}.")]  # a table such as eval.datasets
-    if not entries:
-        return Item(flag, "flag", values, Origin("unknown", origin), "", group)
-    text = f"{origin}: " + ", ".join(f"{k.name.rsplit('.', 1)[-1]} ({k.origin.text})" for k in entries)
-    doc = entries[0].doc.split(": ", 1)[-1]
-    return Item(flag, "flag", values, attrs.evolve(entries[0].origin, text=text), doc, group,
-                tuple(k.name for k in entries))
-
-
-def _model_arg_items(spec: Spec, info: _ModelArgsInfo, keys: Mapping[str, Item]) -> list[Item]:
-    from .._pipeline.model_args.catalog import entry
-
-    found = entry(spec.model.type) if info.source == "catalog" else None
-    derivation = found.derived() if found is not None else None
-    written = {normalize_flag(name): f"model.args.{name}" for name in spec.model.args}
-    overrides = {normalize_flag(name): f"model.overrides.{name}" for name in spec.model.overrides}
-    items = []
-    for flag, values in parse_flags(info.args).items():
-        doc = "Model architecture (MODEL_ARGS)."
-        field = derivation.source(flag) if derivation is not None else None
-        if field:
-            doc += f" From config.json field {field}."
-        if flag in info.overridden and flag in overrides:
-            key = keys[overrides[flag]]
-            items.append(Item(flag, "flag", tuple(values), _from_key(key), doc + " Overridden by [model.overrides].",
-                              _MODEL_ARGS_GROUP, (key.name,)))
-        elif info.source == "args" and flag in written:
-            key = keys[written[flag]]
-            origin = Origin(key.origin.kind if key.origin.kind == "bundle" else "model_args",
-                            f"model args source 'args': {key.name} ({key.origin.text})", key.origin.file,
-                            key.origin.line)
-            items.append(Item(flag, "flag", tuple(values), origin, doc, _MODEL_ARGS_GROUP, (key.name,)))
-        else:
-            origin = Origin("model_args", f"model args source '{info.source}': {info.description}")
-            items.append(Item(flag, "flag", tuple(values), origin, doc, _MODEL_ARGS_GROUP, ("model.args_source",)))
-    return items
-
-
-def _extra_arg_items(spec: Spec, keys: Mapping[str, Item]) -> list[Item]:
-    key = keys.get("extra.args")
-    if key is None or not spec.extra.args:
-        return []
-    return [Item(flag, "flag", tuple(values), _from_key(key), "[extra] args: raw arguments appended verbatim.",
-                 "[extra] args", ("extra.args",)) for flag, values in parse_flags(spec.extra.args).items()]
-
-
-def _runtime_items(spec: Spec, keys: Mapping[str, Item]) -> list[Item]:
-    env = spec.wandb.key_env
-
-    def runtime(flag: str, values: tuple[str, ...], text: str, doc: str, *inputs: str) -> Item:
-        return Item(flag, "flag", values, Origin("runtime", text), doc, _RUNTIME_GROUP, inputs)
-
-    items = [runtime("--custom-config-path", ("custom_config.yaml",),
-                     "train.sh: the bundle's custom_config.yaml, written from [agentcore] and experiment.id",
-                     "The file the rollout integration reads the agent's and the gateway's settings from.")]
-    when = f"train.sh, only when ${env} is set at run time (wandb.key_env)"
-    items.append(runtime("--use-wandb", (), when, "Log to Weights & Biases.", "wandb.key_env"))
-    for name in ("project", "group"):
-        value = getattr(spec.wandb, name)
-        if value is not None:
-            key = keys[f"wandb.{name}"]
-            items.append(runtime(f"--wandb-{name}", (value,), f"{key.name} ({key.origin.text}); passed by {when}",
-                                 key.doc, key.name, "wandb.key_env"))
-    if spec.cuda.home is not None:
-        items.append(runtime("--train-env-vars", ("$TRAIN_ENV_VARS",),
-                             "train.sh: CUDA_HOME and LD_LIBRARY_PATH as JSON, computed at run time from cuda.home",
-                             "Environment of the training actors: the pinned CUDA toolkit.", "cuda.home"))
-    return items
-
-
 # --- train.sh as it is ---
 
 
@@ -472,10 +219,10 @@ def _as_train_sh_passes(flags: list[Item], passed: Mapping[str, Any], status: st
     """The flags in train.sh's order, as train.sh passes them (``passed``: flag -> Flag, read by
     ``_bundle_view``). Where train.sh and spec.toml disagree, train.sh wins and a note says so."""
     train_sh = f"{shown}/train.sh"
-    model = [i for i in flags if i.group == _MODEL_ARGS_GROUP]
-    computed = {i.name: i for i in flags if i.group != _MODEL_ARGS_GROUP}
+    model = [i for i in flags if i.group == MODEL_ARGS_GROUP]
+    computed = {i.name: i for i in flags if i.group != MODEL_ARGS_GROUP}
     if status != "present":
-        return flags, [f"{train_sh} is {status}: its flags are shown as spec.toml gives them ({_VERIFY_HINT})"]
+        return flags, [f"{train_sh} is {status}: its flags are shown as spec.toml gives them ({VERIFY_HINT})"]
     out, notes = list(model), []
     for flag, found in passed.items():
         item = computed.pop(flag, None)
@@ -492,5 +239,5 @@ def _as_train_sh_passes(flags: list[Item], passed: Mapping[str, Any], status: st
         out.append(item)
     notes += [f"{train_sh} does not pass {flag}, which spec.toml gives" for flag in computed]
     if notes:
-        notes.append(f"so train.sh is not what spec.toml compiles to: {_VERIFY_HINT}")
+        notes.append(f"so train.sh is not what spec.toml compiles to: {VERIFY_HINT}")
     return out, notes
