@@ -86,3 +86,32 @@ def test_run_time_args_are_the_same_in_train_sh_rayjob_and_explain(
     for arg in expected.wandb:
         assert explained[arg.flag].value == arg.values and arg.origin in explained[arg.flag].related
     assert explained["--custom-config-path"].value == (expected.custom_config,)
+
+
+def test_who_wrote_a_key_is_data_from_the_layers_to_explain(tmp_path: Path) -> None:
+    """A key's writer is a typed Written (file, --set or [sweep] point), made where the layer is
+    made: explain and the messages read it, never a file name or a position sentinel."""
+    from acrl.compiler._pipeline.layers import apply_overrides, load_spec
+    from acrl.compiler._pipeline.parse import Written
+    from acrl.compiler._pipeline.sweep import point_source
+    from acrl.compiler._pipeline.sweep_points import sweep_points
+
+    base = tmp_path / "base.toml"
+    base.write_text((SPECS[0]).read_text(), encoding="utf-8")
+    spec = tmp_path / "spec.toml"
+    spec.write_text('extends = "base.toml"\n[rollout]\nbatch_size = 64\n'
+                    '[sweep]\ngrid = { "train.lr" = [1e-6, 3e-6] }\n', encoding="utf-8")
+    source = apply_overrides(load_spec(spec), ["rollout.temperature=0.5"])
+    assert source.written_by(("rollout", "batch_size")) == Written(source.name)
+    assert source.line_of(("rollout", "batch_size")) == (3, 1)
+    assert source.written_by(("experiment", "id")) == Written(source.bases[0][2]) != Written(source.name)
+    assert source.written_by(("rollout", "temperature")) == Written("--set rollout.temperature=0.5", "set")
+    assert source.line_of(("rollout", "temperature")) is None
+    assert source.locate(("rollout", "temperature")) == ("--set rollout.temperature=0.5", None)
+
+    base_source, points = sweep_points(source)
+    point = point_source(base_source, points[0])
+    assert point.written_by(("train", "lr")) == Written(source.name)
+    assert (point.line_of(("train", "lr")) or (0, 0))[0] == 5
+    assert point.written_by(("experiment", "id")) == Written(f"[sweep] point {points[0].name}", "sweep")
+    assert point.line_of(("experiment", "id")) is None

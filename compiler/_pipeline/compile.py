@@ -189,12 +189,12 @@ def _extends_entries(source: SpecSource) -> list[BaseSpec]:
     """Each base spec as written in ``extends`` (relative to the spec that names it), its sha256 and
     the keys whose value it set, so that `acrl explain BUNDLE` can say where a value came from."""
     set_by: dict[str, list[str]] = {}
-    for path, file in source.files.items():
+    for path, written in source.files.items():
         node: Any = source.data
         for step in path:
             node = node.get(step) if isinstance(node, Mapping) else None
         if all(isinstance(step, str) for step in path) and node is not None and not isinstance(node, Mapping):
-            set_by.setdefault(file, []).append(".".join(map(str, path)))
+            set_by.setdefault(written.name, []).append(".".join(map(str, path)))
     return [BaseSpec(path=ref, sha256=digest, keys=sorted(set_by.get(name, [])))
             for ref, digest, name in source.bases]
 

@@ -28,8 +28,8 @@ from .bundle import read_input
 from .parse import (
     NO_LINE,
     KeyPath,
-    Position,
     SpecSource,
+    Written,
     _Scanner,
     decode_spec,
     read_spec,
@@ -115,7 +115,7 @@ def overlay(lower: SpecSource, upper: SpecSource, *, named: SpecSource) -> SpecS
     """``upper`` merged onto ``lower`` (tables merge key by key, other values replace), named and
     with the text and inputs of ``named`` (one of the two)."""
     positions = dict(lower.positions)
-    files = {p: lower.files.get(p, lower.name) for p in lower.positions}
+    files = {p: lower.written_by(p) for p in lower.positions}
     replaced = list(_replaced(lower.data, upper.data, ()))
     if replaced:
         prefixes = set(replaced)
@@ -124,13 +124,13 @@ def overlay(lower: SpecSource, upper: SpecSource, *, named: SpecSource) -> SpecS
             del files[path]
     for path, pos in upper.positions.items():
         positions[path] = pos
-        files[path] = upper.files.get(path, upper.name)
+        files[path] = upper.written_by(path)
     texts = {**lower.texts, **upper.texts}
     for layer in (lower, upper):
         if layer is not named and layer.text:
             texts[layer.name] = layer.text
     return SpecSource(named.name, named.text, merge_data(lower.data, upper.data), positions,
-                      {p: f for p, f in files.items() if f != named.name}, texts, named.bases,
+                      {p: w for p, w in files.items() if w != Written(named.name)}, texts, named.bases,
                       (*lower.overrides, *upper.overrides), named.base_paths)
 
 
@@ -191,13 +191,12 @@ def override_layer(arg: str, *, origin: str = "--set") -> SpecSource:
     return layer(path, value, where, origin=origin)
 
 
-def layer(path: KeyPath, value: Any, where: str, *, origin: str, position: Position = NO_LINE,
-          file: str | None = None) -> SpecSource:
-    """A layer that sets one key, written at ``position`` of ``file`` (default: ``where``, no line)."""
+def layer(path: KeyPath, value: Any, where: str, *, origin: str) -> SpecSource:
+    """A layer that sets one key from the command line: written by ``where`` (``--set KEY=VALUE``), no line."""
     data: Any = value
     for step in reversed(path):
         data = {step: data}
-    return SpecSource(where, "", data, {path: position}, {path: file or where}, {},
+    return SpecSource(where, "", data, {path: NO_LINE}, {path: Written(where, "set")}, {},
                       overrides=((dotted(path), value, origin),))
 
 

@@ -13,7 +13,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -27,7 +27,18 @@ _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _TOML_ERROR_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
-NO_LINE: Position = (0, 0)  # the position of a key set on the command line (--set): no file, no line
+NO_LINE: Position = (0, 0)  # the placeholder position of a key no file wrote (who did: Written.by)
+
+
+@attrs.frozen
+class Written:
+    """Who wrote a key of a merged spec: a spec file (the spec itself, or a base named in ``extends``;
+    the key's position is in ``SpecSource.positions``), ``--set KEY=VALUE`` on the command line, or a
+    ``[sweep]`` point (its experiment id). ``name`` is what messages show where a file name goes:
+    the file's display name, ``--set KEY=VALUE`` or ``[sweep] point NAME``; the last two have no line."""
+
+    name: str
+    by: Literal["file", "set", "sweep"] = "file"
 
 
 @attrs.frozen
@@ -35,8 +46,8 @@ class SpecSource:
     """A parsed spec: its display name, text, data and key positions.
 
     A spec that extends another, or has ``--set`` overrides applied, is one merged source: ``files``
-    names where each key was written when that is not ``name`` (a base spec, or ``--set KEY=VALUE``,
-    whose keys have the position NO_LINE), ``texts`` holds the text of each base spec for messages,
+    says who wrote each key when that is not the file ``name`` (a base spec, ``--set KEY=VALUE`` or a
+    ``[sweep]`` point: see :class:`Written`), ``texts`` holds the text of each base spec for messages,
     and ``inputs`` lists the base specs as (path as written in ``extends``, sha256 of their bytes)
     (and the name ``files`` gives it), and the overrides as (key, value, where from) in the order they
     were applied."""
@@ -45,7 +56,7 @@ class SpecSource:
     text: str
     data: Mapping[str, Any]
     positions: Mapping[KeyPath, Position]
-    files: Mapping[KeyPath, str] = attrs.field(factory=dict)
+    files: Mapping[KeyPath, Written] = attrs.field(factory=dict)
     texts: Mapping[str, str] = attrs.field(factory=dict)
     bases: tuple[tuple[str, str, str], ...] = ()  # (as written in extends, sha256, name in messages)
     overrides: tuple[tuple[str, Any, str], ...] = ()
@@ -57,13 +68,24 @@ class SpecSource:
         if path not in self.positions and self.files:
             inner = next((p for p in self.positions if p[:len(path)] == path), None)
             if inner is not None:
-                at = self.positions[inner]
-                return self.files.get(inner, self.name), (None if at == NO_LINE else at)
+                return self._where(inner)
         for end in range(len(path), 0, -1):
-            found = self.positions.get(path[:end])
-            if found is not None:
-                return self.files.get(path[:end], self.name), (None if found == NO_LINE else found)
+            if path[:end] in self.positions:
+                return self._where(path[:end])
         return self.name, None
+
+    def written_by(self, path: KeyPath) -> Written:
+        """Who wrote the key ``path`` (the spec file ``name`` unless ``files`` says otherwise)."""
+        return self.files.get(path) or Written(self.name)
+
+    def line_of(self, path: KeyPath) -> Position | None:
+        """Where in its file the key ``path`` was written: None when it was not (``--set``, a sweep
+        point's id) or its position is unknown."""
+        at = self.positions.get(path)
+        return at if at is not None and at != NO_LINE and self.written_by(path).by == "file" else None
+
+    def _where(self, path: KeyPath) -> tuple[str, Position | None]:
+        return self.written_by(path).name, self.line_of(path)
 
     def position(self, path: KeyPath) -> Position | None:
         """Where ``path`` was written, or its nearest written ancestor."""

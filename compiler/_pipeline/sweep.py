@@ -36,7 +36,7 @@ from .bundle import MANIFEST, BundleWriter, _writer_gone, read_bundle, read_file
 from .compile import Bundle, Target, compile_source, manifest_file_name
 from .layers import dotted, overlay
 from .manifest import ManifestWarning
-from .parse import NO_LINE, KeyPath, Position, SpecSource
+from .parse import NO_LINE, KeyPath, Position, SpecSource, Written
 from .sweep_index import IndexPoint, InvalidPoint, PointValue, SweepIndex
 from .sweep_points import MAX_POINTS, Point, Value, sweep_points
 
@@ -57,18 +57,18 @@ def point_source(base: SpecSource, point: Point) -> SpecSource:
     """The spec of one point: ``base`` with the point's values (and its experiment id) set."""
     data: dict[str, Any] = {}
     positions: dict[KeyPath, Position] = {}
-    files: dict[KeyPath, str] = {}
+    files: dict[KeyPath, Written] = {}
     overrides = []
     for v in point.values:
         _set(data, v.path, v.value)
-        positions[v.path], files[v.path] = v.position, v.file
+        positions[v.path], files[v.path] = v.position, Written(v.file)
         overrides.append((dotted(v.path), v.value, "sweep"))
     experiment = base.data.get("experiment")
     base_id = experiment.get("id") if isinstance(experiment, Mapping) else None
     if isinstance(base_id, str) and ("experiment", "id") not in positions:
         _set(data, ("experiment", "id"), f"{base_id}-{point.directory}")
         where = f"[sweep] point {point.name}"
-        positions[("experiment", "id")], files[("experiment", "id")] = NO_LINE, where
+        positions[("experiment", "id")], files[("experiment", "id")] = NO_LINE, Written(where, "sweep")
     layer = SpecSource(f"[sweep] point {point.name}", "", data, positions, files, overrides=tuple(overrides))
     return overlay(base, layer, named=base)
 

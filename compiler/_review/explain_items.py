@@ -15,7 +15,7 @@ import attrs
 
 from .._pipeline.argv import ArgGroup, ArgOrigin, global_batch_size, runtime_args
 from .._pipeline.model_args.catalog import entry
-from .._pipeline.parse import NO_LINE, KeyPath, SpecSource
+from .._pipeline.parse import KeyPath, SpecSource
 from .._spec.flags import normalize_flag, parse_flags
 from .._spec.schema import custom_config_keys, toml_literal
 from .._spec.tables import Spec
@@ -158,14 +158,16 @@ def with_recorded_origins(keys: list[Item], manifest: Mapping[str, Any]) -> list
 
 def _key_origin(source: SpecSource, path: KeyPath, name: str, written: Any, value: Any, in_bundle: bool) -> Origin:
     pos = source.positions.get(path)
-    file = source.files.get(path, source.name)
-    line = pos[0] if pos and pos != NO_LINE else None
+    writer = source.written_by(path)
+    file = writer.name
+    at = source.line_of(path)
+    line = at[0] if at else None
     where = f"{'bundle ' if in_bundle else ''}{file} line {line}" if line is not None else file
     if written != value:
         wrote = f" ({where} wrote {toml_literal(written)})" if pos and written not in (None, _MISSING) else ""
         why = _RESOLVED_WHY.get(name, "resolved by the compiler")
         return Origin("derived", f"derived by the compiler: {why}{wrote}", file if pos else None, line)
-    if pos == NO_LINE:
+    if pos and writer.by != "file":  # --set KEY=VALUE, or the experiment id of a [sweep] point
         return Origin("set", where, file)
     if pos:
         return Origin("bundle" if in_bundle else "spec", where, file, line)
