@@ -360,7 +360,7 @@ def drop_secret_values(data: dict[str, object]) -> list[str]:
 def masked_overrides(overrides: list[dict[str, object]]) -> list[dict[str, object]]:
     """``[{"key": ..., "value": ...}]`` (a sweep point's values) with each value that looks secret, or
     sits under a secret-named key, shown as ``***``."""
-    import json
+    import json  # lazy: only a sweep's index needs it, and every acrl command (--help too) imports this module
 
     def secret(key: str, value: object) -> bool:
         text = value if isinstance(value, str) else json.dumps(value, default=str)

@@ -269,10 +269,8 @@ def test_every_public_name_of_the_compiler_resolves() -> None:
 # Modules whose imports in functions do not say why yet (issue 12): the list only shrinks. Most keep
 # `acrl --help` and the compile path from importing what a command does not use (docs/performance.md).
 LAZY_UNEXPLAINED = {COMPILER + name for name in (
-    "._importers.base",
-    "._importers.slime_runner", "._importers.train_sh_map", "._pipeline.model_args.resolve",
-    "._pipeline.validate.rules", "._spec.schema",
-    "._secrets", "._slime.verify_flags")}
+    "._pipeline.validate.rules",
+)}
 
 
 def test_imports_in_functions_say_why_they_are_lazy() -> None:

@@ -10,6 +10,7 @@ result is a valid spec, and where it is not.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -17,7 +18,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import attrs
+import tomli_w
 
+from .._pipeline.bundle import _writer_gone, read_input
+from .._pipeline.compile import compile_spec
 from ..errors import AcrlError, SpecError, UsageError
 
 NoteKind = Literal["difference", "unresolved", "escape-hatch", "default"]
@@ -67,7 +71,7 @@ def load_yaml(text: str, path: str) -> tuple[Any, Any]:
     Raises yaml.YAMLError for bad syntax, and ImportInputError when its aliases expand to more than
     YAML_NODES values or refer to themselves ("billion laughs"): what PyYAML builds from it is
     small, but every later walk over it would not be."""
-    import yaml
+    import yaml  # lazy: PyYAML is for YAML inputs; a train.sh import (_shell.eval uses this module) skips it
 
     loader = yaml.SafeLoader(text)
     try:
@@ -85,7 +89,7 @@ def load_yaml(text: str, path: str) -> tuple[Any, Any]:
 
 def _expanded_size(root: Any, path: str) -> int:
     """How many values ``root`` stands for with every alias expanded (memoized: linear in the nodes)."""
-    import yaml
+    import yaml  # lazy: PyYAML is for YAML inputs; a train.sh import (_shell.eval uses this module) skips it
 
     sizes: dict[int, int] = {}
     depths: dict[int, int] = {}
@@ -135,8 +139,6 @@ IMPORTERS: dict[str, tuple[str, str]] = {
 
 
 def importer(kind: str) -> Importer:
-    import importlib
-
     if kind not in IMPORTERS:
         raise UsageError(f"acrl import {kind}: no such importer", hint=f"use one of {', '.join(sorted(IMPORTERS))}")
     module, function = IMPORTERS[kind]
@@ -146,8 +148,6 @@ def importer(kind: str) -> Importer:
 
 def render_spec(imported: Imported) -> str:
     """The spec file: a header naming the source and every note, then the TOML."""
-    import tomli_w
-
     origin = f" from {_comment_text(imported.source)}" if imported.source else ""
     header = [f"# Imported by `acrl import`{origin}.", "# Review it, then compile: acrl-compile THIS_FILE"]
     if imported.notes:
@@ -183,8 +183,6 @@ def _plain(value: Any) -> Any:
 
 def write_new_file(path: Path, text: str, *, force: bool) -> None:
     """Write ``text`` to ``path`` atomically; an existing file is replaced only with ``force``."""
-    from .._pipeline.bundle import read_input
-
     if path.is_dir():
         raise AcrlError(f"{path}: is a directory", hint="give the spec file to write with -o, e.g. -o spec.toml")
     if path.exists() and not path.is_file():  # /dev/null, a FIFO: --force would rename a file over it
@@ -219,8 +217,6 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
 
 def _remove_stale_temporaries(folder: Path, name: str) -> None:
     """Remove the ``.<name>.<pid>.<random>.tmp`` files of importers killed before their rename."""
-    from .._pipeline.bundle import _writer_gone
-
     prefix = f".{name}."
     try:
         entries = [e for e in os.listdir(folder) if e.startswith(prefix) and e.endswith(".tmp")]
@@ -256,7 +252,6 @@ def run_import(kind: str, source: str, output: str, *, force: bool = False, **op
     imported = importer(kind)(Path(source), **options)
     text = render_spec(imported)
     write_new_file(target, text, force=force)
-    from .._pipeline.compile import compile_spec
 
     try:
         compile_spec(target, data=text.encode("utf-8"))

@@ -12,15 +12,22 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import subprocess
+import tempfile
+import typing
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+import attrs
+import yaml
+
 from .._pipeline.bundle import YAML_LIMIT, read_input
+from .._pipeline.model_args.resolve import is_file_here, model_type_problem
 from .._pipeline.parse import unreadable_hint
 from .._secrets import drop_secret_values, is_credential_flag, looks_secret_value
 from .._spec.flags import is_number, known_absent_flags
-from .._spec.tables import TOOLKIT_SLIME_COMMIT
+from .._spec.tables import TOOLKIT_SLIME_COMMIT, Spec
 from ..errors import UsageError
 from .base import Imported, ImportInputError, Note, load_yaml
 
@@ -162,8 +169,6 @@ def import_slime_runner(path: Path, *, num_rollout: int | None = None) -> Import
 
 def _load(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     """The YAML mapping and the line of each top-level key."""
-    import yaml  # only `acrl import` pays for it
-
     try:
         text = read_input(path, limit=YAML_LIMIT).decode("utf-8")
     except FileNotFoundError:
@@ -240,11 +245,6 @@ _ECHOED = frozenset(FIELDS) - {"extra_flags"} | {NUM_ROLLOUT_KEY}
 def _model_args(spec: dict[str, dict[str, Any]], data: Mapping[str, Any]) -> tuple[list[Note], set[str]]:
     """SlimeRunner sourced slime's scripts/models/<model_type>.sh on the cluster at every run; acrl sources it at
     compile time, where it is on this machine. Also the flags the script sets, when it is here."""
-    import subprocess
-    import tempfile
-
-    from .._pipeline.model_args.resolve import is_file_here, model_type_problem
-
     slime_dir = spec.get("slime", {}).get("dir", "/root/slime")
     spec["model"]["args_source"] = "script"
     if not isinstance(data["model_type"], str) or model_type_problem(data["model_type"]) is not None:
@@ -271,10 +271,6 @@ def _model_args(spec: dict[str, dict[str, Any]], data: Mapping[str, Any]) -> tup
 
 def _flag_keys() -> dict[str, tuple[str, str, Any]]:
     """slime flag -> (spec table, key, type), from the spec's own field metadata."""
-    import attrs
-
-    from .._spec.tables import Spec
-
     out: dict[str, tuple[str, str, Any]] = {}
     for table in attrs.fields(Spec):
         assert table.type is not None
@@ -288,8 +284,6 @@ def _flag_keys() -> dict[str, tuple[str, str, Any]]:
 
 def _typed(kind: Any, values: list[str]) -> Any:
     """The spec value of a flag's argv words, or None when they do not fit its key."""
-    import typing
-
     if kind is bool:
         return True if not values else None
     if len(values) != 1:

@@ -269,7 +269,7 @@ class SpecBuilder:
             self.note("difference", f"the custom config {text.text} is not beside the script: fill in [agentcore] "
                                     "runtime_arn and s3_bucket (and the gateway keys) by hand", text)
             return
-        import yaml
+        import yaml  # lazy: PyYAML only when the script names a custom config beside it
 
         try:
             _, data = load_yaml(read_input(file, limit=YAML_LIMIT).decode("utf-8"), str(file))

@@ -29,14 +29,14 @@ def verify_flags(spec: Spec) -> FlagVerification:
     megatron_dir = Path(spec.slime.megatron_dir)
     accepted = None
     if is_dir_here(slime_dir):  # the reader is only imported where there is something to read
-        from .source import read_accepted_flags
+        from .source import read_accepted_flags  # lazy: the reader is loaded only where there is a checkout
 
         accepted = read_accepted_flags(slime_dir, megatron_dir if is_dir_here(megatron_dir) else None)
     if accepted is None:
         return FlagVerification(None, (
             f"flags not verified: no slime checkout at {spec.slime.dir} on this machine (compile where slime "
             "is checked out to check every [extra] flag against its parsers)",))
-    from .source import read_git_commit
+    from .source import read_git_commit  # lazy: as above, only where a checkout was read
 
     notes: list[str] = []
     commit = read_git_commit(slime_dir)

@@ -13,6 +13,8 @@ Cross-field rules (docs/rules.md) are not in the schema; ``acrl-compile`` checks
 
 from __future__ import annotations
 
+import json
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -20,7 +22,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import attrs
 
-from .tables import FlagValue, Spec
+from .tables import AgentCore, Experiment, FlagValue, Spec
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # Not in JSON Schema: the slime flag a key maps to, and the value at which acrl leaves it out.
@@ -77,8 +79,7 @@ _SWEEP: dict[str, Any] = {
 def custom_config_keys() -> dict[str, str]:
     """Spec key -> the custom_config.yaml key it is written to. Found by rendering the custom config of
     a spec whose [experiment] and [agentcore] values are unique markers, so that it cannot go stale."""
-    from .._pipeline.render import custom_config
-    from .tables import AgentCore, Experiment
+    from .._pipeline.render import custom_config  # lazy: _pipeline imports _spec; at the top it is a cycle
 
     marks: dict[int, str] = {}
     tables: dict[str, Any] = {}
@@ -186,15 +187,11 @@ def _description(doc: str | None) -> str:
 
 def schema_json() -> str:
     """The schema as the text `acrl schema` prints and the repository ships (docs/acrl-spec.schema.json)."""
-    import json
-
     return json.dumps(spec_schema(), indent=2, ensure_ascii=False) + "\n"
 
 
 def toml_literal(value: Any) -> str:
     """``value`` as TOML writes it: how the reference docs show defaults and `acrl explain` shows values."""
-    import json
-
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -210,6 +207,4 @@ def toml_literal(value: Any) -> str:
 
 
 def _toml_key(key: str) -> str:
-    import re
-
     return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else toml_literal(key)

@@ -294,7 +294,7 @@ def _digest(tokens: tuple[str, ...]) -> str:
 
 
 def _from_script(spec: Spec) -> ModelArgs:
-    import subprocess  # only specs that source a script pay for it
+    import subprocess  # lazy: only specs that source a model script pay for it (the compile path stays light)
 
     # The compile reports these first, located (ACRL-M009, ACRL-S002); checked again: never source otherwise.
     type_problem = model_type_problem(spec.model.type)
