@@ -271,7 +271,7 @@ LAZY_UNEXPLAINED = {COMPILER + name for name in (
     "._pipeline.bundle", "._review.view", "._fast.cache", "._cli.main", "._pipeline.compile", "._review.diff",
     "._review.explain", "._importers.base",
     "._importers.slime_runner", "._importers.train_sh_map", "._pipeline.kuberay", "._pipeline.model_args.resolve",
-    "._pipeline.render", "._pipeline.validate.rules", "._spec.schema",
+    "._pipeline.render", "._spec.schema",
     "._secrets", "._pipeline.parse", "._pipeline.sweep", "._review.verify", "._slime.verify_flags")}
 
 
