@@ -4,9 +4,9 @@ token-shaped value), and every environment name is a name, checked before the mo
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 
+from ..._secrets import ENV_NAME as ANY_ENV_NAME
 from ..._secrets import (
     address_has_credentials,
     has_credentials_in_url,
@@ -45,12 +45,9 @@ def _secret_env(ctx: Context) -> Iterator[Finding]:
                                  *((n, f"env.forward.{i}") for i, n in enumerate(ctx.spec.env.forward))])
 
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def _env_names_valid(names: Iterable[tuple[str, str]], hint: str = "use letters, digits and '_'") -> Iterator[Finding]:
     for name, key in names:
-        if not _ENV_NAME.fullmatch(name):
+        if not ANY_ENV_NAME.fullmatch(name):
             yield Finding(f"{name!r} is not an environment variable name", hint, keys=(key,))
 
 
@@ -99,7 +96,7 @@ def _value_credentials(ctx: Context) -> Iterator[Finding]:
 def _key_env_shape(ctx: Context) -> Iterator[Finding]:
     """[wandb] key_env must be an environment-variable-shaped name (upper case letters, digits and '_', at most 64)
     that is not itself token-shaped: train.sh prints it on every run without W&B. The value is never echoed."""
-    if _ENV_NAME.fullmatch(ctx.spec.wandb.key_env) and not is_env_name(ctx.spec.wandb.key_env):
+    if ANY_ENV_NAME.fullmatch(ctx.spec.wandb.key_env) and not is_env_name(ctx.spec.wandb.key_env):
         yield Finding("[wandb] key_env must name the environment variable that holds the key (upper case letters, "
                       "digits and '_'); the value given looks like a key, or is not such a name",
                       "write key_env = \"WANDB_API_KEY\" and export the key itself in that variable on the cluster; "
