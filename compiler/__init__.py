@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ._pipeline.parse import SpecSource, parse_spec_text, read_spec
     from ._pipeline.reading import _kind as file_kind
     from ._pipeline.reading import read_input
-    from ._pipeline.validate.rules import RULES, Rule
+    from ._pipeline.validate import RULES, Rule
     from ._review.diff import BundleDiff, CheckResult, check_bundle, diff_paths
     from ._review.verify import BundleDir, Verification, read_bundle, verify_bundle
     from ._review.view import bash_arrays, derived_from_spec
@@ -54,7 +54,7 @@ _WHERE = {
     "resolved_spec": "_pipeline.compile", "write": "_pipeline.compile",
     "AcrlError": "errors", "BundleExistsError": "errors", "BundleWriteError": "errors",
     "Diagnostic": "errors", "SpecError": "errors", "UsageError": "errors",
-    "RULES": "_pipeline.validate.rules", "Rule": "_pipeline.validate.rules",
+    "RULES": "_pipeline.validate", "Rule": "_pipeline.validate",
     "SpecSource": "_pipeline.parse", "parse_spec_text": "_pipeline.parse", "read_spec": "_pipeline.parse",
     "Spec": "_spec.tables",
     "BundleDiff": "_review.diff", "CheckResult": "_review.diff", "check_bundle": "_review.diff",

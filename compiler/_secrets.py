@@ -59,7 +59,18 @@ NEVER_FORWARDED = frozenset({"WANDB_API_KEY", "ACRL_RAY_ADDRESS", "RAY_ADDRESS",
 NEVER_FORWARDED_PREFIXES = ("AWS_",)
 # A variable the secret checks may treat as a commit or hash: a 40-hex value there is not a W&B key.
 _HASH_NAME = re.compile(r"(^|_)(COMMIT|SHA|SHA1|HASH|REV|REVISION|VERSION|CHECKSUM|DIGEST|REF)(_|$)")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_name(*, upper_case: bool = False, at_most: int | None = None) -> re.Pattern[str]:
+    """The one environment-variable-name pattern (match it with ``fullmatch``): a letter or ``_``, then letters,
+    digits and ``_``. ``upper_case``: no lower-case letter; ``at_most``: the longest name accepted."""
+    letters = "A-Z" if upper_case else "A-Za-z"
+    repeat = "*" if at_most is None else f"{{0,{at_most - 1}}}"
+    return re.compile(f"[{letters}_][{letters}0-9_]{repeat}")
+
+
+ENV_NAME = env_name()  # any name a shell takes ([env] vars and forward; model_args.resolve bounds it at 128)
+_KEY_ENV_NAME = env_name(upper_case=True, at_most=64)  # [wandb] key_env: WANDB_API_KEY-shaped
 
 
 def _words(name: str) -> list[str]:
@@ -118,7 +129,7 @@ def is_env_name(name: str) -> bool:
     """An environment-variable-shaped name that is not itself a token: upper case letters, digits and
     ``_``, starting with a letter or ``_``, at most 64 characters, and not secret-shaped
     (``WANDB_API_KEY`` yes; a pasted W&B key, ``sk-...`` or ``AKIA...`` no)."""
-    return bool(re.fullmatch(r"[A-Z_][A-Z0-9_]{0,63}", name)) and not looks_secret_value(name) \
+    return bool(_KEY_ENV_NAME.fullmatch(name)) and not looks_secret_value(name) \
         and not _looks_random(name, minimum=20)
 
 

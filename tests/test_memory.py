@@ -1,4 +1,4 @@
-"""The static memory estimate (compiler/_pipeline/validate/memory.py, docs/memory.md) and its rule ACRL-M007.
+"""The static memory estimate (compiler/_pipeline/validate/memory.py, parameters.py; docs/memory.md), rule ACRL-M007.
 
 Parameter totals are the published ones: the safetensors totals on the models' Hugging Face pages (Qwen, Meta), and
 llama.cpp's count of GLM-Z1-32B-0414 (the GLM-4-32B-0414 architecture): 32.57B.
@@ -16,14 +16,8 @@ from acrl.compiler import Bundle, SpecError
 from acrl.compiler._pipeline.model_args.catalog import CATALOG
 from acrl.compiler._pipeline.parse import SpecSource
 from acrl.compiler._pipeline.structure import structure
-from acrl.compiler._pipeline.validate.memory import (
-    GIB,
-    Architecture,
-    architecture,
-    count_parameters,
-    estimate_memory,
-    padded_vocab,
-)
+from acrl.compiler._pipeline.validate.memory import GIB, estimate_memory
+from acrl.compiler._pipeline.validate.parameters import Architecture, architecture, count_parameters, padded_vocab
 from acrl.compiler._spec.flags import parse_flags
 from acrl.compiler._spec.tables import Spec
 from conftest import EXAMPLE_SPECS, MINIMAL, merge, slime_model_args
@@ -316,7 +310,8 @@ def test_more_pipeline_stages_than_layers_is_estimated_at_once() -> None:
     """The estimate never walks a stage per pipeline rank: a huge size (an error ACRL-M002 reports) is instant."""
     import time
 
-    from acrl.compiler._pipeline.validate.memory import _stages, count_parameters
+    from acrl.compiler._pipeline.validate.memory import _stages
+    from acrl.compiler._pipeline.validate.parameters import count_parameters
 
     a = arch("qwen2.5-3B")
     count = count_parameters(a, 1)

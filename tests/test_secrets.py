@@ -23,7 +23,9 @@ from test_import_slime_runner import minimal
 from test_run import NO_AWS, make_project, only_record, tool_env
 from test_train_sh import Run, Toolbox, compile_into, make_toolbox, run_train_sh
 
+import acrl.compiler._secrets as secrets
 from acrl.compiler._importers.base import render_spec
+from acrl.compiler._pipeline.model_args.resolve import ENV_NAME as BOUNDED_ENV_NAME
 from acrl.compiler._secrets import (
     MASK,
     NEVER_FORWARDED,
@@ -31,6 +33,7 @@ from acrl.compiler._secrets import (
     NOT_SECRET_BEFORE,
     SECRET_LAST_WORDS,
     address_has_credentials,
+    env_name,
     is_credential_flag,
     is_env_name,
     is_secret_name,
@@ -165,6 +168,49 @@ def test_key_env_names(name: str) -> None:
                                   "A" * 65, "Q7ZK2M9XRT4W8B3N5P1C6V0Y", "WANDB-API-KEY", "1KEY"])
 def test_key_env_refuses_tokens(name: str) -> None:
     assert not is_env_name(name)
+
+
+# The three environment-name patterns acrl had before issue 12, as they were written: any name ([env] vars and
+# forward), at most 128 ([wandb] key_env for ACRL-S002, [model.script_env]), upper case and at most 64 (the shape
+# of is_env_name). compiler/_secrets.env_name is now the one definition; these pin that nothing changed.
+_BEFORE = {"any": re.compile(r"[A-Za-z_][A-Za-z0-9_]*"), "at_most_128": re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}"),
+           "upper_64": re.compile(r"[A-Z_][A-Z0-9_]{0,63}")}
+
+
+def _env_patterns() -> dict[str, re.Pattern[str]]:
+    return {"any": secrets.ENV_NAME, "at_most_128": BOUNDED_ENV_NAME, "upper_64": secrets._KEY_ENV_NAME}
+
+
+@pytest.mark.parametrize(("name", "any_", "at_most_128", "upper_64"), [
+    ("WANDB_API_KEY", True, True, True), ("wandb_api_key", True, True, False), ("Mixed_1", True, True, False),
+    ("_", True, True, True), ("A" * 64, True, True, True), ("A" * 65, True, True, False),
+    ("A" * 128, True, True, False), ("A" * 129, True, False, False), ("a" * 129, True, False, False),
+    ("1A", False, False, False), ("", False, False, False), ("A-B", False, False, False),
+    ("A B", False, False, False), ("A\n", False, False, False), ("\u00c9T\u00c9", False, False, False),
+    ("A=1", False, False, False), ("A\x00", False, False, False),
+])
+def test_one_env_name_pattern_keeps_each_old_answer(name: str, any_: bool, at_most_128: bool, upper_64: bool) -> None:
+    patterns = _env_patterns()
+    assert {k: bool(p.fullmatch(name)) for k, p in patterns.items()} == \
+        {"any": any_, "at_most_128": at_most_128, "upper_64": upper_64}
+    assert {k: bool(p.fullmatch(name)) for k, p in _BEFORE.items()} == \
+        {"any": any_, "at_most_128": at_most_128, "upper_64": upper_64}  # the table is today's truth
+
+
+@given(st.text(alphabet=st.sampled_from("aZ_09-\n\u00e9 "), max_size=140) | st.sampled_from(["A" * 64, "A" * 65,
+                                                                                         "b" * 128, "b" * 129]))
+def test_one_env_name_pattern_agrees_with_the_old_three(name: str) -> None:
+    patterns = _env_patterns()
+    assert {k: bool(p.fullmatch(name)) for k, p in patterns.items()} == \
+        {k: bool(p.fullmatch(name)) for k, p in _BEFORE.items()}
+
+
+def test_the_key_env_check_uses_the_shared_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
+    """is_env_name's shape is env_name(upper_case=True, at_most=64): narrowing the shared definition narrows it."""
+    assert secrets._KEY_ENV_NAME.pattern == env_name(upper_case=True, at_most=64).pattern
+    assert is_env_name("WANDB_API_KEY")
+    monkeypatch.setattr(secrets, "_KEY_ENV_NAME", re.compile("NOTHING"))
+    assert not is_env_name("WANDB_API_KEY")
 
 
 @pytest.mark.parametrize(("line", "secret"), [

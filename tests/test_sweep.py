@@ -367,10 +367,10 @@ def test_a_sweep_lists_its_folder_once_not_once_per_point(tmp_path: Path, capsys
 def test_a_valid_spec_is_not_scanned_for_secrets_to_mask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Masking secrets in messages is done only when there are messages: the scan cost every point of a
     sweep ~1 ms (it ran in both validation passes)."""
-    from acrl.compiler._pipeline.validate import rules
+    from acrl.compiler._pipeline.validate import engine
 
     calls: list[object] = []
-    monkeypatch.setattr(rules, "spec_secrets", lambda spec: calls.append(spec) or set())
+    monkeypatch.setattr(engine, "spec_secrets", lambda spec: calls.append(spec) or set())
     spec = tmp_path / "spec.toml"
     spec.write_text(tomli_w.dumps(MINIMAL), encoding="utf-8")
     compile_spec(spec)

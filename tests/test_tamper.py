@@ -184,7 +184,7 @@ UNSAFE_EXP_IDS: list[Any] = ["../x", "..", ".", "a/b", "/abs", "", "a\\b", "x\n"
 
 
 def test_the_exp_id_check_is_the_specs_rule() -> None:
-    from acrl.compiler._pipeline.validate.rules import _EXP_ID
+    from acrl.compiler._pipeline.validate.toolkit import _EXP_ID
     from acrl.compiler._review.verify import EXP_ID
 
     assert EXP_ID.pattern.strip("^$") == _EXP_ID.pattern.strip("^$")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._pipeline.validate.rules import RULES
+from .._pipeline.validate import RULES
 from .._spec.schema import CUSTOM_CONFIG_KEYWORD, FLAG_KEYWORD, OMIT_IF_KEYWORD, schema_json, spec_schema, toml_literal
 
 REGENERATE = "python -m acrl.compiler._cli.docs"
@@ -28,7 +28,7 @@ def rules_markdown() -> str:
     out = [
         "# Validation rules",
         "",
-        f"Generated from `compiler/_pipeline/validate/rules.py` by `{REGENERATE}`; do not edit.",
+        f"Generated from `compiler/_pipeline/validate/` by `{REGENERATE}`; do not edit.",
         "",
         "Every rule has a stable id. Errors stop the compile; warnings are printed, recorded in the",
         "manifest, and become errors with `--strict`. A message points at the first of the rule's keys",

@@ -32,7 +32,7 @@ from .model_args.resolve import ModelArgs, ModelArgsError, is_dir_here, resolve_
 from .model_args.resolve import _config_path as config_path
 from .parse import SpecSource
 from .structure import structure, unstructure
-from .validate.rules import Context, validate
+from .validate import Context, validate
 
 # 2: the bundle hash covers every manifest field (_bundle.manifest_hash); 1: only the file list.
 BUNDLE_FORMAT = 2

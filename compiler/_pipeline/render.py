@@ -17,7 +17,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._secrets import RUNTIME_FORWARD_CHECK, runtime_policy
+from .._secrets import ENV_NAME, RUNTIME_FORWARD_CHECK, runtime_policy
 from .._spec.flags import parse_flags
 from .._spec.tables import Spec
 from .._version import __version__
@@ -113,13 +113,12 @@ def _comment(value: object) -> Escaped:
     return Escaped(comment_text(value))
 
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def _envname(value: object, width: int = 0) -> Escaped:
     """An environment variable name, checked again (the rules checked it), padded with spaces to ``width``."""
-    if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
+    if not isinstance(value, str) or not ENV_NAME.fullmatch(value):
         raise UnescapedValueError(f"envname: a {type(value).__name__} is not an environment variable name")
     return Escaped(value.ljust(width))
 

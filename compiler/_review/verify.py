@@ -272,7 +272,7 @@ def _derived_mismatch(files: Mapping[str, bytes], manifest: Mapping[str, Any]) -
     return out, None
 
 
-# As the spec's rule ACRL-T005 (compiler/_pipeline/validate/rules.py) allows it: a directory name and a Ray id.
+# As the spec's rule ACRL-T005 (compiler/_pipeline/validate/toolkit.py) allows it: a directory name and a Ray id.
 EXP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 

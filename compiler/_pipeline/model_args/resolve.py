@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ..._secrets import env_name
 from ..._spec.flags import flag_tokens, normalize_flag, parse_flags, table_tokens
 from ..._spec.tables import Spec
 from ..bundle import read_input
@@ -40,7 +41,7 @@ _SOURCE_TIMEOUT_S = 10
 # A slime model type names scripts/models/<type>.sh: letters, digits, '.', '_' and '-' (qwen2.5-3B, glm4-32B,
 # deepseek-v3), never a path ('/', '..') or anything a shell, a comment line or a file name could misread.
 _MODEL_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # at most 128: a longer name is a mistake (or a value)
+ENV_NAME = env_name(at_most=128)  # at most 128: a longer name is a mistake (or a value)
 # Variables that change how bash, the dynamic loader, libc or an interpreter the script may start behaves: set
 # for the script, they would run code of their own (BASH_ENV, BASH_FUNC_x%%, PS4 with xtrace, LD_PRELOAD, ...).
 _SHELL_VARIABLES = frozenset({

@@ -1,0 +1,76 @@
+"""ACRL-B*: batch arithmetic. The rollout's samples, optimizer steps, global and micro batches and the
+per-GPU token budget: what slime and Megatron reject, and the samples that would be dropped or run out of
+memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..argv import global_batch_size, samples_per_rollout
+from .engine import Context, Finding, rule
+
+
+@rule("ACRL-B001", "error", ["train.num_steps_per_rollout", "rollout.batch_size", "rollout.n_samples_per_prompt"],
+      "rollout samples split evenly into optimizer steps")
+def _steps_divide(ctx: Context) -> Iterator[Finding]:
+    """The rollout's samples (batch_size x n_samples_per_prompt) must split evenly into num_steps_per_rollout optimizer
+    steps; leftovers are dropped silently."""
+    steps = ctx.spec.train.num_steps_per_rollout
+    samples = samples_per_rollout(ctx.spec)
+    if samples < steps:
+        yield Finding(f"{samples} samples per rollout cannot make {steps} optimizer steps",
+                      f"set num_steps_per_rollout to at most {samples}")
+    elif samples % steps:
+        yield Finding(f"{samples} samples per rollout (batch_size x n_samples_per_prompt) are not divisible "
+                      f"by num_steps_per_rollout = {steps}: trailing samples would be dropped silently",
+                      "choose num_steps_per_rollout dividing the samples per rollout")
+
+
+@rule("ACRL-B002", "error", ["train.num_steps_per_rollout", "train.micro_batch_size", "parallel.tensor"],
+      "global batch divisible by micro-batch x data-parallel size")
+def _gbs_microbatch(ctx: Context) -> Iterator[Finding]:
+    """The global batch must be divisible by micro_batch_size x data-parallel size; Megatron's micro-batch calculator
+    fails in the actors otherwise."""
+    mbs = ctx.spec.train.micro_batch_size or 1
+    gbs = global_batch_size(ctx.spec)
+    if gbs and gbs % (mbs * ctx.data_parallel):
+        yield Finding(f"global batch {gbs} is not divisible by micro_batch_size x data-parallel size = "
+                      f"{mbs} x {ctx.data_parallel}: Megatron's micro-batch calculator fails in the actors",
+                      "adjust num_steps_per_rollout, micro_batch_size or the parallel sizes")
+
+
+@rule("ACRL-B003", "warning", ["train.max_tokens_per_gpu", "rollout.max_response_len",
+                               "rollout.max_context_len"], "a sample fits in max_tokens_per_gpu")
+def _tokens_per_gpu(ctx: Context) -> Iterator[Finding]:
+    """With dynamic batching, the longest sample should fit in max_tokens_per_gpu x context; an oversize sample gets
+    its own micro-batch and risks OOM."""
+    r, t = ctx.spec.rollout, ctx.spec.train
+    longest = r.max_context_len or ((r.max_prompt_len + r.max_response_len) if r.max_prompt_len else None)
+    budget = t.max_tokens_per_gpu * ctx.spec.parallel.context
+    known = longest if longest is not None else r.max_response_len
+    if t.use_dynamic_batch_size and known > budget:
+        what = "the longest sample" if longest is not None else "max_response_len alone"
+        yield Finding(f"{what} ({known} tokens) exceeds max_tokens_per_gpu x context = {budget}: such a "
+                      "sample gets a micro-batch of its own and risks running out of memory",
+                      f"raise max_tokens_per_gpu to at least {known}")
+
+
+@rule("ACRL-B004", "error", ["rollout.over_sampling_batch_size", "rollout.batch_size"],
+      "over-sampling batch at least the rollout batch")
+def _oversampling(ctx: Context) -> Iterator[Finding]:
+    """over_sampling_batch_size must be at least batch_size (slime checks at launch)."""
+    r = ctx.spec.rollout
+    if r.over_sampling_batch_size is not None and r.over_sampling_batch_size < r.batch_size:
+        yield Finding(f"over_sampling_batch_size {r.over_sampling_batch_size} < batch_size {r.batch_size}",
+                      "set it to at least batch_size or remove it")
+
+
+@rule("ACRL-B005", "error", ["rollout.max_prompt_len", "rollout.max_context_len"],
+      "prompt shorter than the context")
+def _prompt_context(ctx: Context) -> Iterator[Finding]:
+    """max_prompt_len must be smaller than max_context_len (slime checks at launch)."""
+    r = ctx.spec.rollout
+    if r.max_prompt_len is not None and r.max_context_len is not None and r.max_prompt_len >= r.max_context_len:
+        yield Finding(f"max_prompt_len {r.max_prompt_len} must be smaller than max_context_len "
+                      f"{r.max_context_len}", "lower max_prompt_len")

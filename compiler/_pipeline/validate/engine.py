@@ -1,0 +1,225 @@
+"""Stage 4, validate: the rule engine. ``rule`` registers a check under a stable id in ``RULES``,
+kept in the order of ``ORDER`` (docs/rules.md and the diagnostics come out in that order);
+``validate`` runs them and points each finding at the spec; ``spec_secrets`` masks what looks
+secret in every message. The rules themselves live one module per id prefix: parallel (P),
+batch (B), algorithm (A), eval (E), toolkit (T), flags (F), secrets (S), kuberay (K), model (M).
+
+Each rule has a stable id, a severity, the spec keys it concerns (the message points at the first
+one the spec wrote), and a check that yields findings with a fix hint. Sources: what slime,
+Megatron and sglang reject at launch, the mistakes nothing rejects until the GPUs fail, and the
+toolkit's own pitfalls.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import typing
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, cast
+
+import attrs
+
+from ..._secrets import is_credential_flag, is_env_name, is_secret_name, looks_secret_value, redact
+from ..._spec.flags import flags_in, normalize_flag, parse_flags
+from ..._spec.tables import Spec
+from ...errors import Diagnostic
+from ..argv import ArgGroup, actor_gpus, rollout_gpus
+from ..model_args.resolve import ModelArgs, Resolution
+from ..parse import SpecSource
+from .memory import extra_flags
+
+# The order of RULES, hence of docs/rules.md within a section and of the diagnostics of a compile. It is
+# not by family (M009, checked before anything is sourced, sits between T005 and F001). A rule whose id
+# is not here cannot be registered; tests/test_rule_registry.py checks that each id here is registered once.
+ORDER = (
+    "ACRL-P001", "ACRL-P002", "ACRL-P003", "ACRL-P004", "ACRL-P005", "ACRL-P006", "ACRL-P007", "ACRL-P008",
+    "ACRL-P009",
+    "ACRL-B001", "ACRL-B002", "ACRL-B003", "ACRL-B004", "ACRL-B005",
+    "ACRL-A001", "ACRL-A002", "ACRL-A003", "ACRL-A004",
+    "ACRL-E001", "ACRL-E002", "ACRL-E003",
+    "ACRL-T001", "ACRL-T002", "ACRL-T003", "ACRL-T004", "ACRL-T005",
+    "ACRL-M009",
+    "ACRL-F001", "ACRL-F002", "ACRL-F003", "ACRL-F004", "ACRL-F005",
+    "ACRL-S001", "ACRL-S002", "ACRL-S003", "ACRL-S004",
+    "ACRL-K001",
+    "ACRL-M001", "ACRL-M002", "ACRL-M003", "ACRL-M004", "ACRL-M005", "ACRL-M006", "ACRL-M007", "ACRL-M008",
+)
+_POSITION = {rule_id: i for i, rule_id in enumerate(ORDER)}
+
+
+@attrs.frozen
+class Finding:
+    message: str
+    hint: str
+    keys: tuple[str, ...] = ()  # overrides the rule's keys for pointing at the spec
+
+
+@attrs.frozen
+class Context:
+    spec: Spec
+    model_args: ModelArgs
+    groups: tuple[ArgGroup, ...]
+    accepted: Callable[[str], tuple[str, Sequence[str]]] | None = None  # flag -> (status, suggestions)
+    resolution: Resolution | None = None  # how MODEL_ARGS were resolved, with the config.json check
+    model: Mapping[str, list[str]] = attrs.field(init=False)  # MODEL_ARGS as flag -> values, parsed once
+    extra: Mapping[str, list[str]] = attrs.field(init=False)  # [extra.flags] and [extra] args as flag -> values
+
+    @model.default
+    def _parse_model_args(self) -> Mapping[str, list[str]]:
+        return parse_flags(self.model_args.args)
+
+    @extra.default
+    def _parse_extra(self) -> Mapping[str, list[str]]:
+        return extra_flags(self.spec)
+
+    def model_int(self, flag: str) -> int | None:
+        values = self.model.get(flag)
+        try:
+            return int(values[0]) if values else None
+        except ValueError:
+            return None
+
+    @property
+    def actor_gpus(self) -> int:
+        return actor_gpus(self.spec)
+
+    @property
+    def rollout_gpus(self) -> int | None:
+        return rollout_gpus(self.spec)
+
+    @property
+    def data_parallel(self) -> int:
+        p = self.spec.parallel
+        return max(1, self.actor_gpus // (p.tensor * p.pipeline * p.context))
+
+    def passes(self, flag: str) -> bool:
+        """Whether the slime argv (escape hatch included) carries ``flag``."""
+        return flag in set(flags_in([t for g in self.groups for a in g.args for t in a.tokens] +
+                                    list(self.spec.extra.args)))
+
+
+Check = Callable[[Context], Iterator[Finding]]
+
+
+@attrs.frozen
+class Rule:
+    id: str
+    severity: str
+    keys: tuple[str, ...]
+    title: str
+    check: Check
+    # Checked on the spec alone, before MODEL_ARGS are resolved (a model script sourced): the compile stops on its
+    # errors, so no value these rules refuse reaches a shell, a file name or a template.
+    before_sourcing: bool = False
+
+
+RULES: list[Rule] = []
+
+
+def rule(rule_id: str, severity: str, keys: Sequence[str], title: str, *,
+         before_sourcing: bool = False) -> Callable[[Check], Check]:
+    if rule_id not in _POSITION:
+        raise ValueError(f"rule {rule_id} is not in validate.engine.ORDER: add it where it belongs")
+
+    def register(check: Check) -> Check:
+        bisect.insort(RULES, Rule(rule_id, severity, tuple(keys), title, check, before_sourcing),
+                      key=lambda r: _POSITION[r.id])
+        return check
+    return register
+
+
+_SCANNED: list[Any] = [None, ()]  # the last spec scanned and its strings: three rules read them per compile
+
+
+def spec_strings(spec: Spec) -> tuple[tuple[str, str, str], ...]:
+    """(dotted key, key name, string) of every string the spec holds: values, list items, and the
+    names of the free-form tables ([extra.flags], [model.args], [env] vars, ...)."""
+    if _SCANNED[0] is not spec:
+        _SCANNED[:] = [spec, tuple(_walk_strings(spec))]
+    strings: tuple[tuple[str, str, str], ...] = _SCANNED[1]
+    return strings
+
+
+def _walk_strings(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    def walk(node: object, key: str, name: str) -> Iterator[tuple[str, str, str]]:
+        if isinstance(node, str):
+            yield key, name, node
+        elif isinstance(node, list | tuple):
+            for i, item in enumerate(node):
+                yield from walk(item, f"{key}.{i}", name)
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                yield f"{key}.{k}", str(k), str(k)  # a table's own key can be a flag: "--wandb-key" = ...
+                yield from walk(v, f"{key}.{k}", str(k))
+        elif attrs.has(type(node)):
+            for field in attrs.fields(cast(Any, type(node))):
+                yield from walk(getattr(node, field.name), f"{key}.{field.name}".lstrip("."), field.name)
+    return walk(spec, "", "")
+
+
+FLAG_TABLES = ("extra.flags.", "extra.args.", "model.args.", "model.overrides.")
+
+
+
+def validate(source: SpecSource, ctx: Context, *, before_sourcing: bool | None = None) -> list[Diagnostic]:
+    """Run every rule (``before_sourcing``: only the rules that are, or are not, checked before MODEL_ARGS are
+    resolved). A diagnostic points at the first of its keys the spec wrote, else at the nearest written table of
+    one of them."""
+    out: list[Diagnostic] = []
+    for r in RULES:
+        if before_sourcing is not None and r.before_sourcing != before_sourcing:
+            continue
+        for finding in r.check(ctx):
+            keys = [_path(k) for k in (*finding.keys, *r.keys)]
+            path = next((k for k in keys if k in source.positions), None) or \
+                next((k for k in keys if source.position(k) is not None), keys[0])
+            out.append(source.diagnostic(path, finding.message, hint=finding.hint, severity=r.severity,
+                                         rule=r.id))
+    secrets = spec_secrets(ctx.spec) if out else set()
+    if secrets:  # whatever a rule says, a value the spec holds that looks secret is shown as ***
+        out = [attrs.evolve(d, message=redact(d.message, secrets, code=False), hint=redact(d.hint, secrets, code=False),
+                            source_line=redact(d.source_line, secrets)) for d in out]
+    return out
+
+
+def _tables() -> tuple[str, ...]:
+    """"table.key." of every free-form table of the spec ([model.overrides], [env.vars], ...): a name after it is
+    one key, whatever dots it holds."""
+    tables = [table for table in attrs.fields(Spec) if isinstance(table.type, type) and attrs.has(table.type)]
+    return tuple(f"{table.name}.{field.name}." for table in tables
+                 for field in attrs.fields(typing.cast(type, table.type)) if typing.get_origin(field.type) is dict)
+
+
+_TABLES = _tables()
+
+
+def spec_secrets(spec: Spec) -> set[str]:
+    """The strings of ``spec`` that look secret (ACRL-S003's, and a [wandb] key_env that is not a name), for
+    redacting every message about the spec."""
+    found = {text for key, name, text in spec_strings(spec) if looks_secret_value(text, name)}
+    if not is_env_name(spec.wandb.key_env):
+        found.add(spec.wandb.key_env)
+    for names in (spec.env.vars, spec.model.script_env):  # the value of a secret-named variable
+        found |= {v for k, v in names.items() if is_secret_name(k) or k.upper() == spec.wandb.key_env.upper()}
+    tokens: list[str] = [*spec.extra.args]
+    for table in (spec.extra.flags, spec.model.args, spec.model.overrides):
+        for flag, value in table.items():
+            tokens += [normalize_flag(flag), *(map(str, value) if isinstance(value, list) else [str(value)])]
+    for i, token in enumerate(tokens):  # what follows a credential flag, or its =value
+        if is_credential_flag(token):
+            found.add(token.split("=", 1)[1] if "=" in token else tokens[i + 1] if i + 1 < len(tokens) else "")
+    return {f for f in found if f}
+
+
+def _path(key: str) -> tuple[str | int, ...]:
+    parts: list[str | int] = []
+    if key.startswith(_TABLES):
+        head, table, name = key.split(".", 2)
+        if item := re.fullmatch(r"(.+)\.(\d+)", name):  # a list item of a table key
+            return (head, table, item.group(1), int(item.group(2)))
+        return (head, table, name)  # a table's key is a string, even one made of digits
+    for p in key.split("."):
+        parts.append(int(p) if p.isdigit() else p)
+    return tuple(parts)
+

@@ -1,0 +1,40 @@
+"""ACRL-E*: evaluation and checkpoints. Eval intervals need datasets, save intervals a save directory,
+and no checkpoint overwrites the model being trained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .engine import Context, Finding, rule
+
+
+@rule("ACRL-E001", "error", ["eval.interval", "eval.datasets"], "eval interval needs datasets")
+def _eval_datasets(ctx: Context) -> Iterator[Finding]:
+    """eval.interval needs eval datasets (slime checks at launch); datasets without an interval are never evaluated."""
+    e = ctx.spec.eval
+    if e.interval is not None and not e.datasets:
+        yield Finding("eval.interval is set but no eval datasets are configured; slime stops at launch",
+                      'add [eval.datasets] name = "/path/to/eval.jsonl"')
+    if e.datasets and e.interval is None:
+        yield Finding("eval datasets are configured but eval.interval is not: they are never evaluated",
+                      "set [eval] interval", keys=("eval.datasets",))
+
+
+@rule("ACRL-E002", "error", ["checkpoint.save_interval", "checkpoint.save"], "save interval needs a save dir")
+def _save_interval(ctx: Context) -> Iterator[Finding]:
+    """checkpoint.save_interval needs checkpoint.save (slime checks at launch)."""
+    c = ctx.spec.checkpoint
+    if c.save_interval is not None and not c.save:
+        yield Finding("'--save' is required when save_interval is set", "set [checkpoint] save")
+
+
+@rule("ACRL-E003", "error", ["checkpoint.save_hf", "checkpoint.save", "model.dir"],
+      "checkpoints never overwrite the source model")
+def _save_paths(ctx: Context) -> Iterator[Finding]:
+    """Checkpoints (save, save_hf) must not be written into the Hugging Face checkpoint being trained."""
+    c, model = ctx.spec.checkpoint, ctx.spec.model.dir.rstrip("/")
+    for key, path in (("checkpoint.save_hf", c.save_hf), ("checkpoint.save", c.save)):
+        if path is not None and path.rstrip("/") == model:
+            yield Finding(f"{key} is the Hugging Face checkpoint ({model}): saving would overwrite the model "
+                          "being trained", "save to another directory", keys=(key,))

@@ -1,0 +1,102 @@
+"""ACRL-F*: flags. No argv token passes a credential; the escape hatch ([extra.flags], [extra.args])
+neither repeats a spec key nor abbreviates an sglang flag acrl passes; flags exist at the targeted slime
+commit and are known to the slime checkout when it is on the compiling machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..._secrets import is_credential_flag
+from ..._spec.flags import known_absent_flags, normalize_flag
+from .engine import FLAG_TABLES, Context, Finding, rule, spec_strings
+
+
+def _escape_hatch(ctx: Context) -> Iterator[tuple[str, str]]:
+    """(flag, spec key) of every flag in [extra.flags] and [extra.args]."""
+    for name in ctx.spec.extra.flags:
+        yield normalize_flag(name), f"extra.flags.{name}"
+    for i, token in enumerate(ctx.spec.extra.args):
+        if token.startswith("--"):
+            yield token.split("=", 1)[0], f"extra.args.{i}"
+
+
+
+
+@rule("ACRL-F001", "error", ["extra.flags", "extra.args", "model.args", "model.overrides"],
+      "no credentials in flags")
+def _credentials(ctx: Context) -> Iterator[Finding]:
+    """No argv token may pass a credential (--wandb-key, --sglang-api-key, --*-password, ...), in any case, with
+    '_', as --flag=value or as an argparse abbreviation (--wandb-k), as a table key or inside a list value: slime
+    logs its whole argument namespace to W&B."""
+    seen = set()
+    for key, _, text in spec_strings(ctx.spec):
+        if not key.startswith(FLAG_TABLES):
+            continue
+        token = normalize_flag(text) if key.count(".") == 2 and text == key.split(".", 2)[2] else text
+        if is_credential_flag(token) and key not in seen:
+            seen.add(key)
+            yield Finding(f"{token.split('=', 1)[0]} passes a credential: it would be written into train.sh, the "
+                          "process list and W&B (slime logs its whole argument namespace)",
+                          "remove it and export the secret in the cluster's environment (for W&B: "
+                          "WANDB_API_KEY, named by [wandb] key_env)", keys=(key,))
+
+
+@rule("ACRL-F002", "error", ["extra.flags", "extra.args"], "escape hatch does not repeat a spec key")
+def _duplicates(ctx: Context) -> Iterator[Finding]:
+    """An escape-hatch flag must not repeat a flag a spec key already sets."""
+    owned = {a.flag: a.origin for g in ctx.groups for a in g.args if not a.origin.startswith("extra.")}
+    owned.update({f: "model args" for f in ctx.model})
+    for flag, key in _escape_hatch(ctx):
+        if flag in owned:
+            origin = owned[flag]
+            where = f"[{origin.rsplit('.', 1)[0]}] {origin.rsplit('.', 1)[1]}" if "." in origin and \
+                not origin.startswith("derived") else origin
+            yield Finding(f"{flag} is already set by {where}; slime would see it twice",
+                          f"set {where} instead" if not origin.startswith("derived") else
+                          "remove it: acrl derives this flag", keys=(key,))
+
+
+@rule("ACRL-F003", "error", ["slime.commit", "extra.flags", "model.megatron_to_hf_mode"],
+      "flags exist at the targeted slime commit")
+def _absent_at_commit(ctx: Context) -> Iterator[Finding]:
+    """Flags must exist at the targeted slime commit (for the commits acrl knows); slime ignores unknown flags
+    silently."""
+    absent = known_absent_flags(ctx.spec.slime.commit)
+    if absent is None:
+        return
+    origins = {a.flag: a.origin for g in ctx.groups for a in g.args}
+    for flag, key in [*((f, origins[f]) for f in origins), *_escape_hatch(ctx)]:
+        if flag in absent:
+            spec_key = key if not key.startswith("derived") else "slime.commit"
+            yield Finding(f"{flag} does not exist at slime {ctx.spec.slime.commit[:9]} ({absent[flag]}); "
+                          "slime would ignore it silently", "remove it, or target a slime commit that has it",
+                          keys=(spec_key,))
+
+
+@rule("ACRL-F004", "error", ["extra.flags", "extra.args"], "escape-hatch flags are known to slime")
+def _unknown_flags(ctx: Context) -> Iterator[Finding]:
+    """When the slime checkout is on the compiling machine, escape-hatch flags must be accepted by its parsers (did-
+    you-mean suggested)."""
+    if ctx.accepted is None:
+        return
+    for flag, key in _escape_hatch(ctx):
+        status, close = ctx.accepted(flag)
+        if status == "unknown":
+            yield Finding(f"{flag} is not accepted by slime or Megatron at {ctx.spec.slime.dir} (slime would "
+                          "ignore it silently)", f"did you mean {close[0]}?" if close else
+                          "check the flag's spelling against slime's arguments", keys=(key,))
+
+
+@rule("ACRL-F005", "error", ["extra.flags", "extra.args"], "no abbreviated sglang flags")
+def _abbreviations(ctx: Context) -> Iterator[Finding]:
+    """slime's sglang parser accepts abbreviations: --sglang-mem-fraction silently means
+    --sglang-mem-fraction-static. An escape-hatch flag that abbreviates a flag acrl passes is an error."""
+    emitted = {a.flag for g in ctx.groups for a in g.args if not a.origin.startswith("extra.")}
+    for flag, key in _escape_hatch(ctx):
+        if not flag.startswith("--sglang-") or flag in emitted:
+            continue
+        longer = sorted(f for f in emitted if f.startswith(flag))
+        if longer:
+            yield Finding(f"{flag} is an abbreviation of {longer[0]}: slime's sglang parser expands it silently",
+                          f"write the full flag through its spec key ({longer[0]})", keys=(key,))

@@ -1,0 +1,103 @@
+"""ACRL-P*: cluster and parallelism. The actor's and the rollout's GPUs against the tensor, pipeline,
+context and SGLang parallel sizes: what Megatron, slime and SGLang reject at launch, and the setups that
+silently leave GPUs idle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .engine import Context, Finding, rule
+
+
+@rule("ACRL-P001", "error", ["cluster.gpus_per_node", "parallel.tensor", "parallel.pipeline",
+                             "parallel.context"], "actor GPUs divisible by TP x PP x CP")
+def _actor_world(ctx: Context) -> Iterator[Finding]:
+    """The actor's GPUs (num_nodes x gpus_per_node) must be divisible by tensor x pipeline x context parallel sizes;
+    Megatron stops at launch otherwise."""
+    p = ctx.spec.parallel
+    size = p.tensor * p.pipeline * p.context
+    if ctx.actor_gpus % size:
+        yield Finding(f"the actor's {ctx.actor_gpus} GPUs (num_nodes x gpus_per_node) are not divisible by "
+                      f"tensor x pipeline x context = {size}; Megatron stops at launch",
+                      f"choose parallel sizes whose product divides {ctx.actor_gpus}")
+
+
+@rule("ACRL-P002", "error", ["cluster.colocate", "cluster.rollout_num_gpus"],
+      "disaggregated rollout needs rollout_num_gpus")
+def _disaggregated(ctx: Context) -> Iterator[Finding]:
+    """Without colocate, rollout_num_gpus is required; slime otherwise crashes with a TypeError building the placement
+    group."""
+    c = ctx.spec.cluster
+    if not c.colocate and c.rollout_num_gpus is None:
+        yield Finding("colocate = false without rollout_num_gpus: slime crashes with a TypeError when it "
+                      "builds the placement group", "set [cluster] rollout_num_gpus to the GPUs for SGLang")
+
+
+@rule("ACRL-P003", "error", ["train.mode", "cluster.colocate"], "async training cannot colocate")
+def _async_colocate(ctx: Context) -> Iterator[Finding]:
+    """train_async.py rejects --colocate."""
+    if ctx.spec.train.mode == "async" and ctx.spec.cluster.colocate:
+        yield Finding("train_async.py rejects --colocate ('Colocation is not supported for async training')",
+                      "set [cluster] colocate = false and rollout_num_gpus")
+
+
+@rule("ACRL-P004", "warning", ["cluster.rollout_num_gpus", "rollout.gpus_per_engine"],
+      "rollout GPUs divisible by GPUs per engine")
+def _rollout_engines(ctx: Context) -> Iterator[Finding]:
+    """Rollout GPUs should be a multiple of GPUs per engine; slime floors the engine count and leaves GPUs idle."""
+    gpus, per = ctx.rollout_gpus, ctx.spec.rollout.gpus_per_engine
+    if gpus is not None and gpus % min(per, ctx.spec.cluster.gpus_per_node):
+        yield Finding(f"{gpus} rollout GPUs are not divisible by {per} GPUs per engine: slime floors the "
+                      "engine count and leaves GPUs idle", "make rollout GPUs a multiple of gpus_per_engine")
+
+
+@rule("ACRL-P005", "error", ["rollout.gpus_per_engine", "cluster.gpus_per_node"],
+      "multi-node engines span whole nodes")
+def _engine_nodes(ctx: Context) -> Iterator[Finding]:
+    """An engine larger than a node must span whole nodes; otherwise the multi-node SGLang engine gets a floored node
+    count."""
+    per, node = ctx.spec.rollout.gpus_per_engine, ctx.spec.cluster.gpus_per_node
+    if per > node and per % node:
+        yield Finding(f"an engine of {per} GPUs spans nodes of {node} GPUs but is not a multiple of it: the "
+                      "multi-node SGLang engine is built with a floored node count",
+                      f"use a multiple of {node} or at most {node}")
+
+
+@rule("ACRL-P006", "error", ["rollout.gpus_per_engine", "cluster.rollout_num_gpus"],
+      "rollout GPUs hold at least one engine")
+def _engine_fits(ctx: Context) -> Iterator[Finding]:
+    """The rollout GPUs must hold at least one engine."""
+    gpus = ctx.rollout_gpus
+    if gpus is not None and gpus < ctx.spec.rollout.gpus_per_engine:
+        yield Finding(f"one engine needs {ctx.spec.rollout.gpus_per_engine} GPUs but rollout has {gpus}",
+                      "lower gpus_per_engine or give rollout more GPUs")
+
+
+@rule("ACRL-P007", "error", ["sglang.data_parallel_size", "extra.flags"],
+      "SGLang data parallelism needs DP attention")
+def _sglang_dp(ctx: Context) -> Iterator[Finding]:
+    """SGLang data parallelism > 1 needs --sglang-enable-dp-attention (slime asserts without a message)."""
+    if ctx.spec.sglang.data_parallel_size > 1 and not ctx.passes("--sglang-enable-dp-attention"):
+        yield Finding("sglang data_parallel_size > 1 without --sglang-enable-dp-attention fails slime's "
+                      "sglang validation with a bare AssertionError",
+                      'add "--sglang-enable-dp-attention" = true to [extra.flags]')
+
+
+@rule("ACRL-P008", "warning", ["parallel.sequence_parallel", "parallel.tensor"],
+      "sequence parallelism needs tensor parallelism")
+def _sp_without_tp(ctx: Context) -> Iterator[Finding]:
+    """Sequence parallelism with tensor = 1 is silently turned off by Megatron."""
+    if ctx.spec.parallel.sequence_parallel and ctx.spec.parallel.tensor == 1:
+        yield Finding("Megatron silently turns sequence parallelism off when tensor = 1",
+                      "set sequence_parallel = false to say what runs")
+
+
+@rule("ACRL-P009", "error", ["parallel.context"], "context parallelism divides the sequence length")
+def _cp_seq_length(ctx: Context) -> Iterator[Finding]:
+    """slime sets Megatron's seq_length to a 4096 placeholder, which must be a multiple of 2 x context parallel
+    size; Megatron stops at launch otherwise."""
+    cp = ctx.spec.parallel.context
+    if cp > 1 and 4096 % (2 * cp):
+        yield Finding(f"context parallel size {cp}: Megatron needs seq-length (slime's placeholder 4096) to be "
+                      f"a multiple of 2 x {cp}", "use a power of two for [parallel] context")
