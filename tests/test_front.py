@@ -24,7 +24,7 @@ from acrl.compiler._fast import template_cache
 from acrl.compiler._pipeline.compile import SweepSpecError
 from acrl.compiler._pipeline.render import environment
 from acrl.compiler._review.diff import CheckResult
-from conftest import MINIMAL, REPO, merge
+from conftest import MINIMAL, merge
 
 SWEEP = '[sweep]\ngrid = { "rollout.batch_size" = [32, 64] }\n'
 
@@ -129,9 +129,3 @@ def test_only_the_front_door_uses_the_caches() -> None:
                      ("acrl.compiler._fast.cache", "acrl.compiler._cli.help"),
                      ("acrl.compiler._fast.template_cache", "acrl.compiler._cli.front"),
                      ("acrl.compiler._fast.template_cache", "acrl.compiler._pipeline.render")}
-
-
-@pytest.mark.parametrize("folder", ["_cli", "_fast"])
-def test_no_module_of_the_command_line_or_caches_is_over_400_lines(folder: str) -> None:
-    sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in (REPO / "compiler" / folder).glob("*.py")}
-    assert sizes and max(sizes.values()) <= 400, sizes

@@ -316,3 +316,13 @@ def test_the_checker_finds_each_kind_of_violation(broken: list[Import]) -> None:
         ["c/_a.py:4: from ._b import g", "c/_a.py:11: import re", "c/_b.py:4: import torch.nn",
          "c/_b.py:5: from acrl.runtime import _y"]
     assert unexplained_lazy_imports(broken, {"acrl.compiler._a", "acrl.compiler._b"}) == []
+
+
+MAX_LINES = 400  # issue 12: a module a reader can hold in their head; split by what the parts do
+
+
+def test_no_module_is_over_400_lines() -> None:
+    modules = [p for folder in ("compiler", "runtime", "templates") for p in (REPO / folder).rglob("*.py")]
+    sizes = {str(p.relative_to(REPO)): len(p.read_text(encoding="utf-8").splitlines()) for p in modules}
+    assert len(sizes) > 60
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}

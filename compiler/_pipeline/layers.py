@@ -25,12 +25,12 @@ from .._secrets import redact
 from .._spec.tables import Spec
 from ..errors import Diagnostic, SpecError
 from .bundle import read_input
+from .key_positions import Scanner
 from .parse import (
     NO_LINE,
     KeyPath,
     SpecSource,
     Written,
-    _Scanner,
     decode_spec,
     read_spec,
     toml_bounds,
@@ -233,7 +233,7 @@ def parse_assignment(arg: str, *, where: str) -> tuple[KeyPath, Any]:
 
 def parse_key(text: str) -> tuple[KeyPath, int]:
     """The TOML key at the start of ``text`` and the offset after it. Raises ValueError."""
-    scanner = _Scanner(text)
+    scanner = Scanner(text)
     try:
         parts = scanner.key()
         scanner.skip_ws(False)
