@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ._review.view import bash_arrays, derived_from_spec
     from ._secrets import address_has_credentials, redact, without_credentials
     from ._slime.source import read_git_commit
-    from ._spec.tables import Spec
+    from ._spec.tables import RUNTIME_ARN, Spec
     from .errors import (
         AcrlError,
         BundleExistsError,
@@ -56,7 +56,7 @@ _WHERE = {
     "Diagnostic": "errors", "SpecError": "errors", "UsageError": "errors",
     "RULES": "_pipeline.validate", "Rule": "_pipeline.validate",
     "SpecSource": "_pipeline.parse", "parse_spec_text": "_pipeline.parse", "read_spec": "_pipeline.parse",
-    "Spec": "_spec.tables",
+    "Spec": "_spec.tables", "RUNTIME_ARN": "_spec.tables",
     "BundleDiff": "_review.diff", "CheckResult": "_review.diff", "check_bundle": "_review.diff",
     "diff_paths": "_review.diff",
     "BundleReadError": "errors", "Verification": "_review.verify", "verify_bundle": "_review.verify",
@@ -73,7 +73,7 @@ _WHERE = {
 }
 
 __all__ = [
-    "RULES", "AcrlError", "Bundle", "BundleDiff", "BundleDir", "BundleExistsError", "BundleReadError",
+    "RULES", "RUNTIME_ARN", "AcrlError", "Bundle", "BundleDiff", "BundleDir", "BundleExistsError", "BundleReadError",
     "BundleWriteError", "CheckResult", "Derived", "Diagnostic", "HelpFormatter", "Manifest",
     "ManifestShapeError", "Rule", "Spec", "SpecError", "SpecSource", "UsageError", "Verification",
     "__version__", "acrl_main", "address_has_credentials", "bash_arrays", "check_bundle",

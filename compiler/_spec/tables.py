@@ -7,6 +7,7 @@ docs and the argv builder all read it; nothing else restates it.
 """
 
 
+import re
 from typing import Any, Literal
 
 import attrs
@@ -60,6 +61,14 @@ class Experiment:
                           "toolkit's S3 prefix. Letters, digits, '.', '_' and '-'.")
     num_rollout: int = setting(1, doc="Number of rollout/train iterations.", flag="--num-rollout", ge=1)
     seed: int | None = setting(None, doc="Random seed (slime's default is 1234).", flag="--seed", ge=0)
+
+
+# An AgentCore Runtime ARN, matched with fullmatch (a `$` would let a trailing newline through): the one
+# pattern ACRL-T003 checks at compile time and the executor parses the region from. The runtime id is
+# NAME-SUFFIX, and the name starts with a letter (what `agentcore launch` creates).
+RUNTIME_ARN = re.compile(
+    r"arn:(?P<partition>aws(?:-[a-z]+)*):bedrock-agentcore:(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+):"
+    r"(?P<account>\d{12}):runtime/(?P<runtime_id>[A-Za-z][A-Za-z0-9_-]{0,99})")
 
 
 @attrs.frozen(kw_only=True)

@@ -14,20 +14,18 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from acrl.compiler import RUNTIME_ARN
+
 from .outcome import CheckFailed
 
 # arn:PARTITION:bedrock-agentcore:REGION:ACCOUNT:runtime/RUNTIME_ID
-_RUNTIME_ARN = re.compile(
-    r"arn:(?P<partition>aws[a-z-]*):bedrock-agentcore:(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+):"
-    r"(?P<account>\d{12}):runtime/(?P<runtime_id>[A-Za-z0-9][A-Za-z0-9_-]{0,99})"
-)  # used with fullmatch: a `$` would let a trailing newline through
 PREFLIGHT_PREFIX = ".acrl-preflight/"
 _CREDENTIALS_HINT = ("set AWS_PROFILE to a configured profile (after `aws sso login` for SSO profiles), or export "
                      "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or run where an instance or task role applies")
 
 
 def _parse_runtime_arn(arn: str) -> re.Match[str]:
-    match = _RUNTIME_ARN.fullmatch(arn)
+    match = RUNTIME_ARN.fullmatch(arn)  # the pattern ACRL-T003 checked at compile time
     if match is None:
         raise ValueError(f"not an AgentCore Runtime ARN: {arn!r} "
                          "(expected arn:aws:bedrock-agentcore:REGION:ACCOUNT:runtime/RUNTIME_ID)")

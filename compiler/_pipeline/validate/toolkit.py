@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ..._spec.tables import RUNTIME_ARN
 from .engine import Context, Finding, rule
 
 _LOCAL_PATH = re.compile(r"^(/|\.|~)")
@@ -35,13 +36,12 @@ def _pool(ctx: Context) -> Iterator[Finding]:
                       f"set max_pool_connections to at least {a.max_concurrent}")
 
 
-_ARN = re.compile(r"^arn:aws(-[a-z]+)*:bedrock-agentcore:[a-z]{2}(-[a-z]+)+-\d:\d{12}:runtime/[A-Za-z][A-Za-z0-9_-]*$")
 
 
 @rule("ACRL-T003", "error", ["agentcore.runtime_arn"], "AgentCore Runtime ARN format")
 def _arn(ctx: Context) -> Iterator[Finding]:
     """agentcore.runtime_arn must be an AgentCore Runtime ARN."""
-    if not _ARN.fullmatch(ctx.spec.agentcore.runtime_arn):
+    if not RUNTIME_ARN.fullmatch(ctx.spec.agentcore.runtime_arn):
         yield Finding(f"{ctx.spec.agentcore.runtime_arn!r} is not an AgentCore Runtime ARN",
                       "copy it from `bedrock-agentcore-starter-toolkit launch`: "
                       "arn:aws:bedrock-agentcore:REGION:ACCOUNT_ID:runtime/NAME-ID")
