@@ -200,7 +200,8 @@ def test_slime_script_differing_from_the_published_config_is_an_error(write_spec
     assert layers.hint.startswith('use --num-layers 61, as in acrl catalog: glm4-32B (THUDM/GLM-4-32B-0414): in the '
                                   'spec, [model.overrides] "num-layers" = "61", or args_source = "catalog"')
     groups = errors["--num-query-groups"]
-    assert "8 in" in groups.message and "but 2 in" in groups.message
+    assert (found["--num-query-groups"].a_value, found["--num-query-groups"].b_value) == ("8", "2")
+    assert groups.rule == "ACRL-M008" and groups.message.startswith(found["--num-query-groups"].problem)
     assert '"group-query-attention" = true and "num-query-groups" = "2"' in groups.hint
 
 

@@ -336,8 +336,9 @@ def test_a_failed_check_runs_nothing(tmp_path: Path) -> None:
     (tmp_path / "train.jsonl").write_text('{"prompt": "ok", "metadata": {}}\nnot json\n')
     proc = acrl("run", str(project.bundle), "--skip", "gpus", "--runs-dir", str(project.runs))
     assert proc.returncode == 1
-    assert re.search(r"^datasets +failed", proc.stdout, re.M) and "line 2: not JSON" in proc.stdout
-    assert "preflight failed (datasets): nothing was run" in proc.stderr
+    assert re.search(r"^datasets +failed .*\bline 2: ", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^(?!datasets ).* failed ", proc.stdout, re.M) is None  # only the check that failed
+    assert "(datasets)" in proc.stderr.splitlines()[0] and not project.runs.exists()
     assert not project.runs.exists()
 
 
@@ -384,7 +385,7 @@ def test_a_rollout_function_that_does_not_import_stops_the_run(tmp_path: Path) -
                      r"my_rewards.score: cannot import my_rewards: ModuleNotFoundError", proc.stdout, re.M), proc.stdout
     (project.bundle / "my_rewards.py").write_text("score = 3\n")  # in the bundle: the job's working_dir
     proc = acrl("run", str(project.bundle), "--skip", "gpus", "--dry-run", "--allow-modified")
-    assert proc.returncode == 1 and "my_rewards has no function 'score'" in proc.stdout
+    assert proc.returncode == 1 and "my_rewards has no function 'score'" in proc.stdout  # golden wording: the reason
     assert re.search(r"^slime-parser +skipped", proc.stdout, re.M) is None  # only train.sh edits skip it
     (project.bundle / "my_rewards.py").write_text("def score(*args):\n    return 1.0\n")
     proc = acrl("run", str(project.bundle), "--skip", "gpus", "--dry-run", "--allow-modified")
@@ -395,7 +396,9 @@ def test_a_rollout_function_that_does_not_import_stops_the_run(tmp_path: Path) -
 def test_unknown_skip_and_missing_bundle_are_errors_without_traceback(tmp_path: Path) -> None:
     project = make_project(tmp_path)
     proc = acrl("run", str(project.bundle), "--skip", "gpu", "--dry-run")
-    assert proc.returncode == 2 and "--skip gpu: no such check" in proc.stderr and "cuda-home" in proc.stderr
+    message, fix = proc.stderr.splitlines()
+    assert proc.returncode == 2 and message.startswith("--skip gpu: ") and fix.startswith("  fix: ")
+    assert {"gpus", "cuda-home", "datasets"} <= set(fix.replace(",", " ").split())
     proc = acrl("run", str(tmp_path / "nowhere"))
     assert proc.returncode == 2 and proc.stderr.startswith(f"{tmp_path / 'nowhere'}: ")
     assert "Traceback" not in proc.stderr

@@ -89,7 +89,7 @@ def test_missing_required_keys_and_tables(write_spec: SpecWriter) -> None:
     messages = [d.message for d in info.value.diagnostics]
     assert "missing required table [agentcore]" in messages
     assert "missing required table [data]" in messages
-    assert "missing required key 'dir' in [model]" in messages
+    assert ("model.dir", 3, 1) in [(d.key, d.line, d.column) for d in info.value.diagnostics]
 
 
 def test_booleans_are_not_integers_and_integers_not_strings(write_spec: SpecWriter) -> None:
