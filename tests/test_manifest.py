@@ -4,14 +4,17 @@ naming its key (by `acrl verify` and `acrl run` once the manifest matches its ow
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tomli_w
+from test_tamper import set_at
 
 from acrl.compiler import BundleReadError, Manifest, acrl_main, compile_spec, read_bundle
 from acrl.compiler._pipeline.manifest import ManifestShapeError
@@ -54,14 +57,9 @@ def test_a_manifest_with_extends_overrides_and_warnings_round_trips(tmp_path: Pa
     assert manifest.overrides is not None and manifest.overrides[0].from_ == "--set"
     assert manifest.extends is not None and "rollout.temperature" not in manifest.extends[0].keys
     assert manifest_json(manifest.as_json()) == raw
-    for path, value in _leaves(data):  # every field of the optional sections and of a warning, as for the goldens
-        if path[0] == "overrides" and path[2] == "value":
-            continue  # any TOML value
-        broken = json.loads(raw)
-        _set(broken, path, _wrong(value))
-        with pytest.raises(ManifestShapeError) as caught:
-            Manifest.from_json(broken)
-        assert caught.value.key == ".".join(path)
+    # every field of the optional sections and of a warning, as for the goldens (an override's value: any TOML value)
+    assert_each_field_refused(data, Manifest.from_json,
+                              any_value=lambda path: path[0] == "overrides" and path[2] == "value")
 
 
 def _leaves(node: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
@@ -80,14 +78,18 @@ def _wrong(value: Any) -> Any:
         return "x"
     return 1
 
+def assert_each_field_refused(data: Any, from_json: Callable[[Any], object],
+                              any_value: Callable[[tuple[str, ...]], bool]) -> None:
+    """Each leaf of ``data`` given a value of the wrong JSON type is refused, naming its dotted key."""
+    for path, value in _leaves(data):
+        if any_value(path):
+            continue
+        broken = copy.deepcopy(data)
+        set_at(broken, path, _wrong(value))
+        with pytest.raises(ManifestShapeError) as caught:
+            from_json(broken)
+        assert caught.value.key == ".".join(path)
 
-def _set(node: Any, path: tuple[str, ...], value: Any) -> None:
-    for step in path[:-1]:
-        node = node[int(step)] if isinstance(node, list) else node[step]
-    if isinstance(node, list):
-        node[int(path[-1])] = value
-    else:
-        node[path[-1]] = value
 
 
 FIELDS = [(name, path) for name in GOLDENS
@@ -100,7 +102,7 @@ def test_a_value_of_another_type_in_any_field_is_refused_naming_its_key(golden: 
     node: Any = data
     for step in path:
         node = node[int(step)] if isinstance(node, list) else node[step]
-    _set(data, path, _wrong(node))
+    set_at(data, path, _wrong(node))
     with pytest.raises(ManifestShapeError) as caught:
         Manifest.from_json(data)
     assert caught.value.key == ".".join(path)
@@ -119,7 +121,7 @@ def test_a_missing_field_is_refused_naming_it(key: str) -> None:
 @pytest.mark.parametrize("path", [("surprise",), ("derived", "surprise"), ("model_args", "surprise")])
 def test_a_key_acrl_never_writes_is_refused_naming_it(path: tuple[str, ...]) -> None:
     data = json.loads((GOLDEN / GOLDENS[0] / "manifest.json").read_text())
-    _set(data, path, 1)
+    set_at(data, path, 1)
     with pytest.raises(ManifestShapeError) as caught:
         Manifest.from_json(data)
     assert caught.value.key == ".".join(path)
@@ -180,11 +182,4 @@ def test_a_sweep_index_with_valid_and_invalid_points_round_trips(tmp_path: Path)
     assert index.invalid[0].errors[0].key == "rollout.batch_size" and index.to_bytes() == raw
     valid = SweepIndex(spec=index.spec, points=index.points)  # no invalid point: no "invalid" key
     assert "invalid" not in json.loads(valid.to_bytes()) and SweepIndex.from_json(valid.as_json()) == valid
-    for path, value in _leaves(json.loads(raw)):
-        if path[-1] == "value":
-            continue  # any TOML value
-        broken = json.loads(raw)
-        _set(broken, path, _wrong(value))
-        with pytest.raises(ManifestShapeError) as caught:
-            SweepIndex.from_json(broken)
-        assert caught.value.key == ".".join(path)
+    assert_each_field_refused(json.loads(raw), SweepIndex.from_json, any_value=lambda path: path[-1] == "value")
