@@ -183,3 +183,27 @@ def test_a_sweep_index_with_valid_and_invalid_points_round_trips(tmp_path: Path)
     valid = SweepIndex(spec=index.spec, points=index.points)  # no invalid point: no "invalid" key
     assert "invalid" not in json.loads(valid.to_bytes()) and SweepIndex.from_json(valid.as_json()) == valid
     assert_each_field_refused(json.loads(raw), SweepIndex.from_json, any_value=lambda path: path[-1] == "value")
+
+
+def test_the_manifest_converter_leaves_the_spec_converters_generated_functions(tmp_path: Path) -> None:
+    """Writing and reading manifests must not make the next compile generate the spec's structuring
+    functions again (~13 ms a compile; it did when the manifest's hooks were registered on the spec's
+    own converter after its first use). A fresh interpreter, so that nothing ran before."""
+    import subprocess
+    import sys
+
+    script = """if True:
+        import json, sys
+        from pathlib import Path
+        from acrl.compiler import Manifest, compile_spec
+        from acrl.compiler._pipeline.structure import converter
+        from acrl.compiler._spec.tables import Spec
+        bundle = compile_spec(Path(sys.argv[1]))
+        hook = converter().get_structure_hook(Spec)
+        Manifest.from_json(json.loads(compile_spec(Path(sys.argv[1])).files["manifest.json"]))
+        compile_spec(Path(sys.argv[1]))
+        print(converter().get_structure_hook(Spec) is hook)
+    """
+    spec = REPO / "specs" / "gsm8k-qwen2.5-3b-smoke.toml"
+    out = subprocess.run([sys.executable, "-c", script, str(spec)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"

@@ -187,7 +187,10 @@ def _renamed(cls: type, conv: cattrs.Converter) -> None:
 
 @functools.cache
 def converter() -> cattrs.Converter:
-    """The spec's converter, with the manifest's hooks: the one converter of acrl's formats."""
+    """The converter of acrl's persistent formats (manifest, run record, sweep index): the spec's
+    converter, copied with every hook and rule it has, plus the manifest's hooks. A copy, because
+    registering a hook on the spec's own converter once it has structured a spec clears cattrs' cache
+    of generated functions, and the next compile in the process generated them all again (~13 ms)."""
     # lazy: cattrs (~19 ms) is loaded when a manifest is read or written; the executor imports verify,
     # and with it these classes, before every run without it (tests/test_verify.py)
     from .argv import Derived  # lazy: argv's imports (~60 ms) are the compile's, not verify's
@@ -195,7 +198,7 @@ def converter() -> cattrs.Converter:
 
     for cls in (SpecFile, SlimeRef, ModelArgsProvenance, ManifestWarning, BaseSpec, Override, Manifest, Derived):
         attrs.resolve_types(cls, localns={"Derived": Derived})  # the converter dispatches on field types
-    conv = spec_converter()
+    conv = spec_converter().copy()
     _renamed(ModelArgsProvenance, conv)
     _renamed(Override, conv)
 
