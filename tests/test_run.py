@@ -81,8 +81,10 @@ def with_descendants(pids: list[int]) -> list[int]:
 
 
 def end_processes(pids: list[int]) -> None:
-    """SIGTERM, then SIGKILL after 5 s, to exactly these processes."""
-    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
+    """SIGTERM, then SIGKILL after 5 s, to exactly these processes; then wait (5 s at most) until they
+    are gone: a killed process is not gone at once on a loaded machine, and a caller that checks
+    right away saw a process "left running" that was only still dying."""
+    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
