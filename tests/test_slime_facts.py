@@ -20,7 +20,8 @@ from acrl.compiler._slime import model_facts
 from conftest import SLIME_DATA, SLIME_HEAD, SLIME_PIN
 
 FOLDERS = sorted(p.name for p in SLIME_DATA.iterdir() if p.is_dir())
-FILES = ("model_args.json", "hf_checks.json")
+FILES = ("model_args.json", "hf_checks.json", "placement_layout.json")
+FACTS = {"model_args.json": "scripts", "hf_checks.json": "pairs", "placement_layout.json": "layouts"}
 GENERATOR = "python -m acrl.compiler._slime.model_facts"
 
 
@@ -45,7 +46,7 @@ def test_provenance_names_the_folders_commit(commit: str, name: str) -> None:
     argv = recorded_argv(provenance)
     assert argv[0] == "SLIME_DIR"  # no path of the machine that generated it
     assert argv[argv.index("--commit") + 1] == commit and argv[argv.index("-o") + 1] == f"tests/data/slime/{commit}"
-    assert data["scripts" if name == "model_args.json" else "pairs"]
+    assert data[FACTS[name]]
 
 
 def test_model_args_sources_each_script_the_way_the_compiler_does(tmp_path: Path) -> None:
@@ -83,6 +84,19 @@ def test_hf_checks_reads_the_loop_and_the_separate_check() -> None:
     pairs = [(p["hf"], p["megatron"], p["line"]) for p in model_facts.hf_checks(VALIDATOR)]
     assert pairs == [("hidden_size", "hidden_size", 9), ("num_hidden_layers", "num_layers", 10),
                      ("rope_theta", "rotary_base", 13)]
+
+
+def test_placement_layouts_runs_the_one_function_alone() -> None:
+    source = ("import ray\n\ndef _get_placement_group_layout(args) -> tuple[int, int]:\n"
+              "    return args.actor_num_nodes * args.actor_num_gpus_per_node, 1 if args.colocate else 0\n")
+    rows = model_facts.placement_layouts(source)
+    assert len(rows) == 2 * 2 * 4 * 2**4  # nodes x GPUs a node x rollout GPUs x the four flags
+    assert {(r["args"]["actor_num_nodes"] * r["args"]["actor_num_gpus_per_node"], r["args"]["colocate"])
+            for r in rows} == {(n, c) for n in (4, 8, 16) for c in (False, True)}
+    assert all(r["num_gpus"] == r["args"]["actor_num_nodes"] * r["args"]["actor_num_gpus_per_node"]
+               and r["rollout_offset"] == int(r["args"]["colocate"]) for r in rows)
+    with pytest.raises(model_facts.FactsError, match="_get_placement_group_layout"):
+        model_facts.placement_layouts("def other(args):\n    pass\n")
 
 
 @pytest.mark.parametrize("source", ["def other(args, hf_config):\n    pass\n",

@@ -7,7 +7,10 @@ checkout (a work tree, or a git directory such as a bare mirror, read at ``--com
   sourced exactly as ``args_source = "script"`` sources it at compile time (the same function:
   env-less bash, an empty working directory);
 * ``DIR/hf_checks.json``: the (config.json field, Megatron argument) pairs slime compares at launch
-  in ``_hf_validate_args`` (slime/backends/megatron_utils/arguments.py), read with ``ast``.
+  in ``_hf_validate_args`` (slime/backends/megatron_utils/arguments.py), read with ``ast``;
+* ``DIR/placement_layout.json``: what slime's ``_get_placement_group_layout``
+  (slime/ray/placement_group.py) returns for a table of layouts: that one function, taken out of the
+  file with ``ast`` and run alone (the module itself imports ray).
 
 Both carry their provenance: slime's repository URL, the commit and its date, and the command line
 (the local checkout written as ``SLIME_DIR``, so that regenerating anywhere gives the same bytes).
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import itertools
 import json
 import subprocess
 import sys
@@ -33,6 +37,9 @@ from .._spec.tables import Spec
 SLIME_URL = "https://github.com/THUDM/slime"
 ARGUMENTS_PY = "slime/backends/megatron_utils/arguments.py"
 _VALIDATOR = "_hf_validate_args"
+PLACEMENT_PY = "slime/ray/placement_group.py"
+_LAYOUT = "_get_placement_group_layout"
+LAYOUT_FLAGS = ("colocate", "debug_train_only", "debug_rollout_only", "rollout_external")
 
 
 class FactsError(Exception):
@@ -128,6 +135,30 @@ def _hf_names(func: ast.FunctionDef, statement: ast.stmt) -> Iterator[str]:
                     yield key
 
 
+def placement_layouts(source: str, shown: str = PLACEMENT_PY) -> list[dict[str, Any]]:
+    """slime's ``_get_placement_group_layout`` of ``source``, run on every combination of 1-2 actor
+    nodes of 4 or 8 GPUs, 0/4/8/16 rollout GPUs and the four flags it reads: each row the arguments
+    and what it returned (num_gpus, rollout_offset)."""
+    found = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == _LAYOUT]
+    if not found:
+        raise FactsError(f"{shown}: no function {_LAYOUT}")
+    func = found[0]
+    func.returns = None  # its annotation names nothing the function needs
+    for arg in func.args.args:
+        arg.annotation = None
+    namespace: dict[str, Any] = {"__builtins__": {"max": max}}  # all it may use: arithmetic on args
+    exec(compile(ast.Module(body=[func], type_ignores=[]), shown, "exec"), namespace)
+    layout = namespace[_LAYOUT]
+    rows = []
+    for nodes, per_node, rollout in itertools.product((1, 2), (4, 8), (0, 4, 8, 16)):
+        for flags in itertools.product((False, True), repeat=len(LAYOUT_FLAGS)):
+            args = {"actor_num_nodes": nodes, "actor_num_gpus_per_node": per_node, "rollout_num_gpus": rollout,
+                    **dict(zip(LAYOUT_FLAGS, flags, strict=True))}
+            num_gpus, offset = layout(SimpleNamespace(**args))
+            rows.append({"args": args, "num_gpus": num_gpus, "rollout_offset": offset})
+    return rows
+
+
 def _provenance(git_dir: Path, commit: str, argv: Sequence[str]) -> dict[str, str]:
     url = subprocess.run(["git", f"--git-dir={git_dir}", "config", "--get", "remote.origin.url"],
                          capture_output=True, check=False).stdout.decode().strip().removesuffix(".git")
@@ -137,8 +168,8 @@ def _provenance(git_dir: Path, commit: str, argv: Sequence[str]) -> dict[str, st
 
 
 def generate(slime_dir: Path, rev: str | None, out_dir: Path, argv: Sequence[str]) -> list[Path]:
-    """Write ``model_args.json`` and ``hf_checks.json`` for ``rev`` (default: the checkout's HEAD) into
-    ``out_dir``; returns the files written."""
+    """Write ``model_args.json``, ``hf_checks.json`` and ``placement_layout.json`` for ``rev`` (default:
+    the checkout's HEAD) into ``out_dir``; returns the files written."""
     git_dir = _git_dir(slime_dir)
     commit = _git(git_dir, "rev-parse", "--verify", f"{rev or 'HEAD'}^{{commit}}").decode().strip()
     provenance = _provenance(git_dir, commit, argv)
@@ -148,11 +179,14 @@ def generate(slime_dir: Path, rev: str | None, out_dir: Path, argv: Sequence[str
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         scripts = model_args(Path(tmp) / "scripts" / "models")
     source = _git(git_dir, "show", f"{commit}:{ARGUMENTS_PY}").decode()
+    placement = _git(git_dir, "show", f"{commit}:{PLACEMENT_PY}").decode()
     facts = {
         "model_args.json": {"provenance": {**provenance, "from": "scripts/models/*.sh, sourced by acrl's "
                                            "args_source = \"script\" resolver"}, "scripts": scripts},
         "hf_checks.json": {"provenance": {**provenance, "from": f"{ARGUMENTS_PY}: {_VALIDATOR}"},
                            "pairs": hf_checks(source)},
+        "placement_layout.json": {"provenance": {**provenance, "from": f"{PLACEMENT_PY}: {_LAYOUT}, run alone"},
+                                  "layouts": placement_layouts(placement)},
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
