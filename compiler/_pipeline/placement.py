@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import attrs
 
+from .._spec.tables import TOOLKIT_SLIME_COMMIT as SLIME_PIN  # agentcore-rl-toolkit's pin
+
 SLIME_HEAD = "624b824a898ab0ec1fcb4d373004c7f3852bf515"  # the slime commit acrl targets
-SLIME_PIN = "fa3c990af6f18efd3fd9922698bf4bf4048d1263"  # agentcore-rl-toolkit's pin
 
 
 @attrs.frozen(kw_only=True)
