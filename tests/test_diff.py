@@ -162,8 +162,11 @@ def test_cluster_layout_changes_the_gpus_per_role(write_spec: SpecWriter, capsys
     assert changes(data, "flags") == {
         "--colocate": ("removed", [], None, "cluster and parallelism"),
         "--rollout-num-gpus": ("added", None, ["4"], "cluster and parallelism"),
+        # disaggregated on one 8-GPU node, the actor takes the 4 GPUs the rollout leaves
+        "--actor-num-gpus-per-node": ("changed", ["8"], ["4"], "cluster and parallelism"),
     }
-    assert changes(data, "derived") == {"rollout_gpus": ("changed", 8, 4)}
+    assert changes(data, "derived") == {"rollout_gpus": ("changed", 8, 4), "actor_gpus": ("changed", 8, 4),
+                                        "rollout_offset": ("changed", 0, 4)}
 
 
 def test_environment_integration_and_model_sections(write_spec: SpecWriter,
@@ -173,7 +176,7 @@ def test_environment_integration_and_model_sections(write_spec: SpecWriter,
         "env": {"vars": {"NCCL_DEBUG": "INFO"}, "forward": ["WANDB_ENTITY", "HF_HOME"]},
         "cuda": {"home": "/usr/local/cuda-12.9"},
         "wandb": {"project": "p"},
-        "train": {"mode": "async"}, "cluster": {"colocate": False, "rollout_num_gpus": 8},
+        "train": {"mode": "async"}, "cluster": {"num_nodes": 2, "colocate": False, "rollout_num_gpus": 8},
         "agentcore": {"max_concurrent": 64, "max_pool_connections": 64},
         "model": {"args": {"num-layers": 40}},
         "extra": {"flags": {"--sglang-enable-metrics": True, "--made-up-flag": "x y"}},

@@ -275,6 +275,8 @@ def acrl_differences(runner: dict[str, tuple[Any, ...]], num_steps: int = 1) -> 
     out = {k: v for k, v in runner.items() if k != "--use-dynamic-global-batch-size"}
     out["--custom-config-path"] = ("custom_config.yaml",)
     out["--actor-num-nodes"] = (1.0,)
+    if runner["--actor-num-gpus-per-node"] != (8.0,):  # the node size, which slime assumes is 8 (PR #2012)
+        out["--num-gpus-per-node"] = runner["--actor-num-gpus-per-node"]
     out["--num-steps-per-rollout"] = (float(num_steps),)
     out["--global-batch-size"] = (samples / num_steps,)
     return out
@@ -342,6 +344,7 @@ def test_every_field_end_to_end(tmp_path: Path, toolbox: Toolbox, slime_dir: Pat
     assert {"--use-wandb", "--wandb-project", "--sglang-enable-dp-attention", "--num-epoch"} <= got.keys()
     changed = differing(got, effective(runner))
     assert changed == {"--use-dynamic-global-batch-size", "--custom-config-path", "--actor-num-nodes",
+                       "--num-gpus-per-node",
                        "--num-steps-per-rollout", "--global-batch-size"}
     assert changed == noted_flags(notes)
     assert custom == slime_runner_custom_config(config)

@@ -69,7 +69,7 @@ def test_upstream_example_maps_its_flags_and_custom_config() -> None:
     assert spec["agentcore"]["runtime_arn"].endswith(":runtime/strands_math_agent-a1B2c3D4e5")
     assert spec["agentcore"]["max_pool_connections"] == 256
     assert spec["parallel"] == {"tensor": 2, "sequence_parallel": True}
-    assert spec["cluster"] == {"gpus_per_node": 8, "colocate": True}
+    assert spec["cluster"] == {"actor_num_gpus_per_node": 8, "colocate": True}
     assert spec["rollout"]["batch_size"] == 32 and spec["rollout"]["n_samples_per_prompt"] == 8
     assert spec["sglang"]["tool_call_parser"] == "qwen25"
     assert spec["train"]["lr"] == 1e-6 and spec["train"]["max_tokens_per_gpu"] == 9216
@@ -177,7 +177,7 @@ def test_unset_variable_and_command_substitution(tmp_path: Path) -> None:
     assert unresolved[f"{path}:8"].split(": ")[0] == "--lr" and "`cat lr.txt`" in unresolved[f"{path}:8"]
     assert "dir" not in imported.spec.get("model", {}) and "save" not in imported.spec.get("checkpoint", {})
     assert "lr" not in imported.spec.get("train", {})
-    assert imported.spec["cluster"]["gpus_per_node"] == 8  # integer arithmetic of literals is evaluated
+    assert imported.spec["cluster"]["actor_num_gpus_per_node"] == 8  # integer arithmetic of literals is evaluated
 
 
 def test_ray_address_of_an_existing_cluster(tmp_path: Path) -> None:

@@ -65,7 +65,9 @@ def test_rayjob_fields_are_kuberays(write_spec: SpecWriter) -> None:
 
 @pytest.mark.parametrize(("cluster", "replicas"), [
     ({"num_nodes": 2, "gpus_per_node": 4}, 2),
-    ({"num_nodes": 1, "gpus_per_node": 8, "colocate": False, "rollout_num_gpus": 12}, 3),
+    ({"num_nodes": 3, "gpus_per_node": 8, "actor_num_nodes": 1, "colocate": False, "rollout_num_gpus": 16}, 3),
+    # not given: the fewest nodes that hold slime's placement group (8 actor + 12 rollout GPUs)
+    ({"gpus_per_node": 8, "colocate": False, "rollout_num_gpus": 12, "address": "http://head:8265"}, 3),
 ])
 def test_worker_group_is_sized_from_nodes_and_gpus(write_spec: SpecWriter, cluster: dict[str, Any],
                                                   replicas: int) -> None:

@@ -251,9 +251,13 @@ def test_the_gpus_needed_are_the_verified_manifests_typed_derived_section() -> N
     bundle = read_bundle(golden)
     assert bundle.intact and bundle.manifest is not None
     manifest = attrs.evolve(bundle.manifest, derived=attrs.evolve(bundle.manifest.derived, actor_gpus=3,
-                                                                  rollout_gpus=5))
+                                                                  rollout_gpus=5, node_gpus=(6, 2)))
     info = _preflight.read_bundle_info(golden, files=bundle.files, manifest=manifest)
     assert info.derived == manifest.derived
+    assert _preflight.gpus_needed(info) == 6  # what slime's placement group takes on the head node
+    # a manifest written before acrl modelled placement: the actor's, plus the rollout's when not colocated
+    old = attrs.evolve(manifest, derived=attrs.evolve(manifest.derived, node_gpus=None))
+    info = _preflight.read_bundle_info(golden, files=bundle.files, manifest=old)
     assert _preflight.gpus_needed(info) == (3 if info.get("cluster.colocate", True) else 3 + 5)
     unverified = _preflight.read_bundle_info(golden)  # no verified manifest: spec.toml's
     assert unverified.derived == bundle.manifest.derived

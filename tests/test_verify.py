@@ -268,7 +268,7 @@ def test_the_derived_section_is_computed_from_spec_toml_as_the_compiler_does(tmp
                                                                               write_spec: SpecWriter) -> None:
     from acrl.compiler._review.view import derived_from_spec
 
-    assert acrl_main(["compile", str(write_spec({"cluster": {"colocate": False, "rollout_num_gpus": 2}})),
+    assert acrl_main(["compile", str(write_spec({"cluster": {"colocate": False, "rollout_num_gpus": 4}})),
                       "-o", str(tmp_path / "b")]) == 0
     for directory in [tmp_path / "b", *sorted((REPO / "tests" / "golden").iterdir())]:
         manifest = json.loads((directory / "manifest.json").read_text())

@@ -349,6 +349,10 @@ def _differences(spec: Mapping[str, Mapping[str, Any]]) -> list[Note]:
     notes = [Note("difference", f"{flag} is not passed: SlimeRunner always passed it, but it does not exist at the "
                   f"targeted slime {TOOLKIT_SLIME_COMMIT[:7]} ({absent[flag]}), so slime ignored it", flag)
              for flag in _HARD_CODED_VERSIONED if flag in absent]
+    node = spec.get("cluster", {}).get("gpus_per_node", 8)
+    if node != 8:
+        notes.append(Note("difference", f"--num-gpus-per-node {node} is passed: the node has {node} GPUs, and without "
+                          "it slime maps rollout engines to nodes of 8 (slime PR #2012)", "--num-gpus-per-node"))
     if spec.get("cluster", {}).get("num_nodes") is None:
         notes.append(Note("difference", "--actor-num-nodes 1 is passed: SlimeRunner left it to slime's default, "
                           "which is also 1 (same value, one more flag)", "--actor-num-nodes"))

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import functools
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
 
 from .._spec.flags import flag_tokens, known_absent_flags, normalize_flag
 from .._spec.tables import Spec
+from . import placement_spec
 from .model_args.resolve import ModelArgs
 
 
@@ -84,8 +85,9 @@ def _fields(obj: Any, table: str, *names: str) -> list[Arg]:
 
 
 def actor_gpus(spec: Spec) -> int:
-    """GPUs of the training actor."""
-    return spec.cluster.num_nodes * spec.cluster.gpus_per_node
+    """GPUs of the training actor (actor_num_nodes x actor_num_gpus_per_node, after their defaults)."""
+    actor = placement_spec.read(spec).actor
+    return actor.num_nodes * actor.gpus_per_node
 
 
 def rollout_gpus(spec: Spec) -> int | None:
@@ -104,6 +106,10 @@ def global_batch_size(spec: Spec) -> int:
     return samples_per_rollout(spec) // spec.train.num_steps_per_rollout
 
 
+def _int_tuple(value: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if value is None else tuple(value)
+
+
 @attrs.frozen
 class Derived:
     """The quantities derived from a spec, as the manifest's ``derived`` section records them; computed
@@ -114,18 +120,29 @@ class Derived:
     samples_per_rollout: int
     global_batch_size: int
     optimizer_steps_per_rollout: int
+    # slime's placement (compiler/_pipeline/placement.py): the machines, the placement group's GPUs, the
+    # rollout's first slot in it and the GPUs `ray start` advertises on each node. None in a manifest written
+    # before acrl modelled placement.
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    placement_gpus: int | None = None
+    rollout_offset: int | None = None
+    node_gpus: tuple[int, ...] | None = attrs.field(default=None, converter=_int_tuple)
 
     def as_json(self) -> dict[str, Any]:
-        """The manifest's ``derived`` section, keys in field order."""
-        return attrs.asdict(self)
+        """The manifest's ``derived`` section, keys in field order (tuples as JSON arrays)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(self).items()}
 
 
 def derived(spec: Spec) -> Derived:
     """The one computation of the derived quantities (ZeroDivisionError when num_steps_per_rollout is 0,
     which validation rejects in a spec and only a hand-edited spec.toml can hold)."""
+    p = placement_spec.read(spec).placement
     return Derived(actor_gpus=actor_gpus(spec), rollout_gpus=rollout_gpus(spec),
                    samples_per_rollout=samples_per_rollout(spec), global_batch_size=global_batch_size(spec),
-                   optimizer_steps_per_rollout=spec.train.num_steps_per_rollout)
+                   optimizer_steps_per_rollout=spec.train.num_steps_per_rollout, nodes=p.nodes,
+                   gpus_per_node=p.gpus_per_node, placement_gpus=p.group.num_gpus,
+                   rollout_offset=p.group.rollout_offset, node_gpus=p.node_gpus)
 
 
 def hf_mode(spec: Spec) -> Literal["bridge", "raw"] | None:
@@ -150,6 +167,18 @@ def _hf_mode(s: Spec) -> list[Arg]:
         derived_from("model.megatron_to_hf_mode 'auto' is 'bridge' where slime has the flag",
                      "model.megatron_to_hf_mode")
     return [Arg("--megatron-to-hf-mode", (mode,), origin)]
+
+
+def _actor_layout(s: Spec) -> list[Arg]:
+    actor = placement_spec.read(s).actor
+    out = []
+    for name, value in (("actor_num_nodes", actor.num_nodes), ("actor_num_gpus_per_node", actor.gpus_per_node)):
+        flag = "--" + name.replace("_", "-")
+        origin = from_key(f"cluster.{name}") if getattr(s.cluster, name) is not None else \
+            derived_from(f"cluster.{name} defaults to {actor.how}", f"cluster.{name}", "cluster.num_nodes",
+                         "cluster.gpus_per_node", "cluster.colocate", "cluster.rollout_num_gpus")
+        out.append(Arg(flag, (str(value),), origin))
+    return out
 
 
 def _global_batch(s: Spec) -> list[Arg]:
@@ -214,7 +243,9 @@ class _Group:
 # The one layout of the slime argv: train.sh's groups, in order, and the review group of every flag acrl
 # writes; `acrl diff` classifies flags by it (flags_by_review_group).
 LAYOUT = (
-    _Group(CLUSTER, CLUSTER, (_keys("cluster", "num_nodes", "gpus_per_node", "colocate", "rollout_num_gpus"),
+    _Group(CLUSTER, CLUSTER, (_Computed("--actor-num-nodes", _actor_layout),
+                              _Computed("--actor-num-gpus-per-node", lambda s: []),
+                              _keys("cluster", "gpus_per_node", "colocate", "rollout_num_gpus"),
                               _keys("rollout", "gpus_per_engine"),
                               _keys("parallel", "tensor", "pipeline", "context", "expert", "sequence_parallel"))),
     _Group("model and data", MODEL, (_keys("model", "dir"), _Computed("--ref-load", _ref_load),

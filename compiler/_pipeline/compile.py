@@ -16,6 +16,7 @@ from .._slime.verify_flags import verify_flags
 from .._spec.tables import Spec
 from .._version import __version__
 from ..errors import Diagnostic, SpecError
+from . import placement_spec
 from . import render as _render
 from .argv import (
     ArgGroup,
@@ -122,7 +123,7 @@ def compile_source(source: SpecSource, *, strict: bool = False, target: Target =
                  "integration installed)"))
     if any(d.severity == "error" for d in diagnostics):
         raise SpecError(diagnostics)
-    notes = (*resolution.notes, *verification.notes)
+    notes = (*resolution.notes, *verification.notes, *placement_spec.read(spec).defaults)
     if target == "kuberay" and spec.cuda.home is not None:
         notes += ("[cuda] home is applied by train.sh only: the pods of rayjob.yaml use the image's CUDA "
                   "(set CUDA_HOME, PATH and LD_LIBRARY_PATH in the image)",)

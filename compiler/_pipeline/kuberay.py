@@ -15,6 +15,7 @@ import shlex
 from typing import Any
 
 from .._spec.tables import Spec
+from . import placement_spec
 from .argv import actor_gpus, runtime_args
 from .render import comment_text  # spec values on a comment line: every control character escaped
 
@@ -34,10 +35,10 @@ def k8s_name(exp_id: str) -> str:
 
 
 def worker_replicas(spec: Spec) -> int:
-    """Worker pods: the actor's nodes, plus whole nodes for the rollout engines when not colocated."""
-    c = spec.cluster
-    extra = 0 if c.colocate or c.rollout_num_gpus is None else -(-c.rollout_num_gpus // c.gpus_per_node)
-    return c.num_nodes + extra
+    """Worker pods of gpus_per_node GPUs each: the nodes slime's placement group takes (the head pod runs no GPU
+    work), the same count as [cluster] num_nodes or, when that is not given, the fewest that hold the group."""
+    p = placement_spec.read(spec).placement
+    return p.nodes if spec.cluster.num_nodes is not None else max(1, -(-p.group.num_gpus // p.gpus_per_node))
 
 
 def entrypoint(spec: Spec, argv: list[str]) -> str:

@@ -1,17 +1,21 @@
-"""Where slime puts things on the GPUs: a pure model written after slime's own code (issue 13, first
-piece: the placement group's size and the rollout's offset in it).
+"""Where slime puts things on the GPUs: a pure model written after slime's own code (issue 13).
 
-slime makes ONE placement group of 1-GPU bundles (`{"GPU": 1, "CPU": 1}`, strategy PACK), sorts its
-bundles by (node IP, GPU id), gives the actor (and the critic: the same slots) the first
-``actor_num_nodes x actor_num_gpus_per_node`` of them and the rollout engines the slots from
-``rollout_offset`` on (slime/ray/placement_group.py:create_placement_groups). How big that group is and
-where the rollout starts is ``_get_placement_group_layout``, placement_group.py:100-117 at both
-commits acrl targets, mirrored here. The two differ in one case: an external rollout under
-``--debug-rollout-only`` asks for the actor's GPUs at 624b824 (L107-108) and for none at fa3c990.
-tests/test_placement.py compares this function with slime's own, run by the project's facts generator
-(compiler/_slime/model_facts.py) on a table of layouts at each commit (tests/data/slime/<commit>/).
+slime makes ONE placement group of 1-GPU bundles (``{"GPU": 1, "CPU": 1}``, strategy PACK), sorts its
+bundles by (node IP, GPU id), gives the actor (and the critic: the same slots, slime/utils/arguments.py:
+1911-1912) the first ``actor_num_nodes x actor_num_gpus_per_node`` of them and the rollout engines the
+slots from ``rollout_offset`` on (slime/ray/placement_group.py: create_placement_groups). How big that
+group is and where the rollout starts is ``_get_placement_group_layout``, placement_group.py:100-117 at
+both commits acrl targets, mirrored by :func:`group_layout`. The two commits differ in one case: an
+external rollout under ``--debug-rollout-only`` asks for the actor's GPUs at 624b824 (L107-108) and for
+none at fa3c990. tests/test_placement.py compares :func:`group_layout` and :func:`engine_slots` with
+slime's own functions, run by the project's facts generator (compiler/_slime/model_facts.py) on tables
+of layouts at each commit (tests/data/slime/<commit>/).
 
-Not yet used by the rules, the template or the preflight: that is the rest of issue 13.
+The rest of the model (:func:`place`) lays the sorted slots on nodes the way PACK fills an empty cluster
+of equal nodes (slot ``s`` is GPU ``s % gpus_per_node`` of node ``s // gpus_per_node``), numbers the
+actor's ranks into Megatron's groups and maps each SGLang engine to its GPUs and to the node whose
+address slime gives it (slime/ray/rollout.py, ``_allocate_rollout_engine_addr_and_ports_normal``).
+What slime cannot place is said by :mod:`.placement_rules`; :mod:`.placement_spec` reads a spec.
 """
 
 from __future__ import annotations
@@ -21,11 +25,14 @@ import attrs
 from .._spec.tables import TOOLKIT_SLIME_COMMIT as SLIME_PIN  # agentcore-rl-toolkit's pin
 
 SLIME_HEAD = "624b824a898ab0ec1fcb4d373004c7f3852bf515"  # the slime commit acrl targets
+# slime's --num-gpus-per-node default (slime/utils/arguments.py:61-69 at 624b824): the node size slime
+# assumes when it maps rollout engines to nodes; never checked against the real nodes.
+SLIME_GPUS_PER_NODE = 8
 
 
 @attrs.frozen(kw_only=True)
 class LayoutArgs:
-    """The slime arguments the placement group's layout reads (their slime names)."""
+    """The slime arguments the placement reads (their slime names, after slime_validate_args)."""
 
     actor_num_nodes: int
     actor_num_gpus_per_node: int
@@ -34,6 +41,8 @@ class LayoutArgs:
     debug_train_only: bool = False
     debug_rollout_only: bool = False
     rollout_external: bool = False
+    num_gpus_per_node: int = SLIME_GPUS_PER_NODE
+    rollout_num_gpus_per_engine: int = 1
 
 
 @attrs.frozen
@@ -59,3 +68,193 @@ def group_layout(args: LayoutArgs, *, slime_commit: str = SLIME_HEAD) -> GroupLa
     if args.colocate:
         return GroupLayout(max(actor, args.rollout_num_gpus), 0)
     return GroupLayout(actor + args.rollout_num_gpus, actor)
+
+
+@attrs.frozen
+class EngineSlots:
+    """One Ray actor of a rollout engine, as slime makes it: ``rank`` (rollout.py:129), its first slot in
+    the sorted placement group (``gpu_index``, rollout.py:134) and how many slots from there it uses; and
+    ``addressed_by``: the rank whose node slime takes this actor's host and ports from (rollout.py:858-868:
+    one address per "virtual node" of ``num_gpus_per_node // gpus_per_engine`` actors)."""
+
+    rank: int
+    gpu_index: int
+    num_gpus: int
+    addressed_by: int
+
+
+def engine_slots(args: LayoutArgs, rollout_offset: int) -> tuple[EngineSlots, ...]:
+    """The rollout's engine actors, as slime/ray/rollout.py at 624b824 makes them: ``num_engines =
+    num_gpus // min(gpus_per_engine, num_gpus_per_node)`` (L1034, floored), actor ``i`` from slot
+    ``gpu_offset + i * min(...)`` (L107, L134), addressed by the first actor of its virtual node (L843-859).
+    Empty under --debug-train-only (L100) and for an external rollout (no local engines)."""
+    if args.debug_train_only or args.rollout_external:
+        return ()
+    per_engine, per_node = args.rollout_num_gpus_per_engine, args.num_gpus_per_node
+    on_node = min(per_engine, per_node)
+    engines_per_node = max(1, per_node // per_engine)
+    count = args.rollout_num_gpus // on_node
+    return tuple(EngineSlots(i, rollout_offset + i * on_node, on_node, i - i % engines_per_node)
+                 for i in range(count))
+
+
+@attrs.frozen(order=True)
+class Gpu:
+    """One GPU: node ``node`` (nodes in slime's sort order: by IP) and its local index ``gpu``."""
+
+    node: int
+    gpu: int
+
+
+@attrs.frozen
+class ActorRank:
+    """A training rank, its GPU and its place in Megatron's groups (order tp-cp-ep-dp-pp, Megatron's default:
+    megatron/core/parallel_state.py, initialize_model_parallel(order="tp-cp-ep-dp-pp"))."""
+
+    rank: int
+    gpu: Gpu
+    tp: int
+    cp: int
+    dp: int
+    pp: int
+
+
+@attrs.frozen
+class Engine:
+    """One SGLang engine: its GPUs (over several nodes when it is bigger than a node), the node whose
+    address slime gives it, and its SGLang sizes (tp = GPUs / pp, sglang_utils/arguments.py:174-181)."""
+
+    index: int
+    gpus: tuple[Gpu, ...]
+    host_node: int
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+    dp_attention: bool
+
+    @property
+    def nodes(self) -> tuple[int, ...]:
+        return tuple(sorted({g.node for g in self.gpus}))
+
+
+@attrs.frozen
+class Parallel:
+    """Megatron's sizes for the actor and SGLang's for each engine."""
+
+    tensor: int = 1
+    pipeline: int = 1
+    context: int = 1
+    sglang_pp: int = 1
+    sglang_dp: int = 1
+    sglang_ep: int = 1
+    sglang_dp_attention: bool = False
+
+
+@attrs.frozen
+class Placement:
+    """Which GPU of which node does what, for one slime run.
+
+    ``nodes`` x ``gpus_per_node`` is the physical cluster (a local head is one node unless workers join);
+    ``group`` is slime's placement group; ``actor`` the training ranks (slots ``[0, actor)``); ``engines``
+    the local SGLang engines; ``rollout_gpus`` the rollout's GPUs as slime counts them (``--rollout-num-gpus``
+    after its defaults), ``external`` when the engines run elsewhere."""
+
+    args: LayoutArgs
+    nodes: int
+    gpus_per_node: int
+    local_head: bool
+    group: GroupLayout
+    actor: tuple[ActorRank, ...]
+    engines: tuple[Engine, ...]
+    engine_actors: tuple[EngineSlots, ...]
+    external: bool
+    parallel: Parallel
+
+    @property
+    def cluster_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def actor_gpus(self) -> int:
+        return len(self.actor)
+
+    @property
+    def rollout_gpus(self) -> int:
+        return self.args.rollout_num_gpus
+
+    @property
+    def fits(self) -> bool:
+        """Whether the placement group fits on the cluster (PACK on empty nodes)."""
+        return self.group.num_gpus <= self.cluster_gpus
+
+    def slot(self, index: int) -> Gpu:
+        """The GPU of sorted slot ``index``: PACK fills empty nodes of equal size in order."""
+        return Gpu(index // self.gpus_per_node, index % self.gpus_per_node)
+
+    @property
+    def node_gpus(self) -> tuple[int, ...]:
+        """GPUs of the placement group on each node (what `ray start --num-gpus` must advertise there)."""
+        total = self.group.num_gpus
+        return tuple(max(0, min(self.gpus_per_node, total - n * self.gpus_per_node)) for n in range(self.nodes))
+
+    @property
+    def rollout_slots(self) -> range:
+        if self.external or self.args.debug_train_only:
+            return range(0)
+        start = self.group.rollout_offset
+        return range(start, start + self.args.rollout_num_gpus)
+
+    @property
+    def engine_gpus(self) -> int:
+        return sum(len(e.gpus) for e in self.engines)
+
+    @property
+    def idle_rollout_gpus(self) -> int:
+        """Rollout GPUs no engine uses: slime floors the engine count (rollout.py:1034)."""
+        return len(self.rollout_slots) - sum(a.num_gpus for a in self.engine_actors)
+
+    @property
+    def num_gpus_per_node_flag(self) -> int | None:
+        """The --num-gpus-per-node train.sh passes: the real node size when it is not slime's default."""
+        return None if self.gpus_per_node == SLIME_GPUS_PER_NODE else self.gpus_per_node
+
+    def roles(self) -> dict[Gpu, list[str]]:
+        """Each GPU of the cluster and what runs on it ("actor 3", "engine 1"), in node order."""
+        out: dict[Gpu, list[str]] = {Gpu(n, g): [] for n in range(self.nodes) for g in range(self.gpus_per_node)}
+        for r in self.actor:
+            out.setdefault(r.gpu, []).append(f"actor {r.rank}")
+        for e in self.engines:
+            for g in e.gpus:
+                out.setdefault(g, []).append(f"engine {e.index}")
+        return out
+
+
+def place(args: LayoutArgs, *, nodes: int, local_head: bool, parallel: Parallel = Parallel(),
+          slime_commit: str = SLIME_HEAD) -> Placement:
+    """The whole placement of a run on ``nodes`` nodes of ``args.num_gpus_per_node`` GPUs."""
+    group = group_layout(args, slime_commit=slime_commit)
+    gpus_per_node = args.num_gpus_per_node
+
+    def slot(index: int) -> Gpu:
+        return Gpu(index // gpus_per_node, index % gpus_per_node)
+
+    actor_count = 0 if args.debug_rollout_only else args.actor_num_nodes * args.actor_num_gpus_per_node
+    tp, cp, pp = parallel.tensor, parallel.context, parallel.pipeline
+    dp = max(1, actor_count // max(1, tp * cp * pp))
+    actor = tuple(ActorRank(rank, slot(rank), rank % tp, rank // tp % cp, rank // (tp * cp) % dp,
+                            rank // (tp * cp * dp)) for rank in range(actor_count))
+
+    actors = engine_slots(args, group.rollout_offset)
+    per_engine = args.rollout_num_gpus_per_engine
+    actors_per_engine = max(1, per_engine // gpus_per_node) if per_engine > gpus_per_node else 1
+    engines = []
+    pp_size = parallel.sglang_pp if parallel.sglang_pp > 1 else 1
+    for index in range(len(actors) // actors_per_engine):
+        members = actors[index * actors_per_engine:(index + 1) * actors_per_engine]
+        gpus = tuple(slot(a.gpu_index + k) for a in members for k in range(a.num_gpus))
+        host = slot(actors[members[0].addressed_by].gpu_index).node
+        engines.append(Engine(index, gpus, host, max(1, per_engine // pp_size), pp_size, parallel.sglang_dp,
+                              parallel.sglang_ep, parallel.sglang_dp_attention))
+    return Placement(args, nodes, gpus_per_node, local_head, group, actor, tuple(engines), actors,
+                     args.rollout_external, parallel)

@@ -21,6 +21,7 @@ from .._secrets import ENV_NAME, RUNTIME_FORWARD_CHECK, runtime_policy
 from .._spec.flags import parse_flags
 from .._spec.tables import Spec
 from .._version import __version__
+from . import placement_spec
 from .argv import ArgGroup, runtime_args
 from .model_args.resolve import ModelArgs
 
@@ -194,7 +195,8 @@ def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
         "stop_stale_processes": c.stop_stale_processes,
         "ray_stop_timeout": c.ray_stop_timeout,
         "start_ray_head": c.start_ray_head,
-        "head_gpus": c.gpus_per_node,
+        # what slime's placement group takes on the head node (compiler/_pipeline/placement.py)
+        "head_gpus": placement_spec.read(spec).placement.node_gpus[0],
         "dashboard_port": c.dashboard_port,
         "env_vars_json": json.dumps(spec.env.vars, sort_keys=True),
         "forward": spec.env.forward,

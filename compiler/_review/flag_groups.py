@@ -30,7 +30,7 @@ GROUPS = REVIEW_GROUPS
 
 # Slime flags acrl does not write (their spec home is [model.args] or [extra.flags]), by review group.
 _NOT_WRITTEN = {
-    CLUSTER: "--critic-num-nodes --critic-num-gpus-per-node --num-gpus-per-node --offload --offload-train "
+    CLUSTER: "--critic-num-nodes --critic-num-gpus-per-node --offload --offload-train "
              "--offload-rollout",
     BATCH: "--num-epoch --log-probs-max-tokens-per-gpu --balance-data",
     ALGORITHM: "--gamma --lambd --loss-type --calculate-per-token-loss --use-rollout-logprobs",

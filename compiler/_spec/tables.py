@@ -130,13 +130,24 @@ class Data:
 
 @attrs.frozen(kw_only=True)
 class Cluster:
-    """[cluster]: GPUs, placement and the Ray cluster."""
+    """[cluster]: the machines (nodes x GPUs per node), the roles on them and the Ray cluster."""
 
-    num_nodes: int = setting(1, doc="Nodes for the training actor.", flag="--actor-num-nodes", ge=1)
-    gpus_per_node: int = setting(8, doc="GPUs per node for the training actor.",
-                                 flag="--actor-num-gpus-per-node", ge=1)
+    num_nodes: int | None = setting(
+        None, doc="Nodes of the Ray cluster (the machines). A local head is one node; more nodes join it with the "
+                  "bundle's join.sh. Default: 1 with a local head; with `address`, the fewest nodes that hold the "
+                  "placement.", ge=1)
+    gpus_per_node: int = setting(8, doc="GPUs on each node of the cluster. Passed to slime as --num-gpus-per-node "
+                                        "when it is not slime's default 8 (slime maps rollout engines to nodes with "
+                                        "it).", flag="--num-gpus-per-node", ge=1, omit_if=8)
+    actor_num_nodes: int | None = setting(
+        None, doc="Nodes of the training actor. Default: every node when colocated; else the nodes the rollout "
+                  "leaves (1 when num_nodes is not given).", flag="--actor-num-nodes", ge=1)
+    actor_num_gpus_per_node: int | None = setting(
+        None, doc="GPUs per node of the training actor. Default: gpus_per_node (disaggregated on one node: the GPUs "
+                  "the rollout leaves).", flag="--actor-num-gpus-per-node", ge=1)
     colocate: bool = setting(True, doc="Share GPUs between training and rollout.", flag="--colocate")
-    rollout_num_gpus: int | None = setting(None, doc="GPUs for rollout engines when not colocated.",
+    rollout_num_gpus: int | None = setting(None, doc="GPUs for rollout engines (required when not colocated; "
+                                                     "colocated: the actor's).",
                                            flag="--rollout-num-gpus", ge=1)
     gpu_memory_gib: float = setting(80.0, doc="Memory of one GPU in GiB, for acrl's static memory estimate "
                                               "(ACRL-M007, docs/memory.md); e.g. 80 for an 80 GB A100/H100, 141 "

@@ -195,9 +195,13 @@ def _bad_line(raw: bytes, decode: Callable[[str], Any], prompt_key: str, metadat
 
 
 def gpus_needed(info: BundleInfo) -> int:
-    """GPUs the job takes: the actor's, plus the rollout engines' when they are not colocated."""
+    """GPUs the job takes on this machine: slime's placement group on the head node (the manifest's node_gpus,
+    from acrl's placement model); for a manifest written before acrl modelled placement, the actor's plus the
+    rollout's when not colocated."""
     if info.derived is None:
         return 0
+    if info.derived.node_gpus:
+        return info.derived.node_gpus[0]
     actor = info.derived.actor_gpus
     return actor if info.get("cluster.colocate", True) else actor + (info.derived.rollout_gpus or 0)
 

@@ -24,10 +24,12 @@ from ..._secrets import is_credential_flag, is_env_name, is_secret_name, looks_s
 from ..._spec.flags import flags_in, normalize_flag, parse_flags
 from ..._spec.tables import Spec
 from ...errors import Diagnostic
-from ..argv import ArgGroup, actor_gpus, rollout_gpus
+from .. import placement_spec
+from ..argv import ArgGroup
 from ..model_args.resolve import ModelArgs, Resolution
 from ..parse import SpecSource
-from .memory import extra_flags
+from ..placement import Placement
+from ..placement_spec import SpecPlacement, extra_flags
 
 # The order of RULES, hence of docs/rules.md within a section and of the diagnostics of a compile. It is
 # not by family (M009, checked before anything is sourced, sits between T005 and F001). A rule whose id
@@ -35,6 +37,7 @@ from .memory import extra_flags
 ORDER = (
     "ACRL-P001", "ACRL-P002", "ACRL-P003", "ACRL-P004", "ACRL-P005", "ACRL-P006", "ACRL-P007", "ACRL-P008",
     "ACRL-P009",
+    "ACRL-C001", "ACRL-C002", "ACRL-C003", "ACRL-C004", "ACRL-C005", "ACRL-C006", "ACRL-C007", "ACRL-C008",
     "ACRL-B001", "ACRL-B002", "ACRL-B003", "ACRL-B004", "ACRL-B005",
     "ACRL-A001", "ACRL-A002", "ACRL-A003", "ACRL-A004",
     "ACRL-E001", "ACRL-E002", "ACRL-E003",
@@ -64,6 +67,7 @@ class Context:
     resolution: Resolution | None = None  # how MODEL_ARGS were resolved, with the config.json check
     model: Mapping[str, list[str]] = attrs.field(init=False)  # MODEL_ARGS as flag -> values, parsed once
     extra: Mapping[str, list[str]] = attrs.field(init=False)  # [extra.flags] and [extra] args as flag -> values
+    placed: SpecPlacement = attrs.field(init=False)  # where slime puts things (the one placement model)
 
     @model.default
     def _parse_model_args(self) -> Mapping[str, list[str]]:
@@ -72,6 +76,14 @@ class Context:
     @extra.default
     def _parse_extra(self) -> Mapping[str, list[str]]:
         return extra_flags(self.spec)
+
+    @placed.default
+    def _place(self) -> SpecPlacement:
+        return placement_spec.read(self.spec)
+
+    @property
+    def placement(self) -> Placement:
+        return self.placed.placement
 
     def model_int(self, flag: str) -> int | None:
         values = self.model.get(flag)
@@ -82,11 +94,13 @@ class Context:
 
     @property
     def actor_gpus(self) -> int:
-        return actor_gpus(self.spec)
+        return self.placed.actor.num_nodes * self.placed.actor.gpus_per_node
 
     @property
     def rollout_gpus(self) -> int | None:
-        return rollout_gpus(self.spec)
+        """The rollout's GPUs as slime counts them; None when not colocated and not given (ACRL-P002)."""
+        c = self.spec.cluster
+        return self.placement.rollout_gpus if c.colocate or c.rollout_num_gpus is not None else None
 
     @property
     def data_parallel(self) -> int:

@@ -13,9 +13,9 @@ import math
 
 import attrs
 
-from ..._spec.flags import parse_flags, table_tokens
 from ..._spec.tables import Spec
 from ..argv import actor_gpus
+from ..placement_spec import extra_flags
 from .parameters import Architecture, Flags, ParameterCount, architecture, count_parameters, flag_int
 
 GIB = float(1 << 30)
@@ -201,11 +201,6 @@ class MemoryEstimate:
         """The rollout GPUs while SGLang generates."""
         resident_actor = self.actor.total if self.colocated and not self.offload_train else 0.0
         return self.rollout.static + self.overhead + resident_actor
-
-
-def extra_flags(spec: Spec) -> dict[str, list[str]]:
-    """[extra.flags] and [extra] args as flag -> values."""
-    return parse_flags([*table_tokens(spec.extra.flags), *spec.extra.args])
 
 
 def estimate_memory(spec: Spec, model: Flags) -> MemoryEstimate | str:

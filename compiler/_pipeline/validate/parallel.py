@@ -10,16 +10,16 @@ from collections.abc import Iterator
 from .engine import Context, Finding, rule
 
 
-@rule("ACRL-P001", "error", ["cluster.gpus_per_node", "parallel.tensor", "parallel.pipeline",
-                             "parallel.context"], "actor GPUs divisible by TP x PP x CP")
+@rule("ACRL-P001", "error", ["cluster.actor_num_gpus_per_node", "cluster.actor_num_nodes", "parallel.tensor",
+                             "parallel.pipeline", "parallel.context"], "actor GPUs divisible by TP x PP x CP")
 def _actor_world(ctx: Context) -> Iterator[Finding]:
-    """The actor's GPUs (num_nodes x gpus_per_node) must be divisible by tensor x pipeline x context parallel sizes;
-    Megatron stops at launch otherwise."""
+    """The actor's GPUs (actor_num_nodes x actor_num_gpus_per_node) must be divisible by tensor x pipeline x context
+    parallel sizes; Megatron stops at launch otherwise."""
     p = ctx.spec.parallel
     size = p.tensor * p.pipeline * p.context
     if ctx.actor_gpus % size:
-        yield Finding(f"the actor's {ctx.actor_gpus} GPUs (num_nodes x gpus_per_node) are not divisible by "
-                      f"tensor x pipeline x context = {size}; Megatron stops at launch",
+        yield Finding(f"the actor's {ctx.actor_gpus} GPUs (actor_num_nodes x actor_num_gpus_per_node) are not "
+                      f"divisible by tensor x pipeline x context = {size}; Megatron stops at launch",
                       f"choose parallel sizes whose product divides {ctx.actor_gpus}")
 
 
@@ -27,9 +27,10 @@ def _actor_world(ctx: Context) -> Iterator[Finding]:
       "disaggregated rollout needs rollout_num_gpus")
 def _disaggregated(ctx: Context) -> Iterator[Finding]:
     """Without colocate, rollout_num_gpus is required; slime otherwise crashes with a TypeError building the placement
-    group."""
-    c = ctx.spec.cluster
-    if not c.colocate and c.rollout_num_gpus is None:
+    group. Not under --debug-train-only (slime sizes the group from the actor alone, placement_group.py:103-104) nor
+    for an external rollout (slime reads the GPUs from the servers)."""
+    c, a = ctx.spec.cluster, ctx.placement.args
+    if not c.colocate and c.rollout_num_gpus is None and not a.debug_train_only and not a.rollout_external:
         yield Finding("colocate = false without rollout_num_gpus: slime crashes with a TypeError when it "
                       "builds the placement group", "set [cluster] rollout_num_gpus to the GPUs for SGLang")
 
@@ -47,7 +48,7 @@ def _async_colocate(ctx: Context) -> Iterator[Finding]:
 def _rollout_engines(ctx: Context) -> Iterator[Finding]:
     """Rollout GPUs should be a multiple of GPUs per engine; slime floors the engine count and leaves GPUs idle."""
     gpus, per = ctx.rollout_gpus, ctx.spec.rollout.gpus_per_engine
-    if gpus is not None and gpus % min(per, ctx.spec.cluster.gpus_per_node):
+    if gpus is not None and ctx.placement.engine_actors and ctx.placement.idle_rollout_gpus:
         yield Finding(f"{gpus} rollout GPUs are not divisible by {per} GPUs per engine: slime floors the "
                       "engine count and leaves GPUs idle", "make rollout GPUs a multiple of gpus_per_engine")
 
@@ -69,7 +70,9 @@ def _engine_nodes(ctx: Context) -> Iterator[Finding]:
 def _engine_fits(ctx: Context) -> Iterator[Finding]:
     """The rollout GPUs must hold at least one engine."""
     gpus = ctx.rollout_gpus
-    if gpus is not None and gpus < ctx.spec.rollout.gpus_per_engine:
+    a = ctx.placement.args
+    if gpus is not None and gpus < ctx.spec.rollout.gpus_per_engine and not a.debug_train_only and \
+            not a.rollout_external:
         yield Finding(f"one engine needs {ctx.spec.rollout.gpus_per_engine} GPUs but rollout has {gpus}",
                       "lower gpus_per_engine or give rollout more GPUs")
 

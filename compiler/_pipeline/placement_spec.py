@@ -1,0 +1,129 @@
+"""A spec's placement: the [cluster] keys, the parallel sizes and the escape-hatch flags slime's placement
+reads, resolved into :class:`.placement.LayoutArgs` the way slime_validate_args resolves them
+(slime/utils/arguments.py:1897-1966 at 624b824), then :func:`.placement.place`.
+
+The spec separates the machines (``num_nodes`` x ``gpus_per_node``) from the roles on them
+(``actor_num_nodes`` x ``actor_num_gpus_per_node``, ``rollout_num_gpus``, ``colocate``); the roles'
+defaults are computed here, once, and said by :attr:`SpecPlacement.defaults` (the bundle's notes)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+from .._spec.flags import parse_flags, table_tokens
+from .._spec.tables import Spec
+from .placement import SLIME_HEAD, LayoutArgs, Parallel, Placement, group_layout, place
+
+
+@attrs.frozen
+class Actor:
+    """The actor's nodes x GPUs per node, and why (``how``: "given", or the default's reason)."""
+
+    num_nodes: int
+    gpus_per_node: int
+    how: str
+
+
+@attrs.frozen
+class SpecPlacement:
+    """The placement of a spec and what acrl supplied to get it."""
+
+    placement: Placement
+    actor: Actor
+    nodes_given: bool  # [cluster] num_nodes written (else 1 with a local head, or derived with an address)
+    defaults: tuple[str, ...]  # what acrl supplied, as sentences for the bundle's notes
+    extra: Mapping[str, list[str]]  # the escape hatch's flags, parsed
+
+
+def extra_flags(spec: Spec) -> dict[str, list[str]]:
+    """[extra.flags] and [extra] args as flag -> values (the last occurrence wins, as in argparse)."""
+    return parse_flags([*table_tokens(spec.extra.flags), *spec.extra.args])
+
+
+def _int(extra: Mapping[str, list[str]], *flags: str) -> int | None:
+    for flag in flags:
+        values = extra.get(flag)
+        if values:
+            try:
+                return int(values[0])
+            except ValueError:
+                return None
+    return None
+
+
+def _on(extra: Mapping[str, list[str]], flag: str) -> bool:
+    return flag in extra
+
+
+def sglang_parallel(spec: Spec, extra: Mapping[str, list[str]]) -> Parallel:
+    """Megatron's sizes and SGLang's (the [sglang] table, then the escape hatch's --sglang-* flags, which win)."""
+    p = spec.parallel
+    dp = _int(extra, "--sglang-dp-size", "--sglang-data-parallel-size") or spec.sglang.data_parallel_size
+    return Parallel(tensor=p.tensor, pipeline=p.pipeline, context=p.context,
+                    sglang_pp=_int(extra, "--sglang-pp-size", "--sglang-pipeline-parallel-size") or 1,
+                    sglang_dp=dp,
+                    sglang_ep=_int(extra, "--sglang-ep-size", "--sglang-expert-parallel-size") or 1,
+                    sglang_dp_attention=_on(extra, "--sglang-enable-dp-attention"))
+
+
+def _actor(spec: Spec, debug_train_only: bool) -> Actor:
+    c = spec.cluster
+    node = c.gpus_per_node
+    if c.actor_num_nodes is not None or c.actor_num_gpus_per_node is not None:
+        per = c.actor_num_gpus_per_node or node
+        return Actor(c.actor_num_nodes or 1, per, "given")
+    if c.colocate or debug_train_only or c.rollout_num_gpus is None:
+        return Actor(c.num_nodes or 1, node, "every node" if c.colocate else "slime's default: one node")
+    if c.num_nodes is None and c.address is not None:
+        return Actor(1, node, "one node (num_nodes not given)")
+    free = (c.num_nodes or 1) * node - c.rollout_num_gpus
+    if free >= node:
+        return Actor(free // node, node, "the nodes the rollout leaves")
+    if free > 0:
+        return Actor(1, free, "the GPUs the rollout leaves")
+    return Actor(1, node, "one node (the rollout leaves none)")
+
+
+def read(spec: Spec) -> SpecPlacement:
+    """The spec's placement (cheap: a few microseconds; callers that need it often keep it)."""
+    extra = extra_flags(spec)
+    c = spec.cluster
+    debug_train_only = _on(extra, "--debug-train-only") or _on(extra, "--load-debug-rollout-data")
+    debug_rollout_only = _on(extra, "--debug-rollout-only")
+    external = _on(extra, "--rollout-external-engine-addrs")
+    actor = _actor(spec, debug_train_only)
+    actor_total = actor.num_nodes * actor.gpus_per_node
+    rollout = c.rollout_num_gpus
+    if rollout is None:
+        # slime: colocated (or debug-rollout-only colocated) rollout defaults to the actor's GPUs
+        # (arguments.py:1921-1923, 1951-1952); disaggregated without it, slime crashes (ACRL-P002)
+        rollout = actor_total if c.colocate else 0
+    args = LayoutArgs(actor_num_nodes=actor.num_nodes, actor_num_gpus_per_node=actor.gpus_per_node,
+                      rollout_num_gpus=rollout, colocate=c.colocate and not debug_rollout_only,
+                      debug_train_only=debug_train_only, debug_rollout_only=debug_rollout_only,
+                      rollout_external=external, num_gpus_per_node=c.gpus_per_node,
+                      rollout_num_gpus_per_engine=spec.rollout.gpus_per_engine)
+    if debug_rollout_only and not external:
+        # arguments.py:1919-1929: the actor is resized to the rollout (min(8, rollout) per node)
+        per = min(8, rollout) if rollout else 0
+        args = attrs.evolve(args, actor_num_gpus_per_node=per, actor_num_nodes=rollout // per if per else 0)
+    group = group_layout(args, slime_commit=spec.slime.commit)
+    local_head = c.address is None
+    if c.num_nodes is not None:
+        nodes = c.num_nodes
+    elif local_head:
+        nodes = 1
+    else:
+        nodes = max(1, -(-group.num_gpus // c.gpus_per_node))
+    placement = place(args, nodes=nodes, local_head=local_head, parallel=sglang_parallel(spec, extra),
+                      slime_commit=spec.slime.commit if spec.slime.commit else SLIME_HEAD)
+    defaults = []
+    if actor.how not in ("given", "every node"):
+        defaults.append(f"[cluster] actor_num_nodes = {actor.num_nodes}, actor_num_gpus_per_node = "
+                        f"{actor.gpus_per_node}: {actor.how}")
+    if c.num_nodes is None and not local_head:
+        defaults.append(f"[cluster] num_nodes = {nodes}: the fewest nodes of {c.gpus_per_node} GPUs that hold "
+                        f"slime's placement group of {group.num_gpus}")
+    return SpecPlacement(placement, actor, c.num_nodes is not None, tuple(defaults), extra)
