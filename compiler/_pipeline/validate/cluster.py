@@ -48,7 +48,9 @@ def _fits(ctx: Context) -> Iterator[Finding]:
            f"set [cluster] num_nodes = {need} if the cluster has them")
     yield Finding(f"{_group_sum(p)}, but {where}: slime's placement group of {p.group.num_gpus} GPUs never "
                   "schedules and the job waits forever",
-                  f"{fix}, or give the actor or the rollout fewer GPUs")
+                  f"{fix}, or give the actor or the rollout fewer GPUs"
+                  + ("; if the node has more GPUs, set gpus_per_node to them (the actor's share is "
+                     "actor_num_gpus_per_node)" if p.nodes == 1 and ctx.spec.cluster.num_nodes is None else ""))
 
 
 @rule("ACRL-C002", "error", ["rollout.gpus_per_engine", "cluster.gpus_per_node", *_CLUSTER[2:]],
@@ -82,7 +84,7 @@ def _engine_address(ctx: Context) -> Iterator[Finding]:
             offset = p.group.rollout_offset
             yield Finding(f"rollout engine {engine.index} runs on node {engine.gpus[0].node} but slime gives it node "
                           f"{engine.host_node}'s address: the rollout starts at placement slot {offset}, in the "
-                          f"middle of a {p.gpus_per_node}-GPU node, and spans nodes (slime PR #2373)",
+                          f"middle of a node of {p.gpus_per_node} GPUs, and spans nodes (slime PR #2373)",
                           "start the rollout on a node boundary: make the actor's GPUs a multiple of "
                           f"gpus_per_node ({p.gpus_per_node}), or keep the rollout within the node it starts on")
             return
@@ -98,7 +100,7 @@ def _multi_node_engine(ctx: Context) -> Iterator[Finding]:
     if per <= p.gpus_per_node or per % p.gpus_per_node or not p.engine_actors:
         return
     if p.group.rollout_offset % p.gpus_per_node:
-        yield Finding(f"engines of {per} GPUs take whole {p.gpus_per_node}-GPU nodes, but the rollout starts at "
+        yield Finding(f"engines of {per} GPUs take whole nodes of {p.gpus_per_node} GPUs, but the rollout starts at "
                       f"placement slot {p.group.rollout_offset}, in the middle of node "
                       f"{p.slot(p.group.rollout_offset).node}",
                       f"make the actor's GPUs a multiple of gpus_per_node ({p.gpus_per_node})")
