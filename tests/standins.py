@@ -24,6 +24,25 @@ out = os.environ["STANDIN_OUT"]
 received = {"argv": sys.argv[1:], "known": vars(args), "unknown": unknown, "custom_config": config,
             "cwd": os.getcwd(), "pid": os.getpid(),
             "env": {k: os.environ.get(k) for k in ("PYTHONPATH", "CUDA_DEVICE_MAX_CONNECTIONS", "STANDIN_SLEEP")}}
+if os.environ.get("STANDIN_PLACEMENT_GROUP"):  # as slime does: one PACK group of 1-GPU bundles, then a task on each
+    import ray
+    from ray.util.placement_group import placement_group, placement_group_table
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    ray.init(logging_level="ERROR")
+    size = int(os.environ["STANDIN_PLACEMENT_GROUP"])
+    group = placement_group([{"GPU": 1, "CPU": 1}] * size, strategy="PACK")
+    ray.get(group.ready(), timeout=120)
+    bundles = placement_group_table(group)["bundles_to_node_id"]
+
+    @ray.remote(num_gpus=1, num_cpus=1)
+    def node_of_task():
+        return ray.get_runtime_context().get_node_id()
+
+    ran_on = ray.get([node_of_task.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+        group, placement_group_bundle_index=i)).remote() for i in range(size)], timeout=120)
+    received["placement"] = {"bundle_nodes": [bundles[i] for i in sorted(bundles)], "task_nodes": ran_on,
+                             "nodes": {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}}
 with open(out + ".tmp", "w", encoding="utf-8") as f:
     json.dump(received, f)
 os.replace(out + ".tmp", out)

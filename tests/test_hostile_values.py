@@ -318,7 +318,7 @@ CONSTRAINED = {"agentcore.runtime_arn:value", "agentcore.gateway_log_level:value
                "agentcore.reward_postprocessing:value", "model.args_source:value", "model.hf_config:value",
                "model.megatron_to_hf_mode:value", "sglang.log_level:value", "sglang.log_level_http:value",
                "algorithm.advantage_estimator:value", "algorithm.kl_loss_type:value", "train.mode:value",
-               "train.lr_decay_style:value", "train.attention_backend:value"}
+               "train.lr_decay_style:value", "train.attention_backend:value", "cluster.dashboard_host:value"}
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> Toolbox:
     return make_toolbox(tmp_path_factory.mktemp("toolbox"))
@@ -350,7 +350,8 @@ def run_bash(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Comp
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, timeout=60, check=False)
 
 
-def check_hostile(slot: Slot, text: str, root: Path, toolbox: Toolbox, *, full_run: bool = False) -> str:
+def check_hostile(slot: Slot, text: str, root: Path, toolbox: Toolbox, *, full_run: bool = False,
+                  join: bool = False) -> str:
     """Compile a spec with ``text`` in ``slot``; a spec that compiles must keep the text verbatim and run no code
     when its scripts are sourced and run; one that does not must get located errors. Returns what happened."""
     canary = root / "canary"
@@ -392,6 +393,8 @@ def check_hostile(slot: Slot, text: str, root: Path, toolbox: Toolbox, *, full_r
         words[words.index("--train-env-vars") + 1] = json.loads(words[words.index("--train-env-vars") + 1])
     assert words == expected
     check_kuberay(data, root, run_env)
+    if join:  # the bundle of other nodes too (join.sh): once per slot, with every hostile value in one
+        check_join_sh(data, root, toolbox)
     if full_run:  # submitted to the ray shim: the same argv, the spec's environment for the job
         run = run_train_sh(out / "train.sh", toolbox, root / "w2", run_env)
         assert run.returncode == 0, run.stderr[-2000:]
@@ -399,6 +402,25 @@ def check_hostile(slot: Slot, text: str, root: Path, toolbox: Toolbox, *, full_r
         assert run.runtime_env["env_vars"].items() >= bundle.spec.env.vars.items()
     assert not list(canary.iterdir()), "a spec value ran a command"
     return "compiled"
+
+
+def check_join_sh(data: dict[str, Any], root: Path, toolbox: Toolbox) -> None:
+    """The same spec on two nodes that join its local head: its join.sh, run with the shims, starts the worker node
+    with the spec's values and runs nothing else."""
+    if data.get("cluster", {}).get("address") is not None:
+        return  # an existing cluster: no join.sh
+    bundle = compile_spec(write_toml(root / "nodes.toml", merge(data, {"cluster": {"num_nodes": 2}})))
+    out = root / "nodes"
+    write(bundle, out)
+    (root / "w4").mkdir()
+    log = root / "w4" / "calls.jsonl"
+    joined = run_bash(["bash", str(out / "join.sh"), "10.0.0.1"], root / "w4",
+                      make_env(toolbox, log, root / "w4", {"ACRL_NODE_GPUS": str(bundle.spec.cluster.gpus_per_node)}))
+    assert joined.returncode == 0, joined.stderr[-2000:]
+    starts = [c["argv"] for c in map(json.loads, log.read_text(encoding="utf-8").splitlines())
+              if c["argv"][:2] == ["ray", "start"]]
+    assert starts == [["ray", "start", "--address=10.0.0.1:6379", "--num-gpus", str(bundle.spec.cluster.gpus_per_node),
+                       "--disable-usage-stats"]]
 
 
 def check_kuberay(data: dict[str, Any], root: Path, run_env: dict[str, str]) -> None:
@@ -436,7 +458,7 @@ ALL_IN_ONE = "-S" + "".join(h for h in HOSTILE if "\0" not in h and len(h) < 100
 
 @pytest.mark.parametrize("slot", SLOTS, ids=[s.id for s in SLOTS])
 def test_hostile_value_in_every_slot(slot: Slot, tmp_path: Path, tools: Toolbox) -> None:
-    check_hostile(slot, ALL_IN_ONE, tmp_path, tools)
+    check_hostile(slot, ALL_IN_ONE, tmp_path, tools, join=True)
 
 
 @pytest.mark.slow
@@ -490,7 +512,7 @@ def test_writers_escape_values_the_rules_would_have_refused(tmp_path: Path) -> N
                         kuberay=attrs.evolve(bundle.spec.kuberay, secret=payload))
     out = tmp_path / "b"
     out.mkdir()
-    files = {"train.sh": _render.train_sh(spec, bundle.groups),
+    files = {"train.sh": _render.train_sh(spec, bundle.groups), "join.sh": _render.join_sh(spec),
              "model_args.sh": _render.model_args_sh(spec, bundle.model_args),
              "custom_config.yaml": _render.custom_config_yaml(spec),
              "rayjob.yaml": rayjob_yaml(spec, bundle.argv(), b"x: 1\n")}
@@ -505,6 +527,9 @@ def test_writers_escape_values_the_rules_would_have_refused(tmp_path: Path) -> N
     assert source_model_args(out) == list(bundle.model_args.args)
     printed = run_bash(["bash", str(out / "train.sh")], out, {"PATH": "/usr/bin:/bin", "ACRL_PRINT_ARGV": "1"})
     assert printed.returncode == 0, printed.stderr[-2000:]
+    joined = run_bash(["bash", str(out / "join.sh"), "10.0.0.1"], out,
+                      {"PATH": "/usr/bin:/bin", "ACRL_NODE_GPUS": "0", "ACRL_RAY_START_TIMEOUT": "1"})
+    assert "this node has 0 GPUs (ACRL_NODE_GPUS), the spec's [cluster] gpus_per_node is 8" in joined.stderr.decode()
     assert not ran(tmp_path)
     for key_env in ("A}; touch MARKER; #", "1A", "A-B"):
         with pytest.raises(UnescapedValueError):

@@ -89,8 +89,13 @@ def check_read_back(bundle: Bundle, seen: Mapping[str, Mapping[str, Any]]) -> No
     assert view.launch[f"Ray address (unless {structure.RAY_ADDRESS_OVERRIDE} is set)"] == \
         (t["ray_address"] or "(none: a local Ray head)")
     if t["start_ray_head"]:
-        assert view.launch["ray start --head"] == \
-            f"--num-gpus {t['head_gpus']} --dashboard-port {t['dashboard_port']} --disable-usage-stats"
+        options = f"--num-gpus {t['head_gpus']} --dashboard-port {t['dashboard_port']}"
+        if t["join"] or t["head_port"] != 6379:
+            options += f" --port {t['head_port']}"
+        if t["dashboard_host"] != "127.0.0.1":
+            options += f" --dashboard-host {t['dashboard_host']}"
+        options += " --disable-usage-stats" + (" '${HEAD_OPTIONS[@]}'" if t["join"] else "")
+        assert view.launch["ray start --head"] == options
     else:
         assert "ray start --head" not in view.launch
     assert view.launch["Ray address of the local head"] == f"http://127.0.0.1:{t['dashboard_port']}"
@@ -124,6 +129,8 @@ BRANCHES: dict[str, Any] = {
     "env": st.booleans(),
     "kuberay": st.booleans(),
     "extends": st.booleans(),
+    "nodes": st.booleans(),  # two: with a local head, join.sh, and train.sh waits for the other node
+    "head": st.booleans(),  # dashboard_host 0.0.0.0, head_port 6380
 }
 # Text with every character that means something to bash or to the readers, and a letter or two.
 HOSTILE = st.text(st.sampled_from(list("a b'\"$`\\#(){};|&<>*?~!=\n\t-é")), min_size=1, max_size=10)
@@ -151,6 +158,10 @@ def overrides_for(choice: Mapping[str, Any], text: str) -> dict[str, Any]:
     if choice["address"]:
         out["cluster"]["address"] = "http://10.0.0.1:8265/'}"
     out["cluster"]["start_ray_head"] = choice["start_head"]
+    if choice["nodes"]:
+        out["cluster"]["num_nodes"] = 2
+    if choice["head"]:
+        out["cluster"].update(dashboard_host="0.0.0.0", head_port=6380)
     out["cluster"]["stop_stale_processes"] = choice["stop_stale"]
     if choice["extra"]:
         out["extra"] = {"args": ["--extra-flag", text, "--other"]}

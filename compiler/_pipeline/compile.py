@@ -138,6 +138,8 @@ def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tup
         "custom_config.yaml": _render.custom_config_yaml(spec),
         "spec.toml": _render.resolved_spec_toml(unstructure(resolved_spec(spec, model_args))),
     }
+    if _render.joins(spec):  # other nodes join the local head: the script they run
+        files["join.sh"] = _render.join_sh(spec)
     if target == "kuberay":
         files["rayjob.yaml"] = rayjob_yaml(spec, flat_argv(model_args, groups, spec), files["custom_config.yaml"])
     hashes = {name: sha256(data) for name, data in sorted(files.items())}

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     StrPath = str | os.PathLike[str]
 
 MANIFEST = "manifest.json"
-EXECUTABLE = frozenset({"train.sh"})
+EXECUTABLE = frozenset({"train.sh", "join.sh"})
 
 
 def sha256(data: bytes) -> str:

@@ -33,7 +33,12 @@ TEMPLATE_VARIABLES = {
         "acrl_version", "exp_id", "slime_dir", "megatron_dir", "entrypoint", "groups", "extra_args",
         "cuda_home", "fix_torch_memory_saver", "wandb_key_env", "wandb_args", "ray_address",
         "stop_stale_processes", "ray_stop_timeout", "start_ray_head", "head_gpus", "dashboard_port",
-        "env_vars_json", "forward", "secret_policy_json", "forward_check",
+        "env_vars_json", "forward", "secret_policy_json", "forward_check", "dashboard_host", "head_port", "join",
+        "num_nodes", "group_gpus",
+    }),
+    "join.sh.jinja": frozenset({
+        "acrl_version", "exp_id", "num_nodes", "gpus_per_node", "head_port", "stop_stale_processes",
+        "ray_stop_timeout",
     }),
     "model_args.sh.jinja": frozenset({
         "acrl_version", "model_type", "provenance_source", "provenance_from", "provenance_sha256",
@@ -176,9 +181,17 @@ def _render(name: str, variables: Mapping[str, Any]) -> bytes:
     return environment().get_template(name).render(**variables).encode("utf-8")
 
 
+def joins(spec: Spec) -> bool:
+    """Whether other nodes join the local head train.sh starts (num_nodes > 1, no [cluster] address): then the
+    bundle has join.sh, and train.sh waits for the nodes before it submits the job."""
+    placement = placement_spec.read(spec).placement
+    return placement.local_head and placement.nodes > 1
+
+
 def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
     """The launch script."""
     c = spec.cluster
+    placement = placement_spec.read(spec).placement
     return _render("train.sh.jinja", {
         "acrl_version": __version__,
         "exp_id": spec.experiment.id,
@@ -196,12 +209,31 @@ def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
         "ray_stop_timeout": c.ray_stop_timeout,
         "start_ray_head": c.start_ray_head,
         # what slime's placement group takes on the head node (compiler/_pipeline/placement.py)
-        "head_gpus": placement_spec.read(spec).placement.node_gpus[0],
+        "head_gpus": placement.node_gpus[0],
         "dashboard_port": c.dashboard_port,
+        "dashboard_host": c.dashboard_host,
+        "head_port": c.head_port,
+        "join": joins(spec),
+        "num_nodes": placement.nodes,
+        "group_gpus": placement.group.num_gpus,
         "env_vars_json": json.dumps(spec.env.vars, sort_keys=True),
         "forward": spec.env.forward,
         "secret_policy_json": json.dumps(runtime_policy(spec.wandb.key_env), sort_keys=True),
         "forward_check": RUNTIME_FORWARD_CHECK.rstrip("\n"),
+    })
+
+
+def join_sh(spec: Spec) -> bytes:
+    """join.sh: run on each other node of a multi-node local head (see :func:`joins`)."""
+    c = spec.cluster
+    return _render("join.sh.jinja", {
+        "acrl_version": __version__,
+        "exp_id": spec.experiment.id,
+        "num_nodes": placement_spec.read(spec).placement.nodes,
+        "gpus_per_node": c.gpus_per_node,
+        "head_port": c.head_port,
+        "stop_stale_processes": c.stop_stale_processes,
+        "ray_stop_timeout": c.ray_stop_timeout,
     })
 
 

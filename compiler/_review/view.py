@@ -35,11 +35,12 @@ from .._pipeline.structure import structure
 from ..errors import SpecError
 from .shell_files import FORWARDED as FORWARDED  # re-exported: read there, reached here
 from .shell_files import PINNED_AT_LAUNCH as PINNED_AT_LAUNCH
-from .shell_files import Flag, TrainSh, read_model_args_sh, read_train_sh
+from .shell_files import Flag, TrainSh, read_model_args_sh, read_train_sh, script_lines
 from .shell_files import bash_arrays as bash_arrays
 
 TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML = "train.sh", "model_args.sh", "custom_config.yaml", "spec.toml"
-KNOWN_FILES = (TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML, MANIFEST)
+JOIN_SH = "join.sh"  # only in a bundle whose other nodes join its local head: its lines are script lines
+KNOWN_FILES = (TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML, MANIFEST, JOIN_SH)
 
 
 @attrs.frozen
@@ -104,6 +105,7 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
     custom = parse(CUSTOM_CONFIG, _read_yaml) or {}
     spec = parse(SPEC_TOML, _read_toml) or {}
     manifest = parse(MANIFEST, _read_json)
+    join = text(JOIN_SH) if JOIN_SH in files else None
     for name in sorted(files):
         if name.endswith(NOT_REGULAR):  # a link or special file, never followed (see read_bundle)
             status[name.removesuffix(NOT_REGULAR)] = f"not a regular file ({files[name].decode()})"
@@ -126,7 +128,9 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
                          "spec, so they cannot be computed from it")
     if manifest is not None:
         warnings = tuple(sorted(_warning_text(w) for w in manifest.get("warnings") or () if isinstance(w, dict)))
-    script = {name: lines for name, lines in ((TRAIN_SH, train.script), (MODEL_ARGS_SH, model[1])) if lines}
+    join_lines = script_lines(join.split("\n")) if join is not None else ()
+    script = {name: lines for name, lines in ((TRAIN_SH, train.script), (MODEL_ARGS_SH, model[1]),
+                                              (JOIN_SH, join_lines)) if lines}
     return BundleView(label, train.flags, model[0], custom, spec, train.runtime_env, train.launch, derived,
                       warnings, script, status, manifest, (*notes, *(f"{label}: {n}" for n in train.notes)))
 

@@ -158,6 +158,12 @@ class Cluster:
                                                    "(local head only).")
     start_ray_head: bool = setting(True, doc="Start a local Ray head (local head only).")
     dashboard_port: int = setting(8265, doc="Dashboard port of the local Ray head.", ge=1, le=65535)
+    dashboard_host: Literal["127.0.0.1", "0.0.0.0"] = setting("127.0.0.1", doc=(
+        "Where the local head's dashboard (and job API) listens: 127.0.0.1, this machine (train.sh submits from the "
+        "head; other nodes join through head_port), or 0.0.0.0, every interface, as slime's scripts do (anyone who "
+        "reaches it can run code on the cluster)."))
+    head_port: int = setting(6379, ge=1, le=65535, doc="GCS port of the local Ray head, where other nodes join "
+                                                       "(join.sh); passed as --port when num_nodes > 1 or not 6379.")
     ray_stop_timeout: int = setting(60, doc="Seconds to wait for stale Ray processes to exit.", ge=1)
 
 

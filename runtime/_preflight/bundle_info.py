@@ -41,6 +41,16 @@ class BundleInfo:
         """The existing Ray cluster the job goes to, or None for a local head."""
         return self.address or self.get("cluster.address")
 
+    @property
+    def other_nodes(self) -> str:
+        """For a local head that other nodes join (the manifest's node_gpus over several nodes): what the gpus
+        check adds to its message, that the GPUs counted here are this node's and how the others join; else ""."""
+        nodes = self.derived.node_gpus if self.derived is not None else None
+        if not nodes or len(nodes) < 2 or self.cluster_address:
+            return ""
+        return (f" on this node (the head); the other {len(nodes) - 1} node(s) join it with join.sh, each checked "
+                "against [cluster] gpus_per_node when it joins")
+
 
 def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None,
                      modified: Collection[str] = (), files: Mapping[str, bytes] | None = None,

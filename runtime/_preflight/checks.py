@@ -236,9 +236,9 @@ def check_gpus(info: BundleInfo) -> str:
         last = out.stdout.strip().rsplit("\n", 1)[-1]
         found = int(last) if last.isdigit() else 0
     if found < need:
-        raise CheckFailed(f"{found} GPUs here ({tool}), the bundle needs {need}",
+        raise CheckFailed(f"{found} GPUs here ({tool}), the bundle needs {need}{info.other_nodes}",
                           "run on a machine with enough GPUs, or lower [cluster] gpus_per_node / rollout_num_gpus")
-    return f"{found} GPUs ({tool}), {need} needed"
+    return f"{found} GPUs ({tool}), {need} needed{info.other_nodes}"
 
 
 def check_cuda_home(info: BundleInfo) -> str:
