@@ -127,18 +127,40 @@ class ActorRank:
 
 
 @attrs.frozen
-class Engine:
-    """One SGLang engine: its GPUs (over several nodes when it is bigger than a node), the node whose
-    address slime gives it, and its SGLang sizes (tp = GPUs / pp, sglang_utils/arguments.py:174-181)."""
+class EngineParallel:
+    """One SGLang engine's sizes as slime starts it: ``tp = gpus_per_engine // pp`` (slime/backends/sglang_utils/
+    sglang_engine.py:521-522 and 543-546 at 624b824, 580-581 at fa3c990), SGLang's dp and ep as given. With
+    --sglang-enable-dp-attention and dp > 1 the attention runs data-parallel inside the engine: SGLang asserts
+    ``tp_size % dp_size == 0`` (sglang python/sglang/srt/server_args.py, ``_handle_data_parallelism``, which also
+    turns DP attention off when dp is 1) and splits the engine's TP ranks into dp attention groups of
+    ``attn_tp_size = tp_size // dp_size`` (python/sglang/srt/layers/dp_attention.py,
+    ``compute_dp_attention_world_info``): the attention heads are sharded over ``attention_tp``, not ``tp``."""
 
-    index: int
-    gpus: tuple[Gpu, ...]
-    host_node: int
+    gpus: int
     tp: int
     pp: int
     dp: int
     ep: int
     dp_attention: bool
+
+    @property
+    def attention_dp(self) -> int:
+        return self.dp if self.dp_attention and self.dp > 1 else 1
+
+    @property
+    def attention_tp(self) -> int:
+        return max(1, self.tp // self.attention_dp)
+
+
+@attrs.frozen
+class Engine:
+    """One SGLang engine: its GPUs (over several nodes when it is bigger than a node), the node whose
+    address slime gives it, and its SGLang sizes."""
+
+    index: int
+    gpus: tuple[Gpu, ...]
+    host_node: int
+    sizes: EngineParallel
 
     @property
     def nodes(self) -> tuple[int, ...]:
@@ -156,6 +178,12 @@ class Parallel:
     sglang_dp: int = 1
     sglang_ep: int = 1
     sglang_dp_attention: bool = False
+
+    def engine(self, gpus_per_engine: int) -> EngineParallel:
+        """The sizes of one SGLang engine of ``gpus_per_engine`` GPUs."""
+        pp = max(1, self.sglang_pp)
+        return EngineParallel(gpus_per_engine, max(1, gpus_per_engine // pp), pp, max(1, self.sglang_dp),
+                              max(1, self.sglang_ep), self.sglang_dp_attention)
 
 
 @attrs.frozen
@@ -213,6 +241,11 @@ class Placement:
         return range(start, start + self.args.rollout_num_gpus)
 
     @property
+    def engine_parallel(self) -> EngineParallel:
+        """The sizes of every local SGLang engine (the same for all: slime's one server group)."""
+        return self.parallel.engine(self.args.rollout_num_gpus_per_engine)
+
+    @property
     def engine_gpus(self) -> int:
         return sum(len(e.gpus) for e in self.engines)
 
@@ -258,12 +291,11 @@ def place(args: LayoutArgs, *, nodes: int, local_head: bool, parallel: Parallel 
     # an engine larger than slime's node is one actor per (slime's) node: ServerGroup.nodes_per_engine (624b824 L69-71)
     actors_per_engine = max(1, per_engine // args.num_gpus_per_node)
     engines = []
-    pp_size = parallel.sglang_pp if parallel.sglang_pp > 1 else 1
+    sizes = parallel.engine(per_engine)
     for index in range(len(actors) // actors_per_engine):
         members = actors[index * actors_per_engine:(index + 1) * actors_per_engine]
         gpus = tuple(slot(a.gpu_index + k) for a in members for k in range(a.num_gpus))
         host = slot(actors[members[0].addressed_by].gpu_index).node
-        engines.append(Engine(index, gpus, host, max(1, per_engine // pp_size), pp_size, parallel.sglang_dp,
-                              parallel.sglang_ep, parallel.sglang_dp_attention))
+        engines.append(Engine(index, gpus, host, sizes))
     return Placement(args, nodes, node_size, local_head, group, actor, tuple(engines), actors,
                      args.rollout_external, parallel)
