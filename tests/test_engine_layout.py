@@ -131,11 +131,13 @@ MUTATIONS = [
 ]
 
 
+@pytest.mark.slow
 def test_the_model_run_the_mutants_way_unchanged_agrees() -> None:
     same = "count = args.rollout_num_gpus // on_node"
     assert not any(disagreements(mutant(same, same), row) for row in rows(SLIME_HEAD))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("old", "new"), MUTATIONS)
 def test_a_one_line_change_to_the_model_is_caught(old: str, new: str) -> None:
     model = mutant(old, new)
