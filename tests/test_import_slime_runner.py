@@ -225,7 +225,8 @@ def minimal(slime: Path) -> dict[str, Any]:
 def full(slime: Path) -> dict[str, Any]:
     """Every SlimeRunner field, none at its default (slime_dir with a trailing slash, which Path() dropped)."""
     return {
-        **minimal(slime), "slime_dir": f"{slime}/", "num_gpus": 4, "tp_size": 2, "rollout_gpus_per_engine": 1,
+        # engines of 4 GPUs: SGLang's DP attention of 2 (below) needs an engine tensor size it divides (ACRL-C005)
+        **minimal(slime), "slime_dir": f"{slime}/", "num_gpus": 4, "tp_size": 2, "rollout_gpus_per_engine": 4,
         "megatron_dir": "/opt/Megatron-LM", "cuda_home": "/usr/local/cuda-12.9", "model_id": "my-model",
         "acr_timeout": 600, "acr_tps_limit": 10, "max_concurrent": 50, "max_pool_connections": 256,
         "gateway_port": 9191, "reward_postprocessing": "identity", "sglang_tool_call_parser": "qwen25",

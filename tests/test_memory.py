@@ -320,3 +320,15 @@ def test_more_pipeline_stages_than_layers_is_estimated_at_once() -> None:
     assert time.perf_counter() - start < 0.5
     assert len(stages) == len(count.layers) + 1 and stages[-1][1] == 0
     assert sum(d for d, _ in stages) >= sum(d for d, _ in count.layers)
+
+
+def test_dp_attention_shards_the_kv_heads_over_the_attention_tensor_size() -> None:
+    # qwen3-30B-A3B: 4 KV heads. An engine of 8 GPUs without DP attention shards them (one per rank, replicated);
+    # with DP attention 8 each rank runs the whole attention of its own requests: all 4 KV heads per token.
+    # The engine's sizes are the placement model's (placement.EngineParallel).
+    plain = estimate("qwen3-30B-A3B", {"rollout": {"gpus_per_engine": 8}})
+    dp = estimate("qwen3-30B-A3B", {"rollout": {"gpus_per_engine": 8}, "sglang": {"data_parallel_size": 8},
+                                    "extra": {"flags": {"--sglang-enable-dp-attention": True}}})
+    assert plain.rollout.engine_tp == dp.rollout.engine_tp == 8
+    assert dp.rollout.kv_bytes_per_token == 4 * plain.rollout.kv_bytes_per_token
+    assert dp.rollout.weights == plain.rollout.weights

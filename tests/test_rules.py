@@ -34,7 +34,10 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
                                "rollout_num_gpus": 16}, "rollout": {"gpus_per_engine": 16}},
                   {"cluster": {"num_nodes": 3, "colocate": False, "rollout_num_gpus": 8},
                    "rollout": {"gpus_per_engine": 16}}],
-    "ACRL-C005": [{"extra": {"flags": {"--sglang-pp-size": 3}}}],
+    "ACRL-C005": [{"extra": {"flags": {"--sglang-pp-size": 3}}},
+                  # SGLang's DP attention of 3 in an engine of tensor size 4: SGLang asserts tp % dp == 0
+                  {"rollout": {"gpus_per_engine": 4}, "sglang": {"data_parallel_size": 3},
+                   "extra": {"flags": {"--sglang-enable-dp-attention": True}}}],
     "ACRL-C006": [{"extra": {"flags": {"--num-gpus-per-node": 4}}}],
     "ACRL-C007": [{"cluster": {"num_nodes": 2, "actor_num_nodes": 1}}],
     "ACRL-C008": [{"extra": {"flags": {"--debug-rollout-only": True, "--debug-train-only": True}}}],
@@ -80,7 +83,10 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"wandb": {"key_env": "AKIAZ7Q2EXAMPLE4KJ3M"}}],
     "ACRL-K001": [{"kuberay": {"namespace": "RL_Team"}}, {"kuberay": {"secret": "team secrets"}}],
     "ACRL-M001": [{"parallel": {"tensor": 3}, "cluster": {"gpus_per_node": 6}},
-                  {"rollout": {"gpus_per_engine": 4}, "model": {"args": {"num-query-groups": 3}}}],
+                  {"rollout": {"gpus_per_engine": 4}, "model": {"args": {"num-query-groups": 3}}},
+                  # DP attention 2 in engines of 6: the attention runs with tensor size 3, which 16 heads refuse
+                  {"cluster": {"gpus_per_node": 6}, "rollout": {"gpus_per_engine": 6, "batch_size": 24},
+                   "sglang": {"data_parallel_size": 2}, "extra": {"flags": {"--sglang-enable-dp-attention": True}}}],
     "ACRL-M002": [{"parallel": {"pipeline": 5}, "cluster": {"gpus_per_node": 10}}],
     "ACRL-M003": [{"parallel": {"expert": 2}},
                   {"model": {"args": {"num-experts": 6}}, "parallel": {"expert": 4}},
@@ -201,3 +207,70 @@ def test_a_ray_address_with_credentials_never_reaches_the_bundle(compile_overrid
     (diag,) = [d for d in exc.value.diagnostics if d.rule == "ACRL-S003"]
     assert diag.key == "cluster.address" and "secret" not in diag.message and "ACRL_RAY_ADDRESS" in diag.hint
     assert compile_overrides({"cluster": {"address": "http://head:8265/path@x"}}).spec.cluster.address
+
+
+DP_ATTENTION = {"--sglang-enable-dp-attention": True}
+# slime's scripts/run-glm4.7-30B-A3B.sh shape: 20 heads, engines of 8 GPUs with --sglang-enable-dp-attention
+# --sglang-dp-size 8 (so the attention runs with tensor size 1)
+TWENTY_HEADS = {"model": {"args": {"num-attention-heads": 20, "kv-channels": 128}}, "rollout": {"gpus_per_engine": 8}}
+
+
+def m001(compile_overrides: Callable[..., Bundle], overrides: dict[str, Any]) -> list[str]:
+    try:
+        compile_overrides(overrides)
+    except SpecError as exc:
+        return [d.message for d in exc.diagnostics if d.rule == "ACRL-M001"]
+    return []
+
+
+def test_m001_shards_the_engines_heads_over_the_attention_tensor_size_with_dp_attention(
+        compile_overrides: Callable[..., Bundle]) -> None:
+    assert m001(compile_overrides, TWENTY_HEADS) == [
+        "20 attention heads are not divisible by the rollout engine's tensor parallel size (gpus_per_engine) 8"]
+    for dp in (4, 8):  # attention tensor size 2, 1
+        assert m001(compile_overrides, {**TWENTY_HEADS, "sglang": {"data_parallel_size": dp},
+                                        "extra": {"flags": DP_ATTENTION}}) == []
+    # the escape hatch's --sglang-dp-size is read the same way (slime's script passes it so)
+    assert m001(compile_overrides, {**TWENTY_HEADS, "extra": {"flags": {**DP_ATTENTION, "--sglang-dp-size": 8}}}) == []
+    # a DP size of 1 turns SGLang's DP attention off: the engine's whole tensor size shards the heads
+    assert m001(compile_overrides, {**TWENTY_HEADS, "extra": {"flags": DP_ATTENTION}}) != []
+    six = {"cluster": {"gpus_per_node": 6}, "rollout": {"gpus_per_engine": 6, "batch_size": 24},
+           "sglang": {"data_parallel_size": 2}, "extra": {"flags": DP_ATTENTION}}
+    assert m001(compile_overrides, six)[0] == (
+        "16 attention heads are not divisible by the rollout engine's attention tensor parallel size "
+        "(gpus_per_engine / sglang dp size 2, with DP attention) 3")
+
+
+def test_m001_checks_no_engine_where_none_runs(compile_overrides: Callable[..., Bundle]) -> None:
+    # engines of 6 GPUs would refuse 16 heads, but no local engine runs: debug-train-only, or external engines
+    six = {"cluster": {"gpus_per_node": 6, "colocate": False}, "rollout": {"gpus_per_engine": 6, "batch_size": 24}}
+    assert m001(compile_overrides, {**six, "cluster": {"gpus_per_node": 6, "colocate": False, "rollout_num_gpus": 6,
+                                                       "num_nodes": 2}})
+    assert m001(compile_overrides, {**six, "extra": {"flags": {"--debug-train-only": True}}}) == []
+    assert m001(compile_overrides, {**six, "extra": {"flags": {"--rollout-external-engine-addrs": "h:30000"}}}) == []
+
+
+@pytest.mark.parametrize("flags", [{"--debug-train-only": True}, {"--load-debug-rollout-data": "/d/{rollout_id}.pt"},
+                                   {"--rollout-external-engine-addrs": "10.0.0.9:30000"}])
+def test_p002_does_not_fire_when_slime_sizes_the_group_without_rollout_gpus(
+        compile_overrides: Callable[..., Bundle], flags: dict[str, Any]) -> None:
+    bundle = compile_overrides({"cluster": {"colocate": False}, "extra": {"flags": flags}})
+    assert not [w for w in bundle.warnings if w.rule.startswith("ACRL-P")]
+
+
+@pytest.mark.parametrize("overrides", [
+    {"rollout": {"gpus_per_engine": 4}, "extra": {"flags": {"--sglang-pp-size": 2}}},
+    {"rollout": {"gpus_per_engine": 4}, "extra": {"flags": {"--sglang-pp-size": 4}}},
+    {"rollout": {"gpus_per_engine": 4}, "sglang": {"data_parallel_size": 4}, "extra": {"flags": DP_ATTENTION}},
+    {"rollout": {"gpus_per_engine": 8}, "sglang": {"data_parallel_size": 2},
+     "extra": {"flags": {**DP_ATTENTION, "--sglang-pp-size": 2}}},  # tensor size 4, dp 2
+    # DP 3 would not divide tensor size 2, but no local engine runs
+    {"cluster": {"colocate": False}, "sglang": {"data_parallel_size": 3},
+     "extra": {"flags": {**DP_ATTENTION, "--debug-train-only": True}}},
+])
+def test_c005_is_quiet_when_the_sglang_sizes_divide_the_engine(compile_overrides: Callable[..., Bundle],
+                                                               overrides: dict[str, Any]) -> None:
+    try:
+        compile_overrides(overrides)
+    except SpecError as exc:
+        assert "ACRL-C005" not in {d.rule for d in exc.diagnostics}, [d.format() for d in exc.diagnostics]

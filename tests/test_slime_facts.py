@@ -20,8 +20,9 @@ from acrl.compiler._slime import model_facts
 from conftest import SLIME_DATA, SLIME_HEAD, SLIME_PIN
 
 FOLDERS = sorted(p.name for p in SLIME_DATA.iterdir() if p.is_dir())
-FILES = ("model_args.json", "hf_checks.json", "placement_layout.json")
-FACTS = {"model_args.json": "scripts", "hf_checks.json": "pairs", "placement_layout.json": "layouts"}
+FILES = ("model_args.json", "hf_checks.json", "placement_layout.json", "engine_layout.json")
+FACTS = {"model_args.json": "scripts", "hf_checks.json": "pairs", "placement_layout.json": "layouts",
+         "engine_layout.json": "layouts"}
 GENERATOR = "python -m acrl.compiler._slime.model_facts"
 
 
@@ -97,6 +98,62 @@ def test_placement_layouts_runs_the_one_function_alone() -> None:
                and r["rollout_offset"] == int(r["args"]["colocate"]) for r in rows)
     with pytest.raises(model_facts.FactsError, match="_get_placement_group_layout"):
         model_facts.placement_layouts("def other(args):\n    pass\n")
+
+
+ROLLOUT = """
+import ray
+
+class ServerGroup:
+    def start_engines(self, port_cursors=None):
+        if self.args.debug_train_only:
+            return [], port_cursors
+        per = min(self.num_gpus_per_engine, self.args.num_gpus_per_node)
+        _, bundles, gpu_ids = self.pg
+        validate_server_group_gpu_indices(n=len(self.all_engines) * per, available=len(gpu_ids))
+        engines = []
+        for i in range(len(self.all_engines)):
+            strategy = PlacementGroupSchedulingStrategy(placement_group_bundle_index=bundles[i * per])
+            engine = ray.remote(SGLangEngine).options(scheduling_strategy=strategy).remote(
+                self.args, rank=i, base_gpu_id=gpu_ids[i * per])
+            engines.append((i, engine))
+        if not engines:
+            return [], port_cursors
+        ports, cursors = _allocate_rollout_engine_addr_and_ports_normal(args=self.args, rollout_engines=engines)
+        return [engine.init.remote(**ports[rank]) for rank, engine in engines], cursors
+
+def _allocate_rollout_engine_addr_and_ports_normal(*, args, rollout_engines):
+    host = ray.get(rollout_engines[0][1]._get_current_node_ip_and_free_port.remote())[0]
+    return {rank: {"host": host, "dist_init_addr": host + ":1"} for rank, _ in rollout_engines}, {}
+
+def start_rollout_servers(args, pg):
+    def _make_group(group_cfg):
+        nonlocal pg
+        per = min(group_cfg.num_gpus_per_engine, args.num_gpus_per_node)
+        num_engines = group_cfg.num_gpus // per
+        return num_engines
+"""
+VALIDATION = """
+def validate_server_group_gpu_indices(*, n: int, available: int) -> None:
+    if n > available:
+        raise ValueError("Invalid placement: too many")
+"""
+
+
+def test_engine_layouts_run_slimes_engine_code_with_a_stand_in_for_ray() -> None:
+    from acrl.compiler._slime import engine_facts  # lazy: only this test reads the engine harness directly
+
+    rows = engine_facts.engine_layouts(ROLLOUT, VALIDATION)
+    assert len(rows) == 708
+    row = next(r for r in rows if r["args"] == {"nodes": 2, "gpus_per_node": 4, "rollout_offset": 4,
+                                                "rollout_num_gpus": 4, "gpus_per_engine": 2,
+                                                "num_gpus_per_node_passed": True})
+    # two engines from slot 4 (node 1); this toy allocation gives every engine the first one's node
+    assert row == {"args": row["args"], "num_engines": 2, "error": None,
+                   "engines": [[0, 0, 4, 0, 1, 1], [1, 2, 6, 2, 1, 1]]}
+    with pytest.raises(engine_facts.EngineFactsError, match="_make_group"):
+        engine_facts.engine_layouts(ROLLOUT.replace("_make_group", "_other"), VALIDATION)
+    with pytest.raises(engine_facts.EngineFactsError, match=r"args\.sglang_pp_size"):
+        engine_facts.engine_layouts(ROLLOUT.replace("args.debug_train_only", "args.sglang_pp_size"), None)
 
 
 @pytest.mark.parametrize("source", ["def other(args, hf_config):\n    pass\n",

@@ -7,9 +7,9 @@ slots from ``rollout_offset`` on (slime/ray/placement_group.py: create_placement
 group is and where the rollout starts is ``_get_placement_group_layout``, placement_group.py:100-117 at
 both commits acrl targets, mirrored by :func:`group_layout`. The two commits differ in one case: an
 external rollout under ``--debug-rollout-only`` asks for the actor's GPUs at 624b824 (L107-108) and for
-none at fa3c990. tests/test_placement.py compares :func:`group_layout` and :func:`engine_slots` with
-slime's own functions, run by the project's facts generator (compiler/_slime/model_facts.py) on tables
-of layouts at each commit (tests/data/slime/<commit>/).
+none at fa3c990. tests/test_placement.py compares :func:`group_layout`, and tests/test_engine_layout.py
+:func:`engine_slots` and :func:`place`'s engines, with slime's own code, run by the project's facts generator
+(compiler/_slime/model_facts.py, engine_facts.py) on tables of layouts at each commit (tests/data/slime/<commit>/).
 
 The rest of the model (:func:`place`) lays the sorted slots on nodes the way PACK fills an empty cluster
 of equal nodes (slot ``s`` is GPU ``s % gpus_per_node`` of node ``s // gpus_per_node``), numbers the
@@ -84,10 +84,17 @@ class EngineSlots:
 
 
 def engine_slots(args: LayoutArgs, rollout_offset: int) -> tuple[EngineSlots, ...]:
-    """The rollout's engine actors, as slime/ray/rollout.py at 624b824 makes them: ``num_engines =
-    num_gpus // min(gpus_per_engine, num_gpus_per_node)`` (L1034, floored), actor ``i`` from slot
-    ``gpu_offset + i * min(...)`` (L107, L134), addressed by the first actor of its virtual node (L843-859).
-    Empty under --debug-train-only (L100) and for an external rollout (no local engines)."""
+    """The rollout's engine actors, as slime makes them for its default server group (``num_gpus =
+    rollout_num_gpus``, rollout.py:1129-1153 at 624b824, 1231-1255 at fa3c990): ``num_engines = num_gpus //
+    min(gpus_per_engine, num_gpus_per_node)`` (floored: rollout.py:1034-1035 at 624b824, 1136-1137 at fa3c990),
+    actor ``i`` from slot ``rollout_offset + gpu_offset + i * min(...)`` (``gpu_index``: 624b824 L107, L133;
+    fa3c990 L154, L180; ``gpu_offset`` is 0 for the one group), addressed by the first actor of its "virtual
+    node" of ``max(1, num_gpus_per_node // gpus_per_engine)`` actors (``_allocate_rollout_engine_addr_and_ports_
+    normal``, 624b824 L843-911, fa3c990 L946-1014). slime's own ``validate_server_group_gpu_indices``
+    (rollout_validation.py at both commits) accepts every such layout: the actors never need more slots than the
+    rollout has. Empty under --debug-train-only (624b824 L103, fa3c990 L150) and for an external rollout (no
+    local engines: 624b824 L1001-1002, fa3c990 L1103-1104). tests/test_engine_layout.py holds this and
+    :func:`place`'s engines to slime's own code run on 708 layouts at both commits."""
     if args.debug_train_only or args.rollout_external:
         return ()
     per_engine, per_node = args.rollout_num_gpus_per_engine, args.num_gpus_per_node
@@ -120,18 +127,40 @@ class ActorRank:
 
 
 @attrs.frozen
-class Engine:
-    """One SGLang engine: its GPUs (over several nodes when it is bigger than a node), the node whose
-    address slime gives it, and its SGLang sizes (tp = GPUs / pp, sglang_utils/arguments.py:174-181)."""
+class EngineParallel:
+    """One SGLang engine's sizes as slime starts it: ``tp = gpus_per_engine // pp`` (slime/backends/sglang_utils/
+    sglang_engine.py:521-522 and 543-546 at 624b824, 580-581 at fa3c990), SGLang's dp and ep as given. With
+    --sglang-enable-dp-attention and dp > 1 the attention runs data-parallel inside the engine: SGLang asserts
+    ``tp_size % dp_size == 0`` (sglang python/sglang/srt/server_args.py, ``_handle_data_parallelism``, which also
+    turns DP attention off when dp is 1) and splits the engine's TP ranks into dp attention groups of
+    ``attn_tp_size = tp_size // dp_size`` (python/sglang/srt/layers/dp_attention.py,
+    ``compute_dp_attention_world_info``): the attention heads are sharded over ``attention_tp``, not ``tp``."""
 
-    index: int
-    gpus: tuple[Gpu, ...]
-    host_node: int
+    gpus: int
     tp: int
     pp: int
     dp: int
     ep: int
     dp_attention: bool
+
+    @property
+    def attention_dp(self) -> int:
+        return self.dp if self.dp_attention and self.dp > 1 else 1
+
+    @property
+    def attention_tp(self) -> int:
+        return max(1, self.tp // self.attention_dp)
+
+
+@attrs.frozen
+class Engine:
+    """One SGLang engine: its GPUs (over several nodes when it is bigger than a node), the node whose
+    address slime gives it, and its SGLang sizes."""
+
+    index: int
+    gpus: tuple[Gpu, ...]
+    host_node: int
+    sizes: EngineParallel
 
     @property
     def nodes(self) -> tuple[int, ...]:
@@ -149,6 +178,12 @@ class Parallel:
     sglang_dp: int = 1
     sglang_ep: int = 1
     sglang_dp_attention: bool = False
+
+    def engine(self, gpus_per_engine: int) -> EngineParallel:
+        """The sizes of one SGLang engine of ``gpus_per_engine`` GPUs."""
+        pp = max(1, self.sglang_pp)
+        return EngineParallel(gpus_per_engine, max(1, gpus_per_engine // pp), pp, max(1, self.sglang_dp),
+                              max(1, self.sglang_ep), self.sglang_dp_attention)
 
 
 @attrs.frozen
@@ -206,6 +241,11 @@ class Placement:
         return range(start, start + self.args.rollout_num_gpus)
 
     @property
+    def engine_parallel(self) -> EngineParallel:
+        """The sizes of every local SGLang engine (the same for all: slime's one server group)."""
+        return self.parallel.engine(self.args.rollout_num_gpus_per_engine)
+
+    @property
     def engine_gpus(self) -> int:
         return sum(len(e.gpus) for e in self.engines)
 
@@ -231,13 +271,14 @@ class Placement:
 
 
 def place(args: LayoutArgs, *, nodes: int, local_head: bool, parallel: Parallel = Parallel(),
-          slime_commit: str = SLIME_HEAD) -> Placement:
-    """The whole placement of a run on ``nodes`` nodes of ``args.num_gpus_per_node`` GPUs."""
+          slime_commit: str = SLIME_HEAD, gpus_per_node: int | None = None) -> Placement:
+    """The whole placement of a run on ``nodes`` nodes of ``gpus_per_node`` GPUs (default: the node size slime
+    is told, ``args.num_gpus_per_node``; they differ when --num-gpus-per-node is not the real node size)."""
     group = group_layout(args, slime_commit=slime_commit)
-    gpus_per_node = args.num_gpus_per_node
+    node_size = gpus_per_node or args.num_gpus_per_node
 
     def slot(index: int) -> Gpu:
-        return Gpu(index // gpus_per_node, index % gpus_per_node)
+        return Gpu(index // node_size, index % node_size)
 
     actor_count = 0 if args.debug_rollout_only else args.actor_num_nodes * args.actor_num_gpus_per_node
     tp, cp, pp = parallel.tensor, parallel.context, parallel.pipeline
@@ -247,14 +288,14 @@ def place(args: LayoutArgs, *, nodes: int, local_head: bool, parallel: Parallel 
 
     actors = engine_slots(args, group.rollout_offset)
     per_engine = args.rollout_num_gpus_per_engine
-    actors_per_engine = max(1, per_engine // gpus_per_node) if per_engine > gpus_per_node else 1
+    # an engine larger than slime's node is one actor per (slime's) node: ServerGroup.nodes_per_engine (624b824 L69-71)
+    actors_per_engine = max(1, per_engine // args.num_gpus_per_node)
     engines = []
-    pp_size = parallel.sglang_pp if parallel.sglang_pp > 1 else 1
+    sizes = parallel.engine(per_engine)
     for index in range(len(actors) // actors_per_engine):
         members = actors[index * actors_per_engine:(index + 1) * actors_per_engine]
         gpus = tuple(slot(a.gpu_index + k) for a in members for k in range(a.num_gpus))
         host = slot(actors[members[0].addressed_by].gpu_index).node
-        engines.append(Engine(index, gpus, host, max(1, per_engine // pp_size), pp_size, parallel.sglang_dp,
-                              parallel.sglang_ep, parallel.sglang_dp_attention))
-    return Placement(args, nodes, gpus_per_node, local_head, group, actor, tuple(engines), actors,
+        engines.append(Engine(index, gpus, host, sizes))
+    return Placement(args, nodes, node_size, local_head, group, actor, tuple(engines), actors,
                      args.rollout_external, parallel)

@@ -10,9 +10,13 @@ checkout (a work tree, or a git directory such as a bare mirror, read at ``--com
   in ``_hf_validate_args`` (slime/backends/megatron_utils/arguments.py), read with ``ast``;
 * ``DIR/placement_layout.json``: what slime's ``_get_placement_group_layout``
   (slime/ray/placement_group.py) returns for a table of layouts: that one function, taken out of the
-  file with ``ast`` and run alone (the module itself imports ray).
+  file with ``ast`` and run alone (the module itself imports ray);
+* ``DIR/engine_layout.json``: what slime's rollout-engine code (slime/ray/rollout.py: the engine count,
+  ``ServerGroup.start_engines`` with ``validate_server_group_gpu_indices`` and
+  ``_allocate_rollout_engine_addr_and_ports_normal``) does with a table of layouts, run by
+  :mod:`.engine_facts` with a stand-in for ``ray``; one layout a line.
 
-Both carry their provenance: slime's repository URL, the commit and its date, and the command line
+All carry their provenance: slime's repository URL, the commit and its date, and the command line
 (the local checkout written as ``SLIME_DIR``, so that regenerating anywhere gives the same bytes).
 Never imported by the compile path; tests/data/slime/README.md says how the project's copies are made.
 """
@@ -33,6 +37,7 @@ from typing import Any, cast
 
 from .._pipeline.model_args.resolve import ModelArgsError, _from_script
 from .._spec.tables import Spec
+from . import engine_facts
 
 SLIME_URL = "https://github.com/THUDM/slime"
 ARGUMENTS_PY = "slime/backends/megatron_utils/arguments.py"
@@ -167,9 +172,19 @@ def _provenance(git_dir: Path, commit: str, argv: Sequence[str]) -> dict[str, st
             "generator": " ".join(["python -m acrl.compiler._slime.model_facts", *argv])}
 
 
+def _dumps(data: dict[str, Any]) -> str:
+    """JSON, indented; a ``"layouts"`` list of engine rows is written one row a line (thousands of rows)."""
+    if "columns" not in data:
+        return json.dumps(data, indent=1, ensure_ascii=False)
+    head = json.dumps({"provenance": data["provenance"]}, indent=1, ensure_ascii=False)
+    rows = ",\n".join("  " + json.dumps(row, ensure_ascii=False) for row in data["layouts"])
+    columns = json.dumps(data["columns"], ensure_ascii=False)
+    return f'{head[:-2]},\n "columns": {columns},\n "layouts": [\n{rows}\n ]\n}}'
+
+
 def generate(slime_dir: Path, rev: str | None, out_dir: Path, argv: Sequence[str]) -> list[Path]:
-    """Write ``model_args.json``, ``hf_checks.json`` and ``placement_layout.json`` for ``rev`` (default:
-    the checkout's HEAD) into ``out_dir``; returns the files written."""
+    """Write ``model_args.json``, ``hf_checks.json``, ``placement_layout.json`` and ``engine_layout.json`` for
+    ``rev`` (default: the checkout's HEAD) into ``out_dir``; returns the files written."""
     git_dir = _git_dir(slime_dir)
     commit = _git(git_dir, "rev-parse", "--verify", f"{rev or 'HEAD'}^{{commit}}").decode().strip()
     provenance = _provenance(git_dir, commit, argv)
@@ -180,19 +195,30 @@ def generate(slime_dir: Path, rev: str | None, out_dir: Path, argv: Sequence[str
         scripts = model_args(Path(tmp) / "scripts" / "models")
     source = _git(git_dir, "show", f"{commit}:{ARGUMENTS_PY}").decode()
     placement = _git(git_dir, "show", f"{commit}:{PLACEMENT_PY}").decode()
-    facts = {
+    rollout = _git(git_dir, "show", f"{commit}:{engine_facts.ROLLOUT_PY}").decode()
+    has_validation = subprocess.run(["git", f"--git-dir={git_dir}", "cat-file", "-e",
+                                     f"{commit}:{engine_facts.VALIDATION_PY}"], capture_output=True).returncode == 0
+    validation = _git(git_dir, "show", f"{commit}:{engine_facts.VALIDATION_PY}").decode() if has_validation else None
+    read = f"{engine_facts.ROLLOUT_PY}: _make_group's engine count, ServerGroup.start_engines, " \
+        "_allocate_rollout_engine_addr_and_ports_normal" + \
+        (f"; {engine_facts.VALIDATION_PY}: validate_server_group_gpu_indices" if has_validation else "") + \
+        "; run with a stand-in for ray (engine_facts.py)"
+    facts: dict[str, dict[str, Any]] = {
         "model_args.json": {"provenance": {**provenance, "from": "scripts/models/*.sh, sourced by acrl's "
                                            "args_source = \"script\" resolver"}, "scripts": scripts},
         "hf_checks.json": {"provenance": {**provenance, "from": f"{ARGUMENTS_PY}: {_VALIDATOR}"},
                            "pairs": hf_checks(source)},
         "placement_layout.json": {"provenance": {**provenance, "from": f"{PLACEMENT_PY}: {_LAYOUT}, run alone"},
                                   "layouts": placement_layouts(placement)},
+        "engine_layout.json": {"provenance": {**provenance, "from": read},
+                               "columns": {"engines": list(engine_facts.COLUMNS)},
+                               "layouts": engine_facts.engine_layouts(rollout, validation)},
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, data in facts.items():
         path = out_dir / name
-        path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        path.write_text(_dumps(data) + "\n", encoding="utf-8")
         written.append(path)
     return written
 

@@ -109,14 +109,22 @@ def _multi_node_engine(ctx: Context) -> Iterator[Finding]:
                       "is started on fewer nodes than it needs", f"make rollout_num_gpus a multiple of {per}")
 
 
-@rule("ACRL-C005", "error", ["rollout.gpus_per_engine", "extra.flags"], "SGLang pipeline size divides an engine")
-def _sglang_pp(ctx: Context) -> Iterator[Finding]:
+@rule("ACRL-C005", "error", ["rollout.gpus_per_engine", "sglang.data_parallel_size", "extra.flags"],
+      "SGLang's pipeline and DP-attention sizes divide an engine")
+def _sglang_sizes(ctx: Context) -> Iterator[Finding]:
     """slime asserts that --sglang-pp-size divides the GPUs per engine (the engine's tensor size is their quotient;
-    slime/backends/sglang_utils/arguments.py:174-181 at 624b824, 147-154 at fa3c990)."""
-    pp, per = ctx.placement.parallel.sglang_pp, ctx.spec.rollout.gpus_per_engine
-    if pp > 1 and per % pp:
-        yield Finding(f"--sglang-pp-size {pp} does not divide the {per} GPUs per engine: slime stops with an "
-                      "AssertionError", f"use an SGLang pipeline size that divides {per}")
+    slime/backends/sglang_utils/arguments.py:174-181 at 624b824, 147-154 at fa3c990). With DP attention, SGLang
+    asserts that its data-parallel size divides the engine's tensor size (server_args.py, _handle_data_parallelism:
+    ``tp_size % dp_size == 0``) when the engine starts."""
+    p, per = ctx.placement, ctx.spec.rollout.gpus_per_engine
+    e = p.engine_parallel
+    if p.parallel.sglang_pp > 1 and per % p.parallel.sglang_pp:
+        yield Finding(f"--sglang-pp-size {p.parallel.sglang_pp} does not divide the {per} GPUs per engine: slime "
+                      "stops with an AssertionError", f"use an SGLang pipeline size that divides {per}")
+    elif p.engine_actors and e.attention_dp > 1 and e.tp % e.attention_dp:
+        yield Finding(f"SGLang's data-parallel size {e.attention_dp} with DP attention does not divide the engine's "
+                      f"tensor parallel size {e.tp}: SGLang stops at start-up (tp_size % dp_size == 0)",
+                      f"use an sglang data_parallel_size that divides {e.tp}")
 
 
 @rule("ACRL-C006", "error", ["extra.flags", "cluster.gpus_per_node"], "--num-gpus-per-node is the node size")

@@ -14,8 +14,9 @@ import math
 import attrs
 
 from ..._spec.tables import Spec
-from ..argv import actor_gpus
-from ..placement_spec import extra_flags
+from .. import placement_spec
+from ..placement import EngineParallel
+from ..placement_spec import SpecPlacement
 from .parameters import Architecture, Flags, ParameterCount, architecture, count_parameters, flag_int
 
 GIB = float(1 << 30)
@@ -69,11 +70,11 @@ def _optimizer_bytes(spec: Spec, extra: Flags) -> tuple[str, float]:
     return name, master + first + (second if name == "adam" else 0.0)  # sgd and muon keep one momentum
 
 
-def actor_memory(spec: Spec, a: Architecture, extra: Flags) -> ActorMemory:
+def actor_memory(spec: Spec, a: Architecture, extra: Flags, gpus: int) -> ActorMemory:
     """Weights (bf16), gradients (fp32 with accumulate_allreduce_grads_in_fp32, else bf16) and optimizer states
-    (sharded over data parallel ranks by the distributed optimizer, which slime always uses) on the fullest stage."""
+    (sharded over data parallel ranks by the distributed optimizer, which slime always uses) on the fullest stage
+    of an actor of ``gpus`` GPUs."""
     p = spec.parallel
-    gpus = actor_gpus(spec)
     etp = expert_tensor_parallel(spec, extra)
     dp = max(1, gpus // (p.tensor * p.pipeline))  # the optimizer's data-parallel group includes context parallel
     edp = max(1, gpus // (etp * p.expert * p.pipeline))
@@ -137,16 +138,11 @@ class RolloutMemory:
         return max(0, int(self.kv_cache * GIB / self.kv_bytes_per_token)) if self.kv_bytes_per_token else 0
 
 
-def engine_parallel(spec: Spec, extra: Flags) -> tuple[int, int]:
-    """(tensor, pipeline) parallel sizes of one SGLang engine: slime sets tp = gpus_per_engine // sglang pp size."""
-    pp = flag_int(extra, "--sglang-pp-size") or flag_int(extra, "--sglang-pipeline-parallel-size") or 1
-    return max(1, spec.rollout.gpus_per_engine // pp), pp
-
-
-def rollout_memory(spec: Spec, a: Architecture, extra: Flags) -> RolloutMemory:
-    """bf16 weights sharded over the engine's GPUs, and what mem_fraction_static leaves for the KV cache."""
-    tp, pp = engine_parallel(spec, extra)
-    gpus = spec.rollout.gpus_per_engine
+def rollout_memory(spec: Spec, a: Architecture, extra: Flags, engine: EngineParallel) -> RolloutMemory:
+    """bf16 weights sharded over the engine's GPUs, and what mem_fraction_static leaves for the KV cache (the KV
+    heads sharded over the tensor size the attention runs with: ``engine.attention_tp``, smaller with DP attention)."""
+    tp, pp = engine.attention_tp, engine.pp
+    gpus = engine.gpus
     weights = 2 * count_parameters(a).total / gpus / GIB
     kv_dtype = (extra.get("--sglang-kv-cache-dtype") or ["auto"])[0]
     element = _DTYPE_BYTES.get(kv_dtype, 2.0)
@@ -161,7 +157,7 @@ def rollout_memory(spec: Spec, a: Architecture, extra: Flags) -> RolloutMemory:
                       if r.max_prompt_len else
                       (spec.sglang.context_length, "[sglang] context_length") if spec.sglang.context_length else
                       (r.max_response_len, "[rollout] max_response_len, without the prompt"))
-    return RolloutMemory(gpus, tp, weights, spec.sglang.mem_fraction_static * spec.cluster.gpu_memory_gib,
+    return RolloutMemory(gpus, engine.tp, weights, spec.sglang.mem_fraction_static * spec.cluster.gpu_memory_gib,
                          per_token, longest, where)
 
 
@@ -203,12 +199,14 @@ class MemoryEstimate:
         return self.rollout.static + self.overhead + resident_actor
 
 
-def estimate_memory(spec: Spec, model: Flags) -> MemoryEstimate | str:
-    """The static memory estimate for ``spec`` with MODEL_ARGS ``model`` (flag -> values), or why there is none."""
+def estimate_memory(spec: Spec, model: Flags, placed: SpecPlacement | None = None) -> MemoryEstimate | str:
+    """The static memory estimate for ``spec`` with MODEL_ARGS ``model`` (flag -> values), or why there is none.
+    The actor's GPUs and the engine's sizes are the placement model's (``placed``: the spec's, read when not given)."""
     a = architecture(model)
     if isinstance(a, str):
         return a
-    extra = extra_flags(spec)
+    placed = placed if placed is not None else placement_spec.read(spec)
+    extra = placed.extra
     colocated = spec.cluster.colocate
     # slime: --colocate turns --offload-train and --offload-rollout on unless the spec says otherwise.
     given = set(extra)
@@ -217,7 +215,8 @@ def estimate_memory(spec: Spec, model: Flags) -> MemoryEstimate | str:
                                                                                    given)
     count = count_parameters(a)
     return MemoryEstimate(spec.cluster.gpu_memory_gib, colocated, count.total, count.experts,
-                          actor_memory(spec, a, extra), rollout_memory(spec, a, extra), offload_train,
+                          actor_memory(spec, a, extra, placed.actor.num_nodes * placed.actor.gpus_per_node),
+                          rollout_memory(spec, a, extra, placed.placement.engine_parallel), offload_train,
                           offload_rollout, a.unmodeled)
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from ..model_args.catalog import entry
 from ..model_args.resolve import model_type_problem
 from .engine import Context, Finding, rule
-from .memory import engine_parallel, estimate_memory, expert_tensor_parallel, memory_problems
+from .memory import estimate_memory, expert_tensor_parallel, memory_problems
 
 
 @rule("ACRL-M009", "error", ["model.type"], "model type is a slime model name", before_sourcing=True)
@@ -27,17 +27,26 @@ def _model_type(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-M001", "error", ["parallel.tensor", "model.args"], "attention heads divisible by TP")
 def _heads_tp(ctx: Context) -> Iterator[Finding]:
-    """Attention heads must be divisible by the training and the rollout engine's tensor parallel sizes (the engine's
-    is gpus_per_engine, divided by an sglang pipeline size given in [extra]); query groups must divide or be a
-    multiple of them."""
+    """Attention heads must be divisible by the training tensor parallel size and by the tensor parallel size the
+    rollout engine's attention runs with; query groups must divide or be a multiple of them. The engine's sizes are
+    the placement model's (compiler/_pipeline/placement.py: EngineParallel): its tensor size is gpus_per_engine,
+    divided by an sglang pipeline size given in [extra]; with --sglang-enable-dp-attention and an sglang
+    data-parallel size dp > 1, SGLang shards the attention over tensor size / dp (its
+    compute_dp_attention_world_info), e.g. slime's run-glm4.7-30B-A3B.sh: 20 heads, engines of 8 GPUs with DP
+    attention 8, attention tensor size 1. Only for local engines (none under --debug-train-only or with external
+    engines)."""
     heads, groups = ctx.model_int("--num-attention-heads"), ctx.model_int("--num-query-groups")
     if "--group-query-attention" not in ctx.model:
         groups = None
-    engine_tp, engine_pp = engine_parallel(ctx.spec, ctx.extra)
-    engine = "the rollout engine's tensor parallel size (gpus_per_engine" + \
-        (f" / sglang pipeline size {engine_pp})" if engine_pp > 1 else ")")
-    for tp, what, key in ((ctx.spec.parallel.tensor, "tensor parallel size", "parallel.tensor"),
-                          (engine_tp, engine, "rollout.gpus_per_engine")):
+    sizes = [(ctx.spec.parallel.tensor, "tensor parallel size", "parallel.tensor")]
+    if ctx.placement.engine_actors:
+        e = ctx.placement.engine_parallel
+        pp = f" / sglang pipeline size {e.pp}" if e.pp > 1 else ""
+        engine = f"the rollout engine's tensor parallel size (gpus_per_engine{pp})" if e.attention_dp == 1 else \
+            f"the rollout engine's attention tensor parallel size (gpus_per_engine{pp} / sglang dp size " \
+            f"{e.attention_dp}, with DP attention)"
+        sizes.append((e.attention_tp, engine, "rollout.gpus_per_engine"))
+    for tp, what, key in sizes:
         if heads and heads % tp:
             yield Finding(f"{heads} attention heads are not divisible by {what} {tp}",
                           f"choose a {what} dividing {heads}", keys=(key,))
@@ -144,7 +153,7 @@ def _memory(ctx: Context) -> Iterator[Finding]:
     gradients and optimizer states (sharded by TP, PP, EP and the distributed optimizer; off the GPU with
     optimizer_cpu_offload), the rollout engine's weights and KV cache under mem_fraction_static, and one CUDA
     context per process; activations are not counted, so a setup over the limit cannot run."""
-    estimate = estimate_memory(ctx.spec, ctx.model)
+    estimate = estimate_memory(ctx.spec, ctx.model, ctx.placed)
     if not isinstance(estimate, str):
         for problem in memory_problems(estimate, ctx.spec):
             yield Finding(problem.message, problem.hint, problem.keys)
