@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from acrl.compiler._cli.main import acrl_main
-from acrl.compiler._review.layout import layout_path
 from acrl.compiler._review.layout_format import format_text
+from acrl.compiler._review.layout_read import layout_path
 from conftest import EXAMPLE_SPECS, REPO, SpecWriter
 
 GOLDEN = REPO / "tests" / "golden"

@@ -205,7 +205,7 @@ def run_layout(args: argparse.Namespace) -> int:
     # lazy: as above
     from .._importers.base import write_new_file
     from .._review import layout_format, layout_svg
-    from .._review.layout import layout_path
+    from .._review.layout_read import layout_path
 
     picture, error = layout_path(Path(args.target), args.overrides)
     if picture is not None and (args.output is None or error is None):
