@@ -257,3 +257,16 @@ def test_set_overrides_and_colour(write_spec: SpecWriter, capsys: pytest.Capture
     coloured = format_text(picture, colour=True)
     assert "\033[32m" in coloured and "\033[36m" in coloured
     assert "\033" not in format_text(picture)
+
+
+def test_the_svg_in_the_docs_is_what_acrl_layout_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/cluster.md shows docs/layout-example.svg and the command that regenerates it."""
+    from acrl.compiler._review.layout_svg import format_svg
+
+    monkeypatch.chdir(REPO)
+    command = "acrl layout specs/qwen3-8b-async-disaggregated.toml --format svg -o\ndocs/layout-example.svg --force"
+    assert command in (REPO / "docs" / "cluster.md").read_text(encoding="utf-8")
+    picture, _ = layout_path(Path("specs/qwen3-8b-async-disaggregated.toml"))
+    assert picture is not None
+    assert (REPO / "docs" / "layout-example.svg").read_text(encoding="utf-8") == format_svg(picture), \
+        f"docs/layout-example.svg is stale: run `{' '.join(command.split())}` from the repository root"

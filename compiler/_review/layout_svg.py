@@ -14,7 +14,8 @@ FILL = {"actor": "#4c9f70", "engine": "#4a7fc1", "actor+engine": "#8a6bbf", "idl
 LEGEND = {"actor": "actor (training rank)", "engine": "rollout engine (SGLang)",
           "actor+engine": "actor and rollout engine (colocated)", **{s: f"{SHORT[s]}: {t}" for s, t in STATES.items()}}
 FOREIGN = "red border: slime gives the engine another node's address (ACRL-C003)"
-CELL_W, CELL_H, GAP, PAD, NODE_HEAD = 96, 64, 6, 14, 26
+CELL_W, CELL_H, GAP, PAD, NODE_HEAD = 112, 64, 6, 14, 26
+CHAR_W = 6.6  # an average character of 12px sans-serif, for the width of the longest line
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
 
 
@@ -35,7 +36,7 @@ def _labels(cell: Cell) -> list[str]:
         a = cell.actor
         out += [f"actor {a.rank}", f"tp{a.tp} pp{a.pp} cp{a.cp} dp{a.dp}"]
     if cell.engine is not None:
-        out.append(f"engine {cell.engine.index} [{cell.engine_gpu}]" + (" !" if cell.foreign_address else ""))
+        out.append(f"engine {cell.engine.index} gpu {cell.engine_gpu}" + (" !" if cell.foreign_address else ""))
     if cell.state != "used":
         out.append(SHORT[cell.state])
     return out
@@ -51,7 +52,8 @@ def format_svg(layout: Layout) -> str:
     summary = layout.summary()
     top = 30 + 16 * len(summary) + 10
     used = [r for r in FILL if any(role(c) == r for c in layout.cells)]
-    width = max(node_w + 2 * PAD, 760)
+    longest = max(len(line) for line in [*summary, *(node_title(layout, n) for n in layout.nodes), *LEGEND.values()])
+    width = max(node_w + 2 * PAD, round(CHAR_W * longest) + 4 * PAD)
     legend_y = top + len(layout.nodes) * (node_h + PAD)
     height = legend_y + 20 * (len(used) + any(c.foreign_address for c in layout.cells)) + PAD
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
