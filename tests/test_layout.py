@@ -270,3 +270,23 @@ def test_the_svg_in_the_docs_is_what_acrl_layout_draws(monkeypatch: pytest.Monke
     assert picture is not None
     assert (REPO / "docs" / "layout-example.svg").read_text(encoding="utf-8") == format_svg(picture), \
         f"docs/layout-example.svg is stale: run `{' '.join(command.split())}` from the repository root"
+
+
+@pytest.mark.parametrize(("flags", "rows", "line"), [
+    ({"--debug-train-only": True}, ["GPU", "actor", "TP/PP/CP/DP"], "--debug-train-only: the actor alone"),
+    ({"--debug-rollout-only": True}, ["GPU", "engine:GPU"], "--debug-rollout-only: the rollout alone"),
+])
+def test_debug_modes_draw_one_role(flags: dict[str, object], rows: list[str], line: str, write_spec: SpecWriter,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, str(write_spec({"extra": {"flags": flags}})))
+    assert code == 0 and line in out
+    assert list(grid(out, 0)) == rows
+
+
+def test_an_external_rollout_has_no_local_engines(write_spec: SpecWriter, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = write_spec({"cluster": {"colocate": False, "rollout_num_gpus": 8},
+                       "extra": {"flags": {"--rollout-external-engine-addrs": "10.0.0.1:3000"}}})
+    code, out, _ = run(capsys, str(spec), "--format", "svg")
+    _, nodes, roles = svg_cells(out)
+    assert code == 0 and len(nodes) == 1 and roles == {"actor": 8}
+    assert "rollout: external engines" in run(capsys, str(spec))[1]
