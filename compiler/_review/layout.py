@@ -48,7 +48,7 @@ class Cell:
 
     @property
     def roles(self) -> tuple[str, ...]:
-        """"actor" and/or "engine", or the state of a GPU without a role."""
+        """The roles on this GPU ("actor", "engine" or both), or the state of a GPU without a role."""
         found = tuple(r for r, on in (("actor", self.actor), ("engine", self.engine)) if on is not None)
         return found or (self.state,)
 

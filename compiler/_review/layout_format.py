@@ -29,34 +29,32 @@ def node_title(layout: Layout, node: Node) -> str:
     return f"node {node.index} (existing cluster): slime's group takes {node.ray_gpus} GPUs"
 
 
-def _rows(layout: Layout, node: Node) -> list[tuple[str, str, list[tuple[str, str]]]]:
-    """(label, colour, [(value, colour)] per GPU) of one node's grid."""
+def _rows(layout: Layout, node: Node) -> list[tuple[str, list[tuple[str, str]]]]:
+    """(label, [(value, colour)] per GPU) of one node's grid: a row of GPU numbers, then a row per role the
+    layout has; a GPU without a role says why in the first of them."""
     any_actor = any(c.actor for c in layout.cells)
     any_engine = any(c.engine for c in layout.cells)
+    out: list[tuple[str, list[tuple[str, str]]]] = [("GPU", [(str(c.gpu), "") for c in node.cells])]
 
-    def row(label: str, kind: str, value: Callable[[Cell], str]) -> tuple[str, str, list[tuple[str, str]]]:
+    def row(label: str, kind: str, value: Callable[[Cell], str]) -> None:
         cells = []
         for c in node.cells:
             if c.state != "used":
-                first = (label == rows_first)
-                cells.append((SHORT[c.state] if first else "", "warn" if c.state == "missing" else "dim"))
-            else:
-                text = value(c)
-                cells.append((text or "-", ("warn" if kind == "engine" and c.foreign_address else kind)
-                              if text else "dim"))
-        return label, kind, cells
+                cells.append((SHORT[c.state] if len(out) == 1 else "", "warn" if c.state == "missing" else "dim"))
+                continue
+            text = value(c)
+            colour = "dim" if not text else "warn" if kind == "engine" and c.foreign_address else kind
+            cells.append((text or "-", colour))
+        out.append((label, cells))
 
-    rows_first = "actor" if any_actor else "engine" if any_engine else "GPU use"
-    out = [("GPU", "", [(str(c.gpu), "") for c in node.cells])]
     if any_actor:
-        out.append(row("actor", "actor", lambda c: str(c.actor.rank) if c.actor else ""))
-        out.append(row("TP/PP/CP/DP", "actor",
-                       lambda c: f"{c.actor.tp}/{c.actor.pp}/{c.actor.cp}/{c.actor.dp}" if c.actor else ""))
+        row("actor", "actor", lambda c: str(c.actor.rank) if c.actor else "")
+        row("TP/PP/CP/DP", "actor", lambda c: f"{c.actor.tp}/{c.actor.pp}/{c.actor.cp}/{c.actor.dp}" if c.actor else "")
     if any_engine:
-        out.append(row("engine:GPU", "engine", lambda c: f"{c.engine.index}:{c.engine_gpu}"
-                       + ("!" if c.foreign_address else "") if c.engine else ""))
+        row("engine:GPU", "engine",
+            lambda c: f"{c.engine.index}:{c.engine_gpu}{'!' if c.foreign_address else ''}" if c.engine else "")
     if not any_actor and not any_engine:
-        out.append(row("GPU use", "dim", lambda c: ""))
+        row("GPU use", "dim", lambda c: "")
     return out
 
 
@@ -68,10 +66,10 @@ def format_text(layout: Layout, *, colour: bool = False) -> str:
     out = [f"acrl layout {printable(layout.subject)} (experiment {printable(layout.exp_id)})"]
     out += [printable(line) for line in layout.summary()]
     grids = [_rows(layout, node) for node in layout.nodes]
-    width = max(3, *(len(v) for rows in grids for _, _, cells in rows for v, _ in cells)) + 2
+    width = max(3, *(len(v) for rows in grids for _, cells in rows for v, _ in cells)) + 2
     for node, rows in zip(layout.nodes, grids, strict=True):
         out += ["", paint(printable(node_title(layout, node)), "warn" if not node.in_cluster else "")]
-        for label, _, cells in rows:
+        for label, cells in rows:
             line = f"  {label:<12}" + "".join(paint(f"{v:>{width}}", kind) for v, kind in cells)
             out.append(line.rstrip())
     out += ["", *legend(layout)]
