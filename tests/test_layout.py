@@ -290,3 +290,23 @@ def test_an_external_rollout_has_no_local_engines(write_spec: SpecWriter, capsys
     _, nodes, roles = svg_cells(out)
     assert code == 0 and len(nodes) == 1 and roles == {"actor": 8}
     assert "rollout: external engines" in run(capsys, str(spec))[1]
+
+
+SMOKE_SPEC = "specs/gsm8k-qwen2.5-3b-smoke.toml"
+DOC_PICTURES = [
+    [SMOKE_SPEC],
+    [SMOKE_SPEC, "--set", "cluster.colocate=false", "--set", "cluster.rollout_num_gpus=4", "--format", "markdown"],
+    [SMOKE_SPEC, "--set", "cluster.num_nodes=2", "--set", "cluster.colocate=false", "--set",
+     "cluster.rollout_num_gpus=8", "--set", "cluster.actor_num_gpus_per_node=4"],
+    [SMOKE_SPEC, "--set", "cluster.num_nodes=3", "--set", "cluster.gpus_per_node=4", "--set", "cluster.colocate=false",
+     "--set", "cluster.rollout_num_gpus=8", "--set", "rollout.gpus_per_engine=8"],
+]
+
+
+@pytest.mark.parametrize("argv", DOC_PICTURES, ids=["colocated", "markdown", "foreign-address", "multi-node-engine"])
+def test_the_pictures_pasted_in_the_docs_are_current(argv: list[str], monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(REPO)
+    _, out, _ = run(capsys, *argv)
+    assert out in (REPO / "docs" / "cluster.md").read_text(encoding="utf-8"), \
+        f"docs/cluster.md: paste the output of `acrl layout {' '.join(argv)}` again"
