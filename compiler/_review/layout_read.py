@@ -32,13 +32,13 @@ def layout_path(path: Path, overrides: Sequence[str] = ()) -> tuple[Layout | Non
     except SweepSpecError:
         raise
     except SpecError as error:
-        return _structured(source, error), error
+        return _structured(source), error
     notes = tuple(f"warning: {w.table_and_key}: {w.message}" + (f" ({w.rule})" if w.rule else "")
                   for w in bundle.warnings)
     return layout_of(source.name, bundle.spec, notes), None
 
 
-def _structured(source: SpecSource, error: SpecError) -> Layout | None:
+def _structured(source: SpecSource) -> Layout | None:
     """The picture of a spec the rules refuse, if its tables read as a spec."""
     try:
         if EXTENDS in source.data:
