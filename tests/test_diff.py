@@ -135,7 +135,8 @@ def test_two_specs_are_compiled_and_compared(write_spec: SpecWriter, capsys: pyt
     assert [c["label"] for c in data["sections"]["derived"]] == ["samples per rollout", "optimizer steps per rollout"]
     assert changes(data, "spec") == {"rollout.batch_size": ("changed", 32, 64),
                                      "train.num_steps_per_rollout": ("changed", 1, 2)}
-    for section in ("model_args", "custom_config", "runtime_env", "launch", "script", "files", "warnings"):
+    for section in ("placement", "model_args", "custom_config", "runtime_env", "launch", "script", "files",
+                    "warnings"):
         assert data["sections"][section] == [], section
 
 
@@ -167,6 +168,44 @@ def test_cluster_layout_changes_the_gpus_per_role(write_spec: SpecWriter, capsys
     }
     assert changes(data, "derived") == {"rollout_gpus": ("changed", 8, 4), "actor_gpus": ("changed", 8, 4),
                                         "rollout_offset": ("changed", 0, 4)}
+
+
+def test_placement_changes_in_layouts_terms(write_spec: SpecWriter, capsys: pytest.CaptureFixture[str]) -> None:
+    """Three 4-GPU nodes: the actor grows from node 0 onto node 1, which the rollout leaves."""
+    cluster = {"num_nodes": 3, "gpus_per_node": 4, "colocate": False}
+    a = write_spec({"cluster": {**cluster, "rollout_num_gpus": 8}}, name="a.toml")
+    b = write_spec({"cluster": {**cluster, "rollout_num_gpus": 4, "actor_num_nodes": 2}}, name="b.toml")
+    code, data = diff_json(capsys, a, b)
+    assert code == 1
+    assert changes(data, "placement") == {
+        "placement group": ("changed", "12 GPUs, rollout offset 4", "12 GPUs, rollout offset 8"),
+        "actor": ("changed", "4 ranks: TP 2 x CP 1 x PP 1 x DP 2", "8 ranks: TP 2 x CP 1 x PP 1 x DP 4"),
+        "rollout": ("changed", "4 engines x 2 GPUs (SGLang tp 2, pp 1, dp 1)",
+                    "2 engines x 2 GPUs (SGLang tp 2, pp 1, dp 1)"),
+        "node 1 GPU 0-3": ("changed", "rollout engines 0-1", "actor ranks 4-7"),
+        "node 2 GPU 0-3": ("changed", "rollout engines 2-3", "rollout engines 0-1"),
+    }
+    code, out, _ = run(capsys, "diff", str(a), str(b))
+    assert "placement (acrl layout):\n" in out and "  ~ node 1 GPU 0-3: rollout engines 0-1 -> actor ranks 4-7\n" in out
+    code, out, _ = run(capsys, "diff", str(a), str(b), "--format", "markdown")
+    table = out.split("#### Placement (acrl layout)\n\n", 1)[1].splitlines()
+    assert table[:2] == ["| key | before | after |", "|---|---|---|"]
+    assert "| `node 1 GPU 0-3` | `rollout engines 0-1` | `actor ranks 4-7` |" in table
+    assert "placement (acrl layout) (5)" in out.splitlines()[2]
+
+
+def test_placement_changes_name_nodes_added_and_idle_gpus(write_spec: SpecWriter,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_spec({"cluster": {"colocate": False, "rollout_num_gpus": 4}}, name="a.toml")
+    b = write_spec({"cluster": {"num_nodes": 2, "colocate": False, "rollout_num_gpus": 4}}, name="b.toml")
+    code, data = diff_json(capsys, a, b)
+    placement = changes(data, "placement")
+    assert code == 1
+    assert placement["cluster"] == ("changed", "1 node x 8 GPUs, a local head", "2 nodes x 8 GPUs, a local head")
+    assert placement["ray start --num-gpus"] == ("changed", "node 0: 8", "node 0: 8, node 1: 4")
+    assert placement["node 0 GPU 4-7"] == ("changed", "rollout engines 0-1", "actor ranks 4-7")
+    assert placement["node 1 GPU 0-3"] == ("changed", "no such GPU", "rollout engines 0-1")
+    assert placement["node 1 GPU 4-7"] == ("changed", "no such GPU", "idle")
 
 
 def test_environment_integration_and_model_sections(write_spec: SpecWriter,
@@ -470,3 +509,13 @@ def test_every_argv_flag_lands_in_its_layout_group(spec: Path) -> None:
         for arg in group.args:
             if not arg.origin.startswith("extra."):
                 assert flag_group(arg.flag, group.title) == written[arg.flag], (arg.flag, group.title)
+
+
+def test_a_spec_toml_that_is_not_a_spec_leaves_the_placement_unknown(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = copy_golden(tmp_path, "a"), copy_golden(tmp_path, "b")
+    (b / "spec.toml").write_text("[cluster]\nnot_a_key = 1\n")
+    code, data = diff_json(capsys, a, b)
+    assert code == 1
+    assert changes(data, "placement") == {
+        "placement": ("changed", "1 node x 8 GPUs, a local head", "unknown: spec.toml cannot be read as a spec")}

@@ -397,3 +397,32 @@ def test_a_forged_derived_section_is_noted(bundle_copy: Path) -> None:
 def test_help_after_the_target_is_help_not_a_key(word: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, str(GOLDEN / "gsm8k-qwen2.5-3b-smoke"), word)
     assert code == 0 and out.startswith("usage: acrl explain") and err == ""
+
+
+# --- slime's placement, with the [cluster] keys ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("spec", "bundle"), PAIRS, ids=ids)
+def test_the_placement_is_summarised_with_the_cluster_keys(spec: Path, bundle: Path) -> None:
+    a, b = explain_path(spec), explain_path(bundle)
+    assert a.placement == b.placement and a.placement
+    assert any(line.startswith("slime's placement group: ") and "(rollout offset " in line for line in a.placement)
+    assert any(line.startswith("head: ") for line in a.placement)
+    text = a.format()
+    cluster = text.split("\n[cluster]\n", 1)[1]
+    assert cluster.startswith("# slime's placement of these keys (`acrl layout` draws it per GPU):\n#   cluster: ")
+    assert explain_path(spec).select("cluster.rollout_num_gpus").placement == a.placement
+    selected = a.select("rollout.batch_size")
+    assert selected.placement == () and "slime's placement" not in selected.format()
+
+
+def test_the_placement_names_the_defaults_acrl_supplied(write_spec: SpecWriter,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = write_spec({"cluster": {"num_nodes": 2, "colocate": False, "rollout_num_gpus": 8}})
+    code, out, _ = run(capsys, str(spec), "cluster", "--json")
+    placement = json.loads(out)["placement"]
+    assert code == 0
+    assert "head: node 0, a local Ray head: ray start --head --num-gpus 8" in placement
+    assert "node 1: joins the head with ray start --num-gpus 8" in placement
+    assert "default: [cluster] actor_num_nodes = 1, actor_num_gpus_per_node = 8: the nodes the rollout leaves" \
+        in placement

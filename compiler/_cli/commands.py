@@ -195,3 +195,32 @@ def run_explain(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(explanation.format())
     return EXIT_OK
+
+
+def run_layout(args: argparse.Namespace) -> int:
+    # lazy: --help names this handler and must not load what it runs (tests/test_performance_cli.py)
+    import os
+    from pathlib import Path
+
+    # lazy: as above
+    from .._importers.base import write_new_file
+    from .._review import layout_format, layout_svg
+    from .._review.layout_read import layout_path
+
+    picture, error = layout_path(Path(args.target), args.overrides)
+    if picture is not None and (args.output is None or error is None):
+        if args.format == "svg":
+            text = layout_svg.format_svg(picture)
+        elif args.format == "markdown":
+            text = layout_format.format_markdown(picture)
+        else:
+            colour = args.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+            text = layout_format.format_text(picture, colour=colour)
+        if args.output is None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        else:
+            write_new_file(Path(args.output), text, force=args.force, what="the layout", example="layout.svg")
+    if error is not None:  # drawn above when it could be; the diagnostics and exit 1 as for any invalid spec
+        raise error
+    return EXIT_OK

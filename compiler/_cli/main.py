@@ -168,6 +168,23 @@ def acrl_main(argv: Sequence[str] | None = None, *,
     explain.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
                          help="explain the spec with this key set, as acrl-compile --set does")
     explain.set_defaults(run=_commands.run_explain, print_help=explain.print_help)
+    layout = commands.add_parser("layout", help="which GPU of which node does what: slime's placement, drawn",
+                                 description="Draw slime's placement of a spec or bundle, node by node: each GPU with "
+                                 "its actor rank and Megatron coordinates (TP/PP/CP/DP), its rollout engine and which "
+                                 "of the engine's GPUs it is, or why it is idle; the head, the placement group's size "
+                                 "and rollout offset, each node's ray start --num-gpus and whether "
+                                 "--num-gpus-per-node is passed (docs/cluster.md). A spec is compiled in memory; "
+                                 "nothing is written but -o FILE. An invalid spec is drawn when it can be, with its "
+                                 "diagnostics, and exits 1.", formatter_class=_HelpFormatter)
+    layout.add_argument("target", metavar="SPEC|BUNDLE", help="a spec file, or a bundle directory")
+    layout.add_argument("--format", choices=("text", "markdown", "svg"), default="text",
+                        help="text (default: for a terminal), markdown (a table per node, for a pull request) or "
+                        "svg (a self-contained picture)")
+    layout.add_argument("-o", "--output", metavar="FILE", help="write it to FILE (atomically) instead of stdout")
+    layout.add_argument("--force", action="store_true", help="replace an existing FILE")
+    layout.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
+                        help="draw the spec with this key set, as acrl-compile --set does")
+    layout.set_defaults(run=_commands.run_layout, json=False)
     _review_commands(commands)
     _import_commands(commands)
     if more_commands is not None:

@@ -181,10 +181,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def write_new_file(path: Path, text: str, *, force: bool) -> None:
-    """Write ``text`` to ``path`` atomically; an existing file is replaced only with ``force``."""
+def write_new_file(path: Path, text: str, *, force: bool, what: str = "the spec", example: str = "spec.toml") -> None:
+    """Write ``text`` to ``path`` atomically; an existing file is replaced only with ``force``. ``what`` and
+    ``example`` name the file in messages (`acrl import` writes a spec, `acrl layout -o` a picture)."""
     if path.is_dir():
-        raise AcrlError(f"{path}: is a directory", hint="give the spec file to write with -o, e.g. -o spec.toml")
+        raise AcrlError(f"{path}: is a directory", hint=f"give the file to write with -o, e.g. -o {example}")
     if path.exists() and not path.is_file():  # /dev/null, a FIFO: --force would rename a file over it
         raise AcrlError(f"{path}: exists and is not a regular file; not replaced, even with --force.",
                         hint="choose another file with -o")
@@ -210,7 +211,7 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
             os.unlink(tmp)
             raise
     except OSError as exc:
-        raise AcrlError(f"{path}: cannot write the spec: {exc.strerror or exc}; nothing was changed.",
+        raise AcrlError(f"{path}: cannot write {what}: {exc.strerror or exc}; nothing was changed.",
                         hint=f"check that the folder {folder} exists and is writable, or choose another file with -o"
                         ) from None
 

@@ -1,9 +1,9 @@
 """The semantic differences between two read bundles, part by part (for `acrl diff` and `--check`).
 
-Each part is compared keyed, so that reordering is never a difference: slime flags (in their review
-groups, :mod:`.flag_groups`), MODEL_ARGS, custom-config keys, the Ray job's environment, the launch
-settings, the resolved spec, the derived quantities, compile warnings, script lines acrl does not
-interpret, and files only one side has.
+Each part is compared keyed, so that reordering is never a difference: slime's placement (in `acrl
+layout`'s terms, :mod:`.layout_changes`), slime flags (in their review groups, :mod:`.flag_groups`),
+MODEL_ARGS, custom-config keys, the Ray job's environment, the launch settings, the resolved spec, the
+derived quantities, compile warnings, script lines acrl does not interpret, and files only one side has.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import attrs
 
 from .._pipeline.argv import OTHER
 from .flag_groups import GROUPS, flag_group
+from .layout_changes import placement_changes
 from .view import KNOWN_FILES, BundleView
 
 
@@ -50,7 +51,8 @@ class Section:
 
 
 SECTIONS = (
-    ("derived", "derived quantities"), ("flags", "slime flags"), ("model_args", "model args (model_args.sh)"),
+    ("derived", "derived quantities"), ("placement", "placement (acrl layout)"), ("flags", "slime flags"),
+    ("model_args", "model args (model_args.sh)"),
     ("custom_config", "custom config (custom_config.yaml)"), ("runtime_env", "runtime environment (Ray job env_vars)"),
     ("launch", "launch settings (train.sh)"), ("spec", "resolved spec (spec.toml)"),
     ("warnings", "compile warnings"), ("script", "script lines acrl does not interpret"),
@@ -106,6 +108,7 @@ def diff_views(a: BundleView, b: BundleView) -> BundleDiff:
     flags.sort(key=lambda c: GROUPS.index(c.group or OTHER))
     parts: dict[str, list[Change]] = {
         "derived": _compare(a.derived, b.derived, order=list(DERIVED_LABELS)),
+        "placement": [Change(k, before, after) for k, before, after in placement_changes(a.layout, b.layout)],
         "flags": flags,
         "model_args": _compare(a.model_args, b.model_args),
         "custom_config": _compare(a.custom_config, b.custom_config),

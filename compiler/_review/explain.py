@@ -42,6 +42,8 @@ from .explain_items import (
     key_items,
     with_recorded_origins,
 )
+from .layout import layout_of
+from .layout_format import printable
 from .verify import verify_files
 from .view import SPEC_TOML, read_view
 
@@ -57,6 +59,7 @@ class Explanation:
     keys: tuple[Item, ...]
     flags: tuple[Item, ...]
     notes: tuple[str, ...] = ()
+    placement: tuple[str, ...] = ()  # slime's placement in `acrl layout`'s sentences, shown with [cluster]
 
     def select(self, key: str) -> Explanation:
         """Only ``key``: a dotted spec key, a table (``rollout``, ``model.args``) or a flag (``--lr``).
@@ -66,7 +69,8 @@ class Explanation:
         flags = [i for i in self.flags if i.name == (flag or normalize_flag(key))] if flag or not keys else []
         if not keys and not flags:
             raise self._unknown(key)
-        return attrs.evolve(self, keys=tuple(keys), flags=tuple(flags))
+        placement = self.placement if any(i.group == "cluster" for i in keys) else ()
+        return attrs.evolve(self, keys=tuple(keys), flags=tuple(flags), placement=placement)
 
     def _unknown(self, key: str) -> UsageError:
         names = sorted({i.name for i in (*self.keys, *self.flags)})
@@ -79,7 +83,8 @@ class Explanation:
 
     def as_json(self) -> dict[str, object]:
         return {"ok": True, "subject": self.subject, "kind": self.kind, "notes": list(self.notes),
-                "keys": [i.as_json() for i in self.keys], "flags": [i.as_json() for i in self.flags]}
+                "keys": [i.as_json() for i in self.keys], "flags": [i.as_json() for i in self.flags],
+                "placement": list(self.placement)}
 
     def format(self) -> str:
         """The explanation as text: a block per value, headed by its table or flag group."""
@@ -96,6 +101,9 @@ class Explanation:
                 if item.group != group:
                     group = item.group
                     out += ["", f"[{group}]" if item.kind == "key" else f"# {group}"]
+                    if item.kind == "key" and group == "cluster" and self.placement:
+                        out += ["# slime's placement of these keys (`acrl layout` draws it per GPU):",
+                                *(f"#   {printable(line)}" for line in self.placement)]
                 out += _block(item)
         return "\n".join(out) + "\n"
 
@@ -126,7 +134,8 @@ def explain_spec(source: SpecSource) -> Explanation:
     keys = key_items(source, bundle.spec, resolved, in_bundle=False)
     flags = flag_items(source, resolved, info, keys, bundle.groups)
     notes = [f"warning: {w.table_and_key}: {w.message}" + (f" ({w.rule})" if w.rule else "") for w in bundle.warnings]
-    return Explanation(source.name, "spec", tuple(keys), tuple(flags), tuple(notes))
+    return Explanation(source.name, "spec", tuple(keys), tuple(flags), tuple(notes),
+                       tuple(layout_of(source.name, bundle.spec).summary()))
 
 
 def explain_path(path: Path, overrides: Sequence[str] = ()) -> Explanation:
@@ -177,7 +186,8 @@ def explain_bundle(directory: Path) -> Explanation:
     notes = [f"values are those of {source.name}, the spec as acrl resolved it when it compiled "
              f"{spec_name if isinstance(spec_name, str) else 'the bundle'}", *_bundle_notes(shown, files, made_by),
              *(n for n in view.notes if not n.endswith("left out of the comparison")), *mismatches]  # said here
-    return Explanation(shown, "bundle", tuple(keys), tuple(flags), tuple(notes))
+    return Explanation(shown, "bundle", tuple(keys), tuple(flags), tuple(notes),
+                       tuple(layout_of(shown, spec).summary()))
 
 
 def _provenance(manifest: Mapping[str, Any] | None, model_args_sh: bytes) -> tuple[str, str, frozenset[str]]:

@@ -32,7 +32,9 @@ from .._pipeline.argv import derived
 from .._pipeline.bundle import MANIFEST, NOT_REGULAR, sha256
 from .._pipeline.parse import decode_spec
 from .._pipeline.structure import structure
+from .._spec.tables import Spec
 from ..errors import SpecError
+from .layout import Layout, layout_of
 from .shell_files import FORWARDED as FORWARDED  # re-exported: read there, reached here
 from .shell_files import PINNED_AT_LAUNCH as PINNED_AT_LAUNCH
 from .shell_files import Flag, TrainSh, read_model_args_sh, read_train_sh, script_lines
@@ -61,6 +63,7 @@ class BundleView:
     manifest: Mapping[str, Any] | None
     notes: tuple[str, ...]
     integrity: tuple[str, ...] = ()  # why this bundle does not match its own manifest (set by the diff's load)
+    layout: Layout | None = None  # slime's placement of spec.toml (`acrl layout`); None when it is not a spec
 
 
 class _Unreadable(ValueError):
@@ -113,7 +116,8 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
             status[name] = "folder" if name.endswith("/") else f"sha256:{sha256(files[name])[:16]}"
     derived: dict[str, Any] = {}
     warnings: tuple[str, ...] = ()
-    computed = derived_from_spec(files[SPEC_TOML]) if spec else None
+    resolved = spec_of(files[SPEC_TOML]) if spec else None
+    computed = _derived(resolved) if resolved is not None else None
     if computed is not None:  # what the files say, not the manifest's copy
         derived = dict(computed)
         if "model.args_source" in spec:
@@ -132,19 +136,35 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
     script = {name: lines for name, lines in ((TRAIN_SH, train.script), (MODEL_ARGS_SH, model[1]),
                                               (JOIN_SH, join_lines)) if lines}
     return BundleView(label, train.flags, model[0], custom, spec, train.runtime_env, train.launch, derived,
-                      warnings, script, status, manifest, (*notes, *(f"{label}: {n}" for n in train.notes)))
+                      warnings, script, status, manifest, (*notes, *(f"{label}: {n}" for n in train.notes)),
+                      layout=_layout(label, resolved) if resolved is not None else None)
 
 
 def derived_from_spec(data: bytes) -> dict[str, Any] | None:
     """The manifest's derived section computed from a bundle's resolved spec.toml, the way
     acrl.compiler._pipeline.compile._manifest computes it (a test keeps the two the same); None when
     ``data`` is not a valid spec (a spec made by another acrl, say)."""
+    spec = spec_of(data)
+    return None if spec is None else _derived(spec)
+
+
+def spec_of(data: bytes) -> Spec | None:
+    """A bundle's resolved spec.toml as a Spec; None when it is not one."""
     try:
         spec, _ = structure(decode_spec(data, SPEC_TOML))
     except SpecError:
         return None
-    if spec is None:
+    return spec
+
+
+def _layout(label: str, spec: Spec) -> Layout | None:
+    try:
+        return layout_of(label, spec)
+    except ArithmeticError:  # sizes no spec the rules accept holds (a hand-edited spec.toml)
         return None
+
+
+def _derived(spec: Spec) -> dict[str, Any] | None:
     try:
         return derived(spec).as_json()
     except ArithmeticError:  # num_steps_per_rollout = 0 in a hand-edited spec.toml
