@@ -154,8 +154,10 @@ def coordinates(rank: ActorRank) -> str:
 
 
 def sglang(engine: Engine) -> str:
-    extra = (f", ep {engine.ep}" if engine.ep > 1 else "") + (", dp-attention" if engine.dp_attention else "")
-    return f"SGLang tp {engine.tp}, pp {engine.pp}, dp {engine.dp}{extra}"
+    e = engine.sizes
+    extra = (f", ep {e.ep}" if e.ep > 1 else "") + (f", dp-attention (attention tp {e.attention_tp})"
+                                                      if e.attention_dp > 1 else "")
+    return f"SGLang tp {e.tp}, pp {e.pp}, dp {e.dp}{extra}"
 
 
 def _span(r: Sequence[int]) -> str:
