@@ -297,7 +297,7 @@ DOC_PICTURES = [
     [SMOKE_SPEC],
     [SMOKE_SPEC, "--set", "cluster.colocate=false", "--set", "cluster.rollout_num_gpus=4", "--format", "markdown"],
     [SMOKE_SPEC, "--set", "cluster.num_nodes=2", "--set", "cluster.colocate=false", "--set",
-     "cluster.rollout_num_gpus=8", "--set", "cluster.actor_num_gpus_per_node=4"],
+     "cluster.rollout_num_gpus=12", "--set", "cluster.actor_num_gpus_per_node=4"],
     [SMOKE_SPEC, "--set", "cluster.num_nodes=3", "--set", "cluster.gpus_per_node=4", "--set", "cluster.colocate=false",
      "--set", "cluster.rollout_num_gpus=8", "--set", "rollout.gpus_per_engine=8"],
 ]

@@ -102,8 +102,15 @@ ROWS: list[tuple[str, dict[str, Any], Placed | str]] = [
      Placed(8, 0, "2x4", 8, "0+1", 4, 4)),
     ("engines of 3 across a node boundary", {**cluster(num_nodes=2), "parallel": {"tensor": 1},
                                              "rollout": {"gpus_per_engine": 3}}, "ACRL-C002"),
+    # one role key given, the other its default: the actor's nodes are as many as the rollout leaves room for
+    ("actor 4 per node, nodes from the rollout's leftover",
+     cluster(num_nodes=3, actor_num_gpus_per_node=4, colocate=False, rollout_num_gpus=8),
+     Placed(24, 16, "4x4", 16, "2 2 2 2", 8, None)),
+    ("actor of 2 nodes, their GPUs per node the node size",
+     cluster(num_nodes=3, actor_num_nodes=2, colocate=False, rollout_num_gpus=8),
+     Placed(24, 16, "2x8", 16, "2 2 2 2", 8, None)),
     ("an engine of 16 from mid-node",
-     {**cluster(num_nodes=3, actor_num_gpus_per_node=4, colocate=False, rollout_num_gpus=16),
+     {**cluster(num_nodes=3, actor_num_nodes=1, actor_num_gpus_per_node=4, colocate=False, rollout_num_gpus=16),
       "rollout": {"gpus_per_engine": 16}}, "ACRL-C004"),
     # SGLang's own parallelism inside an engine
     ("sglang pp 2 in engines of 4", flags({"--sglang-pp-size": 2}, rollout={"gpus_per_engine": 4}),

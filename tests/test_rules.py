@@ -30,7 +30,7 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
     # slime PR #2373: actor 4 + rollout 12 on two 8-GPU nodes, engines 2 and 3 get node 0's address
     "ACRL-C003": [{"cluster": {"num_nodes": 2, "actor_num_gpus_per_node": 4, "colocate": False,
                                "rollout_num_gpus": 12}}],
-    "ACRL-C004": [{"cluster": {"num_nodes": 3, "actor_num_gpus_per_node": 4, "colocate": False,
+    "ACRL-C004": [{"cluster": {"num_nodes": 3, "actor_num_nodes": 1, "actor_num_gpus_per_node": 4, "colocate": False,
                                "rollout_num_gpus": 16}, "rollout": {"gpus_per_engine": 16}},
                   {"cluster": {"num_nodes": 3, "colocate": False, "rollout_num_gpus": 8},
                    "rollout": {"gpus_per_engine": 16}}],

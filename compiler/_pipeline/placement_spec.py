@@ -69,16 +69,24 @@ def sglang_parallel(spec: Spec, extra: Mapping[str, list[str]]) -> Parallel:
 
 
 def _actor(spec: Spec, debug_train_only: bool) -> Actor:
+    """actor_num_nodes x actor_num_gpus_per_node: as given; a key not given takes the whole nodes (colocated, or
+    no rollout GPUs to leave room for) or what the rollout leaves on the cluster's num_nodes (one node by default
+    with a local head; one node when an existing cluster's size is not given)."""
     c = spec.cluster
-    node = c.gpus_per_node
-    if c.actor_num_nodes is not None or c.actor_num_gpus_per_node is not None:
-        per = c.actor_num_gpus_per_node or node
-        return Actor(c.actor_num_nodes or 1, per, "given")
-    if c.colocate or debug_train_only or c.rollout_num_gpus is None:
-        return Actor(c.num_nodes or 1, node, "every node" if c.colocate else "slime's default: one node")
-    if c.num_nodes is None and c.address is not None:
-        return Actor(1, node, "one node (num_nodes not given)")
+    node, nodes_given, per_given = c.gpus_per_node, c.actor_num_nodes, c.actor_num_gpus_per_node
+    if nodes_given is not None and per_given is not None:
+        return Actor(nodes_given, per_given, "given")
+    if nodes_given is not None:
+        return Actor(nodes_given, node, "every GPU of a node")
+    whole = c.colocate or debug_train_only or c.rollout_num_gpus is None
+    if whole or (c.num_nodes is None and c.address is not None):
+        how = "every node" if c.colocate else \
+            "slime's default: one node" if whole else "one node (num_nodes not given)"
+        return Actor(c.num_nodes or 1 if c.colocate else 1, node if per_given is None else per_given, how)
+    assert c.rollout_num_gpus is not None
     free = (c.num_nodes or 1) * node - c.rollout_num_gpus
+    if per_given is not None:
+        return Actor(max(1, free // per_given), per_given, "as many nodes as the rollout leaves room for")
     if free >= node:
         return Actor(free // node, node, "the nodes the rollout leaves")
     if free > 0:
@@ -132,9 +140,11 @@ def _read(spec: Spec) -> SpecPlacement:
     placement = place(args, nodes=nodes, local_head=local_head, parallel=sglang_parallel(spec, extra),
                       slime_commit=spec.slime.commit if spec.slime.commit else SLIME_HEAD)
     defaults = []
-    if actor.how not in ("given", "every node"):
-        defaults.append(f"[cluster] actor_num_nodes = {actor.num_nodes}, actor_num_gpus_per_node = "
-                        f"{actor.gpus_per_node}: {actor.how}")
+    if actor.how not in ("given", "every node", "every GPU of a node"):
+        keys = [f"{key} = {value}" for key, value, given in (
+            ("actor_num_nodes", actor.num_nodes, c.actor_num_nodes), ("actor_num_gpus_per_node", actor.gpus_per_node,
+                                                                        c.actor_num_gpus_per_node)) if given is None]
+        defaults.append(f"[cluster] {', '.join(keys)}: {actor.how}")
     if c.num_nodes is None and not local_head:
         defaults.append(f"[cluster] num_nodes = {nodes}: the fewest nodes of {c.gpus_per_node} GPUs that hold "
                         f"slime's placement group of {group.num_gpus}")
