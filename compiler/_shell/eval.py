@@ -35,6 +35,7 @@ _ASSIGN = re.compile(r"([A-Za-z_]\w*)(\+?)=")
 MARK = "\x00"  # stands for an unresolved part in partial expansions
 MAX_CHARS = 1 << 20  # the most characters one expansion or one variable may hold
 MAX_WORDS = 100_000  # the most words one expansion or one array may hold
+MAX_ARITH = 4096  # the longest $((...)) evaluated, its variables' values in (slime's own: under 40 characters)
 MAX_STEPS = 20_000  # the most commands one import evaluates, sourced files included (slime's own: under 100)
 
 
@@ -282,9 +283,14 @@ class Shell:
 
         try:
             expression = re.sub(r"\$\{?([A-Za-z_]\w*)\}?|\b([A-Za-z_]\w*)\b", number, text)
+            if len(expression) > MAX_ARITH:
+                raise ValueError("too long")
             return Text(str(_integer(ast.parse(expression.strip(), mode="eval").body)), line)
-        except (ValueError, SyntaxError, ZeroDivisionError, RecursionError):
-            return Text("", line, f"line {line}: $(({' '.join(text.split())})) cannot be evaluated here")
+        except (ValueError, SyntaxError, ZeroDivisionError, RecursionError, MemoryError):  # MemoryError: the
+            # parser's own stack overflowing (a chain of thousands of **)
+            shown = " ".join(text.split())
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            return Text("", line, f"line {line}: $(({shown})) cannot be evaluated here")
 
     # --- assignments ----------------------------------------------------------------------------
 
