@@ -61,7 +61,7 @@ class SpecBuilder:
     def note(self, kind: NoteKind, message: str, text: Text | None = None) -> None:
         if text is not None:
             self.notes += text.notes
-        self.notes.append(Note(kind, message, f"{self.path}:{text.line}" if text else str(self.path)))
+        self.notes.append(Note(kind, message, f"{self.path}:{text.line}" if text and text.line else str(self.path)))
 
     def set(self, path: str, value: Any, text: Text | None = None) -> None:
         table, key = path.split(".", 1)
