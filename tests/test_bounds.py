@@ -135,6 +135,18 @@ CASES: dict[str, Case] = {
     "import expansions nested through a megabyte": (
         {"t.sh": SCRIPT_HEAD + "A=" + "${X:-" * 140_000 + "}" * 140_000 + "\n" + SCRIPT_TAIL},
         ["import", "train-sh", "t.sh", "-o", "i.toml"], "t.sh:2:"),
+    "import a chain of $(seq ...) arrays": (
+        {"t.sh": SCRIPT_HEAD + "A=($(seq 1 10000))\n" + 'A=("${A[@]}" $(seq 1 10000))\n' * 20 + SCRIPT_TAIL},
+        ["import", "train-sh", "t.sh", "-o", "i.toml"], "t.sh:12:"),
+    "import command substitutions nested 3000 deep": (
+        {"t.sh": SCRIPT_HEAD + "A=" + "$(basename " * 3000 + "x" + ")" * 3000 + "\n" + SCRIPT_TAIL},
+        ["import", "train-sh", "t.sh", "-o", "i.toml"], "t.sh:2:"),
+    "import a $(seq ...) of 10^14 numbers, 2000 times": (
+        {"t.sh": SCRIPT_HEAD + "A=$(seq 1 99999999999999)\n" * 2000 + SCRIPT_TAIL},
+        ["import", "train-sh", "t.sh", "-o", "i.toml"], "t.sh:2002: unresolved: --foo: line 2001: $(seq"),
+    "import $(( )) of 5000 nested powers": (
+        {"t.sh": SCRIPT_HEAD + "A=$((" + "9**" * 5000 + "9))\n" + SCRIPT_TAIL},
+        ["import", "train-sh", "t.sh", "-o", "i.toml"], "t.sh:3: unresolved: --foo: line 2:"),
     "import a YAML nested 500 deep": ({"d.yaml": YAML_OK + "extra_flags: " + "[" * 500 + "]" * 500 + "\n"},
                                       ["import", "slime-runner", "d.yaml", "-o", "i.toml"], "d.yaml"),
     "import a YAML nested 200 deep": ({"d.yaml": YAML_OK + "extra_flags: " + "[" * 200 + "]" * 200 + "\n"},
@@ -164,7 +176,9 @@ CASES: dict[str, Case] = {
 
 # explain checks no integrity: it explains what it reads; an unreadable slime source is a note
 SUCCEEDS = {"explain a bundle holding a 3 GiB file", "explain a bundle whose manifest nests 100,000 deep",
-            "a slime checkout with a 3 GiB arguments.py"}
+            "a slime checkout with a 3 GiB arguments.py",
+            # a value the importer refuses to compute is a note, and the spec is written without it
+            "import a $(seq ...) of 10^14 numbers, 2000 times", "import $(( )) of 5000 nested powers"}
 
 
 def _write(where: Path, files: dict[str, str | bytes | int]) -> None:

@@ -50,8 +50,9 @@ def test_every_flag_a_key_sets_maps_back_to_that_key() -> None:
             assert index[arg.flag].path == arg.origin, arg
             seen.add(arg.flag)
     assert {"--seed", "--ref-load", "--megatron-to-hf-mode", "--eval-prompt-data", "--save-hf"} <= seen
-    # every index entry but the W&B ones (added by train.sh at run time) was passed
-    assert set(index) - seen == {"--wandb-project", "--wandb-group"}
+    # every index entry but the W&B ones (added by train.sh at run time) was passed, and --num-epoch, which excludes
+    # --num-rollout (ACRL-B006; tests/test_import_train_sh.py: test_num_epoch_runs_keep_it)
+    assert set(index) - seen == {"--wandb-project", "--wandb-group", "--num-epoch"}
 
 
 @pytest.mark.parametrize("spec", EXAMPLE_SPECS, ids=[p.stem for p in EXAMPLE_SPECS])

@@ -10,8 +10,10 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
+from shlex import quote as shlex_quote
 from typing import Any
 
 import pytest
@@ -22,7 +24,8 @@ from test_train_sh import Toolbox, compile_into, make_toolbox, run_train_sh
 from acrl.compiler import compile_spec
 from acrl.compiler._importers.base import Imported, ImportInputError, Note, render_spec
 from acrl.compiler._importers.train_sh import import_train_sh
-from acrl.compiler.errors import AcrlError
+from acrl.compiler._importers.train_sh_map import experiment_id
+from acrl.compiler.errors import AcrlError, UsageError
 from conftest import EXAMPLE_SPECS, REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "train_sh"
@@ -199,7 +202,7 @@ def test_a_ray_address_with_a_password_is_copied_without_it(address: str, tmp_pa
 def test_arithmetic_it_cannot_evaluate(tmp_path: Path) -> None:
     path = script(tmp_path, SUBMIT + "  --num-rollout $((N * 2)) \\\n  --seed $((1 << 4))\n")
     imported = import_train_sh(path)
-    assert not imported.spec.get("experiment")  # neither --num-rollout nor --seed
+    assert imported.spec["experiment"] == {"id": "train"}  # neither --num-rollout nor --seed; the id from train.sh
     where = {n.where: n.message.split(": ")[:2] for n in notes(imported, "unresolved")}
     assert where[f"{path}:2"] == ["--num-rollout", "line 2"] and where[f"{path}:3"] == ["--seed", "line 3"]
 
@@ -373,7 +376,8 @@ def test_slime_example_shape_run_qwen3_4b(tmp_path: Path) -> None:
         compile_spec(tmp_path / "spec.toml", data=render_spec(imported).encode())
     except AcrlError as exc:
         problems = str(exc)
-    assert "'id'" in problems and "[agentcore]" in problems and "[model]" not in problems
+    assert spec["experiment"]["id"] == "run-qwen3-4B" and "[agentcore]" in problems and "[model]" not in problems
+    assert "[experiment]" in subjects(imported, "default")  # the id made from the file name is noted
 
 
 def test_unknown_array_is_not_the_value_of_the_flag_before_it(tmp_path: Path) -> None:
@@ -398,3 +402,215 @@ def test_secrets_in_model_args_are_never_copied(tmp_path: Path) -> None:
     text = spec_text(imported) + json.dumps([n.as_json() for n in imported.notes])
     assert "hf-mmm" not in text and "tok-mmm" not in text
     assert imported.spec["model"]["args"] == {"num-layers": 2}
+
+
+# --- issue 14: evaluating slime's own scripts faithfully -----------------------------------------
+
+SHAPES = FIXTURES / "slime_shapes"
+AGENTCORE = {"runtime_arn": "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/agent-abc123",
+             "s3_bucket": "acrl-test-bucket"}
+
+
+def _compiled_argv(imported: Imported, tmp_path: Path, toolbox: Toolbox, name: str = "b") -> list[str]:
+    """The imported spec (with an [agentcore] table, which every spec needs today) compiled, and the argv its
+    train.sh would submit (ACRL_PRINT_ARGV=1)."""
+    spec = {**imported.spec, "agentcore": AGENTCORE}
+    spec_path = tmp_path / f"{name}.toml"
+    spec_path.write_text(render_spec(Imported(spec, imported.notes, imported.source)), encoding="utf-8")
+    compile_into(spec_path, tmp_path / name)
+    printed = run_train_sh(tmp_path / name / "train.sh", toolbox, tmp_path / f"{name}-run",
+                           {"ACRL_PRINT_ARGV": "1", "WANDB_API_KEY": "k-1"})  # acrl passes W&B flags with a key
+    assert printed.returncode == 0, printed.stderr
+    return printed.stdout.split("\0")[:-1]
+
+
+def _last(argv: list[str]) -> dict[str, list[str]]:
+    """flag -> the words after its last occurrence, as argparse keeps them."""
+    out: dict[str, list[str]] = {}
+    for word in argv:
+        if word.startswith("--"):
+            out[word] = []
+            current = out[word]
+        elif out:
+            current.append(word)
+    return out
+
+
+def test_env_values_are_what_the_script_reads_from_its_environment(tmp_path: Path) -> None:
+    fixture = SHAPES / "run-qwen3-4B-shapes.sh"
+    alone = import_train_sh(fixture)
+    assert "save" not in alone.spec.get("checkpoint", {})  # ${SAVE_DIR:?...}: unresolved without --env
+    assert "--save" in {n.message.split(":")[0] for n in notes(alone, "unresolved")}
+    assert "BASE_DIR" in subjects(alone, "default")
+    given = import_train_sh(fixture, env=["SAVE_DIR=/ckpt", "BASE_DIR=/data", "BASE_DIR=/models"])  # the last counts
+    assert given.spec["checkpoint"]["save"] == "/ckpt/Qwen3-4B_slime/"
+    assert given.spec["model"]["dir"] == "/models/Qwen3-4B" and given.spec["data"]["path"].startswith("/models/")
+    assert "BASE_DIR" not in subjects(given, "default") and not notes(given, "unresolved")
+
+
+def test_env_secrets_are_never_copied(tmp_path: Path) -> None:
+    path = script(tmp_path, SUBMIT + "  --wandb-group $WANDB_API_KEY --wandb-project $PLAIN \\\n"
+                  "  --hf-checkpoint $HF_TOKEN --save $URL --load ok-$HF_TOKEN\n")
+    env = ["WANDB_API_KEY=0123456789abcdef0123456789abcdef01234567", "PLAIN=hf_aaaaBBBBccccDDDDeeeeFFFFgggg1234",
+           "HF_TOKEN=tok-env-1", "URL=https://user:pw-env-2@host/x"]
+    imported = import_train_sh(path, env=env)
+    text = spec_text(imported) + json.dumps([n.as_json() for n in imported.notes])
+    for secret in ("0123456789abcdef", "hf_aaaa", "tok-env-1", "pw-env-2"):
+        assert secret not in text
+    assert {"--wandb-group", "--wandb-project", "--hf-checkpoint", "--load"} <= set(subjects(imported, "difference"))
+
+
+@pytest.mark.parametrize("bad", ["NOEQUALS", "1X=2", "=v", "A-B=1", "sk-live-1234567890abcdefghij"])
+def test_env_usage_errors_exit_2(bad: str, tmp_path: Path) -> None:
+    with pytest.raises(UsageError):
+        import_train_sh(UPSTREAM, env=[bad])
+    proc = _acrl("import", "train-sh", str(UPSTREAM), "-o", "s.toml", "--env", bad, cwd=tmp_path)
+    assert proc.returncode == 2 and "--env" in proc.stderr and "Traceback" not in proc.stderr
+    assert "sk-live" not in proc.stderr and not (tmp_path / "s.toml").exists()
+
+
+SUBSTITUTIONS = ["$(seq 3)", "$(seq 2 5)", "$(seq 16 8 256)", "1 2 4 8 $(seq 16 8 40)", "$(seq 5 -2 -3)", "$(seq 5 1)",
+                 "$(seq -- -2 1)", '"$(seq 1 3)"', "x$(seq 1 2)y", "$(seq $N)", "$(basename /a/b/c.sh .sh)",
+                 "$(basename /a/b/)", "$(basename -- .sh .sh)", "$(basename /)", "$(basename '')", "$(dirname /a/b/c)",
+                 "$(dirname a)", "$(dirname /a)", "$(dirname /a//b//)", "$(dirname /)", "$(dirname '')",
+                 '"$(basename "$(dirname "/x y/z/w")")"', "$((N * 3 + 1))", "$(( 4 * 512 * 1024 * 1024))",
+                 "$((2 ** 70))", "$((9223372036854775807 + 1))", "$((-7 / 2)) $((-7 % 2))"]
+
+
+@pytest.mark.parametrize("words", SUBSTITUTIONS)
+def test_substitutions_evaluated_as_bash_does(words: str, tmp_path: Path) -> None:
+    """seq, basename, dirname and $(( )) give the words bash gives (computed, never run)."""
+    path = script(tmp_path, f"N=4\nEXP_ID=e\npython3 /s/train.py --x {words}\n")
+    imported = import_train_sh(path)
+    value = imported.spec["extra"]["flags"]["--x"]
+    ours = [str(v) for v in value] if isinstance(value, list) else [] if value is True else [str(value)]
+    bash = subprocess.run(["bash", "-c", f"N=4; printf '%s\\0' --x {words}"], capture_output=True, text=True,
+                          check=True).stdout.split("\0")[1:-1]
+    assert ours == bash
+
+
+@pytest.mark.parametrize("words", ["$(seq 1 100000000)", "$(seq 1 0 5)", "$(seq 1.5 3)", "$(seq -w 1 3)",
+                                   "$(basename -a x y)", "$(dirname a b)", "$(seq $UNSET)", "$(seq 1 2 | tac)",
+                                   "$(seq 1 $(date +%s))"])
+def test_substitutions_it_does_not_evaluate_are_noted(words: str, tmp_path: Path) -> None:
+    path = script(tmp_path, f"EXP_ID=e\npython3 /s/train.py --lr 1 \\\n  --x {words}\n")
+    started = time.monotonic()
+    imported = import_train_sh(path)
+    assert time.monotonic() - started < 5  # a huge seq is refused, not produced
+    assert "--x" not in imported.spec.get("extra", {}).get("flags", {})
+    (note,) = [n for n in notes(imported, "unresolved") if n.message.startswith("--x:")]
+    assert note.where == f"{path}:3" and "line 3" in note.message
+
+
+def test_repeated_model_args_flag_is_the_override_argparse_makes(tmp_path: Path, toolbox: Toolbox) -> None:
+    fixture = SHAPES / "run-qwen3-4B-shapes.sh"
+    imported = import_train_sh(fixture, env=["SAVE_DIR=/ckpt"])
+    assert imported.spec["model"]["overrides"] == {"rotary-base": 5000000}
+    assert "--rotary-base" not in imported.spec["extra"]["flags"]
+    assert subjects(imported, "difference")["--rotary-base"] == f"{fixture}:53"
+    (note,) = [n for n in notes(imported, "difference") if n.message.startswith("--rotary-base")]
+    assert "line 14" in note.message and "line 53" in note.message  # the source line and the repeat
+    argv = _last(_compiled_argv(imported, tmp_path, toolbox))  # compiles: no ACRL-F002
+    assert argv["--rotary-base"] == ["5000000"]
+    assert argv["--sglang-cuda-graph-bs"] == [str(n) for n in (1, 2, 4, 8, *range(16, 257, 8))]
+    assert argv["--update-weight-buffer-size"] == [str(2 * 512 * 1024 * 1024)]
+    assert argv["--wandb-group"] == ["run-qwen3-4B-shapes"] and argv["--save"] == ["/ckpt/Qwen3-4B_slime/"]
+
+
+def test_the_round_trip_submits_what_the_script_submits(tmp_path: Path, toolbox: Toolbox) -> None:
+    """The fixture run under the recording shims (its model script written from acrl's catalog), against the
+    bundle of its import: every flag the script passes has the value argparse keeps from the script."""
+    from acrl.compiler._pipeline.model_args.catalog import entry  # lazy: the catalog, for this test only
+
+    folder = tmp_path / "scripts"
+    (folder / "models").mkdir(parents=True)
+    shutil.copy(SHAPES / "run-qwen3-4B-shapes.sh", folder)
+    args = " ".join(shlex_quote(a) for a in entry("qwen3-4B").model_args())  # type: ignore[union-attr]
+    (folder / "models" / "qwen3-4B.sh").write_text(f"MODEL_ARGS=({args})\n", encoding="utf-8")
+    original = run_train_sh(folder / "run-qwen3-4B-shapes.sh", toolbox, tmp_path / "orig", {"SAVE_DIR": "/ckpt"})
+    assert original.returncode == 0, original.stderr
+    imported = import_train_sh(folder / "run-qwen3-4B-shapes.sh", env=["SAVE_DIR=/ckpt"])
+    ours = _last(_compiled_argv(imported, tmp_path, toolbox))
+    theirs = _last(original.slime_argv)
+    assert {flag: _numbers(ours.get(flag)) for flag in theirs} == {flag: _numbers(v) for flag, v in theirs.items()}
+
+
+def _numbers(words: list[str] | None) -> list[str | float] | None:
+    """Words as argparse's type=float reads them ("1" and "1.0" alike)."""
+    def read(word: str) -> str | float:
+        try:
+            return float(word)
+        except ValueError:
+            return word
+    return None if words is None else [read(w) for w in words]
+
+
+def test_model_script_beside_the_script_tells_which_flags_are_model_args(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "tiny-moe.sh").write_text(
+        "N=2\nfor ((i=0; i<N; i++)); do arr+=(1); done\nMODEL_ARGS=(\n   --num-layers 2\n"
+        "   --moe-token-dispatcher-type alltoall\n   --moe-router-topk=8\n)\n", encoding="utf-8")
+    path = script(tmp_path, 'SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" &>/dev/null && pwd)"\n'
+                  'source "${SCRIPT_DIR}/models/tiny-moe.sh"\n' + SUBMIT +
+                  "  --moe-router-topk 4 \\\n  ${MODEL_ARGS[@]} \\\n  --moe-token-dispatcher-type flex --lr 1e-6\n",
+                  "run-tiny.sh")
+    imported = import_train_sh(path)
+    assert imported.spec["model"] == {"type": "tiny-moe", "overrides": {"moe-token-dispatcher-type": "flex"}}
+    assert "extra" not in imported.spec
+    differences = subjects(imported, "difference")
+    assert differences["--moe-token-dispatcher-type"] == f"{path}:6"
+    assert differences["--moe-router-topk"] == f"{path}:4"  # before MODEL_ARGS: MODEL_ARGS' value counts
+
+
+def test_repeated_inline_model_args_flag_and_a_keyed_one(tmp_path: Path) -> None:
+    path = script(tmp_path, "EXP_ID=e\nMODEL_ARGS=(--num-layers 2 --rotary-base 10 --attention-softmax-in-fp32)\n"
+                  'python3 /s/train.py "${MODEL_ARGS[@]}" --lr 1e-6 \\\n'
+                  "  --rotary-base 20 --attention-softmax-in-fp32\n")
+    imported = import_train_sh(path)
+    assert imported.spec["model"]["args"] == {"num-layers": 2, "rotary-base": 10,
+                                              "attention-softmax-in-fp32": True}
+    assert imported.spec["model"]["overrides"] == {"rotary-base": 20}
+    assert imported.spec["train"]["attention_softmax_in_fp32"] is True
+    differences = subjects(imported, "difference")
+    assert differences["--rotary-base"] == differences["--attention-softmax-in-fp32"] == f"{path}:4"
+
+
+def test_num_epoch_runs_keep_it(tmp_path: Path, toolbox: Toolbox) -> None:
+    fixture = SHAPES / "run-qwen3-4B-sft-shapes.sh"
+    imported = import_train_sh(fixture)
+    assert imported.spec["experiment"] == {"id": "run-qwen3-4B-sft-shapes", "num_epoch": 3}
+    assert not [n for n in imported.notes if "--num-rollout" in n.message]
+    argv = _compiled_argv(imported, tmp_path, toolbox)
+    assert _last(argv)["--num-epoch"] == ["3"] and "--num-rollout" not in argv
+    both = script(tmp_path, "EXP_ID=e\n" + SUBMIT + "  --num-epoch 3 \\\n  --num-rollout 5\n")
+    imported = import_train_sh(both)
+    assert imported.spec["experiment"] == {"id": "e", "num_rollout": 5}  # slime ignores --num-epoch then
+    assert subjects(imported, "difference")["--num-epoch"] == f"{both}:3"
+
+
+def test_num_epoch_and_num_rollout_are_exclusive_in_a_spec(write_spec: Any) -> None:
+    with pytest.raises(AcrlError) as info:
+        compile_spec(write_spec({"experiment": {"num_epoch": 2, "num_rollout": 4}}))
+    assert "ACRL-B006" in str(info.value)
+    bundle = compile_spec(write_spec({"experiment": {"num_epoch": 2}}))
+    flags = [a.flag for g in bundle.groups for a in g.args]
+    assert "--num-epoch" in flags and "--num-rollout" not in flags
+
+
+@pytest.mark.parametrize(("name", "expected"), [("run-qwen3-4B.sh", "run-qwen3-4B"), ("train.sh", "train"),
+                                                ("my run (v2).sh", "my-run-v2-"), ("..x..y.sh", "x.y"),
+                                                ("_.sh", ""), ("a" * 80 + ".sh", "a" * 64)])
+def test_experiment_id_from_the_file_name(name: str, expected: str) -> None:
+    assert experiment_id(name) == expected
+    assert not expected or re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", expected)
+
+
+def test_broken_line_continuation_is_reported(tmp_path: Path) -> None:
+    fixture = SHAPES / "run-broken-continuation.sh"
+    imported = import_train_sh(fixture)
+    (broken,) = [n for n in notes(imported, "difference") if n.message.startswith("broken line continuation")]
+    assert broken.where == f"{fixture}:18" and "line 19" in broken.message
+    assert "data" not in imported.spec  # bash never passed ROLLOUT_ARGS: neither does the spec
+    assert imported.spec["extra"]["flags"] == {"--update-weight-buffer-size": 4 * 512 * 1024 * 1024}
+    whole = script(tmp_path, SUBMIT + "  --lr 1e-6\n\necho done\n--not-a-continuation\n")
+    assert not [n for n in import_train_sh(whole).notes if "continuation" in n.message]

@@ -47,6 +47,7 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-B003": [{"rollout": {"max_response_len": 20000}}, {"rollout": {"max_context_len": 10000}}],
     "ACRL-B004": [{"rollout": {"over_sampling_batch_size": 16}}],
     "ACRL-B005": [{"rollout": {"max_prompt_len": 4096, "max_context_len": 4096}}],
+    "ACRL-B006": [{"experiment": {"num_epoch": 3, "num_rollout": 5}}],
     "ACRL-A001": [{"algorithm": {"kl_coef": 0.1, "kl_loss_coef": 0.1}}],
     "ACRL-A002": [{"algorithm": {"advantage_estimator": "reinforce_plus_plus"}}],
     "ACRL-A003": [{"algorithm": {"use_tis": True}, "extra": {"flags": {"--use-rollout-logprobs": True}}}],

@@ -211,6 +211,9 @@ def _import_commands(commands: Any) -> None:
                               "(unset variables, command substitutions) instead of guessing.",
                               formatter_class=_HelpFormatter)
     script.add_argument("file", metavar="FILE", help="the launch script")
+    script.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a variable the script reads from its environment (repeatable); secrets are never "
+                        "copied into the spec")
     for p in (runner, script):
         p.add_argument("-o", "--output", metavar="SPEC", required=True, help="the spec file to write")
         p.add_argument("--force", action="store_true", help="replace an existing file")

@@ -84,7 +84,7 @@ def flag_index() -> Mapping[str, FlagKey]:
             kind: Kind = "switch" if base is bool else "pairs" if base is dict else "scalar"
             default = field.default
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-                default = default.factory()
+                default = default.factory(None) if default.takes_self else default.factory()
             out[flag] = FlagKey(flag, table.name, field.name, kind, base, default, field.metadata["omit_if"])
     for flag, table_name, key, base in _BY_HAND:
         field = attrs.fields_dict(typing.cast(type, attrs.fields_dict(Spec)[table_name].type))[key]

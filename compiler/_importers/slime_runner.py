@@ -276,8 +276,9 @@ def _flag_keys() -> dict[str, tuple[str, str, Any]]:
         assert table.type is not None
         for field in attrs.fields(table.type):
             flag = field.metadata.get("flag")
-            # W&B flags are passed only when the key is set; the eval datasets are a table: both stay verbatim.
-            if flag and table.name != "wandb" and field.name != "datasets":
+            # W&B flags are passed only when the key is set; the eval datasets are a table: both stay verbatim. So does
+            # --num-epoch: SlimeRunner always passed --num-rollout, so slime ignored it (ACRL-B006).
+            if flag and table.name != "wandb" and field.name not in ("datasets", "num_epoch"):
                 out[flag] = (table.name, field.name, field.type)
     return out
 

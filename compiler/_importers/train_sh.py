@@ -13,23 +13,27 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 
 from .._pipeline.bundle import read_input
 from .._pipeline.parse import unreadable_hint
-from .._secrets import drop_secret_values, looks_secret_value
-from .._shell.eval import Shell, Text, TooLarge, Value
+from .._secrets import ENV_NAME, drop_secret_values, looks_secret_value
+from .._shell.eval import MAX_CHARS, Shell, Text, TooLarge, Value
 from .._shell.lexer import Command, ShellSyntaxError, Word, lex
 from .._spec.flags import is_number, is_secret_env_name
+from ..errors import UsageError
 from .base import Imported, ImportInputError, Note
 from .train_sh_map import INLINE_FLAG, Occurrence, SpecBuilder
+from .train_sh_model import known_model_flags
 
 _ENTRY = re.compile(r"(?:^|/)(train|train_async)\.py$")
 # slime's scripts/models/<type>.sh, also as its own scripts/run-*.sh source it: "${SCRIPT_DIR}/models/<type>.sh"
 _MODEL_SCRIPT = re.compile(r"(?:^|/)models/([^/\x00]+)\.sh$")
 _WHOLE_ARRAY = re.compile(r'"?\$\{([A-Za-z_]\w*)\[[@*]\]\}"?')
+_MODEL_ARGS_WORD = re.compile(r'"?\$\{MODEL_ARGS\[[@*]\]\}"?')
 _ACRL_MODEL_ARGS = re.compile(r"^# MODEL_ARGS of (\S+), frozen", re.MULTILINE)
 _OPENERS = frozenset({"if", "while", "until", "for", "case", "select"})
 _CLOSERS = frozenset({"fi", "done", "esac", "}"})
@@ -54,10 +58,12 @@ class _Reader:
     train: tuple[Command, int] | None = None
     hidden_train: int | None = None  # a line mentioning train.py inside a block not evaluated
     model_type: Text | None = None
+    model_script: Path | None = None  # the slime model script sourced, where it is on this machine
     model_args_file: bool = False
     frames: list[_Frame] = attrs.Factory(list)
     depth: int = 0
     launcher: Command | None = None  # the whole command that runs train.py (`VAR=... ray job submit ...`)
+    just_found: Command | None = None  # the train.py command, until the command after it is read
 
     def where(self, line: int) -> str:
         return f"{self.path}:{line}"
@@ -65,7 +71,23 @@ class _Reader:
     def run(self, commands: list[Command]) -> None:
         for command in commands:
             self.shell.step(command.line)
+            if self.just_found is not None:
+                self._continued(self.just_found, command)
+                self.just_found = None
             self.command(command)
+
+    def _continued(self, train: Command, command: Command) -> None:
+        """A command right after the train.py command that starts with a flag or a *_ARGS array: the line before
+        it lacks its trailing backslash, so bash ran the flags as a command of their own (slime never saw them)."""
+        end = train.words[-1].line + train.words[-1].raw.count("\n")
+        first = command.words[0]
+        if command.line == end + 1 and (first.text.startswith("-") or _WHOLE_ARRAY.fullmatch(first.raw)):
+            lost = " ".join(w.raw for w in command.words[:4]) + (" ..." if len(command.words) > 4 else "")
+            self.notes.append(Note("difference", f"broken line continuation: line {end} ends without '\\', so the "
+                                   f"train.py command ends there and bash runs line {command.line} ({lost}) as a "
+                                   "command of its own: slime never got those flags, and the spec does not have them "
+                                   f"either; if they were meant for slime, add the '\\' at the end of line {end} and "
+                                   "import again", self.where(end)))
 
     def command(self, command: Command) -> None:
         words = list(command.words)
@@ -162,6 +184,7 @@ class _Reader:
         model = _MODEL_SCRIPT.search(text.text)
         if model is not None:
             self.model_type = attrs.evolve(text, text=model.group(1), problem=None)
+            self.model_script = None if text.problem else self.path.resolve().parent / text.text
             self.shell.env["MODEL_ARGS"] = _empty_array(word.line)
             return
         file = Path(text.text) if not text.problem else None
@@ -196,6 +219,7 @@ class _Reader:
                     if self.train is None:
                         self.train = (Command(tuple(words), command.line), i)
                         self.launcher = command
+                        self.just_found = command
                     else:
                         self.notes.append(Note("difference", "a second train.py command is not imported",
                                                self.where(command.line)))
@@ -206,8 +230,28 @@ def _empty_array(line: int) -> Value:
     return Value([], line, is_array=True)
 
 
-def import_train_sh(path: Path) -> Imported:
-    """Read the launch script at ``path`` into a spec, with notes for what did not carry over."""
+def environment(assignments: Sequence[str]) -> dict[str, str]:
+    """``--env NAME=VALUE`` options as the variables the script reads from its environment (the last of a name
+    counts, as with env(1)). Raises UsageError for one that is not NAME=VALUE."""
+    out: dict[str, str] = {}
+    for item in assignments:
+        name, equals, value = item.partition("=")
+        if not equals or not ENV_NAME.fullmatch(name):
+            shown = "(not shown: it looks secret)" if looks_secret_value(item) else repr(item)
+            raise UsageError(f"--env {shown}: not NAME=VALUE with NAME a variable name (letters, digits and _, "
+                             "not starting with a digit)", hint="write --env MODEL_DIR=/data/models/Qwen3-4B, one "
+                             "--env per variable")
+        if len(value) > MAX_CHARS:
+            raise UsageError(f"--env {name}=...: the value is over {MAX_CHARS >> 20} MiB (the limit)",
+                             hint="give a shorter value")
+        out[name] = value
+    return out
+
+
+def import_train_sh(path: Path, *, env: Sequence[str] = ()) -> Imported:
+    """Read the launch script at ``path`` into a spec, with notes for what did not carry over. ``env``: NAME=VALUE
+    strings, the values the script would read from its environment (``acrl import train-sh --env``)."""
+    variables = environment(env)
     try:
         text = read_input(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -221,7 +265,7 @@ def import_train_sh(path: Path) -> Imported:
     except ShellSyntaxError as exc:
         raise ImportInputError(path=f"{path}:{exc.line}", reason=f"cannot read the script: {exc}",
                                fix="check that `bash -n` accepts the script; " + _SHAPE) from None
-    reader = _Reader(path, Shell(path, lambda line: f"{path}:{line}"))
+    reader = _Reader(path, Shell(path, lambda line: f"{path}:{line}", variables))
     try:
         reader.run(commands)
         return _build(reader, "torch_memory_saver" in text)
@@ -246,9 +290,21 @@ def _build(reader: _Reader, torch_memory_saver: bool) -> Imported:
     builder.entry(reader.shell.scalar(command.words[index]))
     if reader.launcher is not None and (address := _address(reader.shell, reader.launcher)) is not None:
         builder.address(address)
-    argv = [t for w in command.words[index + 1:] for t in reader.shell.expand(w)]
-    builder.model(reader.model_type, [t for t in argv if t.origin == "MODEL_ARGS"], reader.model_args_file)
-    builder.flags(_occurrences([t for t in argv if t.origin != "MODEL_ARGS"], builder))
+    argv: list[Text] = []
+    model_at: int | None = None  # where ${MODEL_ARGS[@]} is on the command line
+    for word in command.words[index + 1:]:
+        if model_at is None and _MODEL_ARGS_WORD.fullmatch(word.raw):
+            model_at = len(argv)
+        argv += reader.shell.expand(word)
+    model_tokens = [t for t in argv if t.origin == "MODEL_ARGS"]
+    builder.model(reader.model_type, model_tokens, reader.model_args_file)
+    before = _occurrences([t for t in argv[:model_at or 0] if t.origin != "MODEL_ARGS"], builder)
+    after = _occurrences([t for t in argv[model_at or 0:] if t.origin != "MODEL_ARGS"], builder)
+    model_type = reader.model_type
+    inline = {t.text.split("=", 1)[0]: t.line for t in model_tokens if t.text.startswith("--")}
+    known = known_model_flags(model_type.text if model_type is not None and not model_type.problem else None,
+                              reader.model_script, model_type.line if model_type is not None else 0, inline)
+    builder.flags([*(attrs.evolve(o, before_model=True) for o in before), *after], known)
     spec = builder.finish()
     spec = copy.deepcopy(spec)
     left_out = [Note("difference", f"{key}: its value looks like a secret (a token, or a URL with user:password): "

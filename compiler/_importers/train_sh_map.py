@@ -45,6 +45,7 @@ class Occurrence:
     flag: str
     values: list[Text]
     token: Text
+    before_model: bool = False  # written before ${MODEL_ARGS[@]} on the command line
 
 
 @attrs.define
@@ -60,7 +61,7 @@ class SpecBuilder:
     def note(self, kind: NoteKind, message: str, text: Text | None = None) -> None:
         if text is not None:
             self.notes += text.notes
-        self.notes.append(Note(kind, message, f"{self.path}:{text.line}" if text else str(self.path)))
+        self.notes.append(Note(kind, message, f"{self.path}:{text.line}" if text and text.line else str(self.path)))
 
     def set(self, path: str, value: Any, text: Text | None = None) -> None:
         table, key = path.split(".", 1)
@@ -140,7 +141,9 @@ class SpecBuilder:
                                  "entry, else that script in [slime] dir) and freezes them in model_args.sh",
                       model_type)
 
-    def flags(self, occurrences: list[Occurrence]) -> None:
+    def flags(self, occurrences: list[Occurrence], model_flags: Mapping[str, int]) -> None:
+        """Each flag's last occurrence to its key, a MODEL_ARGS override or [extra.flags] (``model_flags``: the flags
+        MODEL_ARGS holds -> the line that put them there)."""
         index = flag_index()
         last: dict[str, Occurrence] = {}
         for occurrence in occurrences:
@@ -176,6 +179,8 @@ class SpecBuilder:
                                         f"({absent[flag]}); it did nothing", token)
             elif flag == "--global-batch-size":
                 self.global_batch(values, token, "--num-steps-per-rollout" in last)
+            elif flag in model_flags:
+                self.model_override(occurrence, key, model_flags[flag])
             elif key is not None:
                 self.keyed(key, values, token)
             else:
@@ -183,15 +188,39 @@ class SpecBuilder:
                 self.note("escape-hatch", f"{flag}: no spec key sets it; put in [extra.flags]", token)
         self.defaults(index, last)
 
+    def model_override(self, occurrence: Occurrence, key: FlagKey | None, line: int) -> None:
+        """A flag MODEL_ARGS sets (on ``line``) that the command line gives again: argparse keeps the last one."""
+        flag, token = occurrence.flag, occurrence.token
+        if occurrence.before_model:
+            self.note("difference", f"{flag} is given on line {token.line} before MODEL_ARGS, which sets it too (line "
+                                    f"{line}): argparse keeps MODEL_ARGS' value, so line {token.line}'s is not "
+                                    "imported", token)
+            return
+        target = f"[{key.table}] {key.key}" if key is not None else f"[model] overrides {flag.removeprefix('--')!r}"
+        self.note("difference", f"{flag} is set by MODEL_ARGS (line {line}) and given again on line {token.line}: "
+                                f"argparse keeps the last value, so line {token.line}'s is imported as {target}",
+                  token)
+        if key is not None:
+            self.keyed(key, occurrence.values, token)
+        else:
+            self.spec["model"].setdefault("overrides", {})[flag.removeprefix("--")] = \
+                extra_value([v.text for v in occurrence.values])
+
     def finish(self) -> dict[str, Any]:
         """The spec, once everything is read: the experiment id, empty tables left out."""
         if "id" not in self.spec["experiment"]:
             exp_id = self.variable("EXP_ID")
+            derived = experiment_id(self.path.name)
             if exp_id is not None and not exp_id.problem:
                 self.set("experiment.id", exp_id.text, exp_id)
+            elif derived and exp_id is None:  # the script names no experiment (an unresolved EXP_ID is noted)
+                self.set("experiment.id", derived)
+                self.note("default", f"[experiment] id: neither a custom config's exp_id nor an EXP_ID variable names "
+                                     f"the experiment; {derived!r} is made from the script's file name")
             else:
+                why = f": {exp_id.problem}" if exp_id else ""
                 self.note("unresolved", "[experiment] id: neither a custom config's exp_id nor an EXP_ID variable "
-                                        "names the experiment; set it by hand")
+                                        f"names the experiment{why}; set it by hand")
         self.spec["experiment"] = dict(sorted(self.spec["experiment"].items(), key=lambda item: item[0] != "id"))
         return {table: keys for table, keys in self.spec.items() if keys}
 
@@ -216,7 +245,7 @@ class SpecBuilder:
     def defaults(self, index: Mapping[str, FlagKey], given: Mapping[str, Occurrence]) -> None:
         """Keys whose flag the script left out: off for switches, noted where acrl passes a default."""
         for flag, key in index.items():
-            if flag in given or key.table == "wandb":
+            if flag in given or key.table == "wandb" or (flag == "--num-rollout" and "--num-epoch" in given):
                 continue
             if key.kind == "switch":
                 if key.default is True:
@@ -232,6 +261,11 @@ class SpecBuilder:
             elif not key.optional and key.path not in ("train.num_steps_per_rollout",):
                 self.note("default", f"the script does not pass {flag}: acrl passes {flag} {key.default} (the "
                                      f"default of [{key.table}] {key.key})")
+        experiment = self.spec["experiment"]
+        if "num_epoch" in experiment and "num_rollout" in experiment:
+            del experiment["num_epoch"]
+            self.note("difference", "--num-epoch is given with --num-rollout, so slime ignores it (num_epoch only "
+                                    "counts without num_rollout); it is left out", given["--num-epoch"].token)
         if "--num-steps-per-rollout" not in given and "--global-batch-size" not in given:
             self.note("difference", "the script passes neither --num-steps-per-rollout nor --global-batch-size, so "
                                     "Megatron's fallback decided the optimizer steps per rollout; acrl passes "
@@ -293,6 +327,14 @@ class SpecBuilder:
                                         f"a string, number or boolean: set {target} by hand", text)
             else:
                 self.set(target, value)
+
+
+def experiment_id(file_name: str) -> str:
+    """An experiment id made from a script's file name (``run-qwen3-4B.sh`` -> ``run-qwen3-4B``): what ACRL-T005
+    accepts (a letter or digit, then letters, digits, '.', '_' and '-', at most 64), or "" when nothing is left."""
+    stem = file_name[:-3] if file_name.endswith(".sh") else file_name
+    name = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9._-]+", "-", stem))
+    return name.lstrip("._-")[:64]
 
 
 def _group(tokens: list[Text], builder: SpecBuilder) -> list[Occurrence]:

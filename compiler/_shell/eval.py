@@ -1,9 +1,11 @@
 """An honest evaluator of the bash subset launch scripts use, for `acrl import train-sh`.
 
 It runs nothing. It follows top-level assignments (``X=v``, ``X+=v``, arrays, ``export``,
-``readonly``, ``declare``), the defaults of ``${X:-v}`` / ``${X:=v}`` (noted: the environment may
-override them), ``${X:?msg}``, ``$(dirname "$0")`` and acrl's ``$(cd -- "$(dirname ...)" && pwd
--P)``, integer ``$((...))`` of known numbers, and ``source`` of files it can read. Anything else
+``readonly``, ``declare``), the environment it is given (``acrl import train-sh --env``), the defaults of
+``${X:-v}`` / ``${X:=v}`` (noted: the environment may override them), ``${X:?msg}``, ``$(dirname "$0")``
+and acrl's ``$(cd -- "$(dirname ...)" && pwd -P)``, ``$(seq ...)``, ``$(basename ...)`` and
+``$(dirname ...)`` (computed by :mod:`acrl.compiler._shell.substitution`), integer ``$((...))`` of known
+numbers (in bash's 64-bit arithmetic), and ``source`` of files it can read. Anything else
 (another command substitution, a variable the script never sets, a parameter expansion with a
 pattern) becomes a :class:`Text` with a ``problem``: the caller reports it and guesses nothing.
 ``if`` / loop / function bodies are not evaluated, with one exception: ``if [[ -n $KEY ]]`` and
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import attrs
@@ -23,7 +25,8 @@ import attrs
 from .._importers.base import Note
 from .._secrets import looks_secret_value
 from .._spec.flags import is_secret_env_name
-from .lexer import Part, ShellSyntaxError, Word, lex_loose
+from .lexer import Part, ShellSyntaxError, Word, lex, lex_loose
+from .substitution import COMMANDS, Refused
 
 _PARAM = re.compile(r"(#?)([A-Za-z_]\w*|[0-9]+|[@*#?$!-])(\[[^\]]*\])?(.*)", re.DOTALL)
 _SCRIPT_DIR = re.compile(r"(cd (-- )?\$\()?dirname (-- )?\$(0|\{0\}|\{BASH_SOURCE(\[0\])?\}|BASH_SOURCE)\)?"
@@ -32,6 +35,7 @@ _ASSIGN = re.compile(r"([A-Za-z_]\w*)(\+?)=")
 MARK = "\x00"  # stands for an unresolved part in partial expansions
 MAX_CHARS = 1 << 20  # the most characters one expansion or one variable may hold
 MAX_WORDS = 100_000  # the most words one expansion or one array may hold
+MAX_ARITH = 4096  # the longest $((...)) evaluated, its variables' values in (slime's own: under 40 characters)
 MAX_STEPS = 20_000  # the most commands one import evaluates, sourced files included (slime's own: under 100)
 
 
@@ -82,10 +86,15 @@ def _merge(texts: list[Text], text: str, line: int, origin: str | None = None) -
 class Shell:
     """Variables of one script as far as they can be known without running it."""
 
-    def __init__(self, script: Path, where: Callable[[int], str]) -> None:
+    def __init__(self, script: Path, where: Callable[[int], str], environment: Mapping[str, str] | None = None) -> None:
+        """``environment``: what the script would read from its environment (``acrl import train-sh --env``):
+        exported variables, set before its first line (a secret-named or secret-looking one is marked secret)."""
         self.script = script
         self.where = where
         self.env: dict[str, Value] = {}
+        for name, text in (environment or {}).items():
+            secret = name if is_secret_env_name(name) or looks_secret_value(text, name) else None
+            self.env[name] = Value([Text(text, 0, secret=secret)], 0, exported=True)
         self.only_if: str | None = None  # set while inside `if [[ -n $KEY ]]`
         self.steps = 0  # commands evaluated (see step)
         self.relexed = 0  # characters of nested expansions lexed (see _lex)
@@ -162,14 +171,37 @@ class Shell:
         if kind == "cmd":
             if _SCRIPT_DIR.fullmatch(" ".join(text.replace('"', "").split())):
                 return [Text(str(self.script.resolve().parent), line)]
-            return [Text("", line, f"line {line}: $({short}) is a command substitution; the importer runs no "
-                                   "commands")]
+            return [self._substitute(text, short, line)]
         if kind == "arith":
             return [self._arith(text, line)]
         if kind == "tick":
             return [Text("", line, f"line {line}: `{short}` is a command substitution; the importer runs no "
                                    "commands")]
         return self._param(text, line)
+
+    def _substitute(self, text: str, short: str, line: int) -> Text:
+        """The output of ``$(seq ...)``, ``$(basename ...)`` or ``$(dirname ...)``, computed here (nothing runs);
+        any other command is unresolved."""
+        self.relexed += len(text)
+        if self.relexed > MAX_CHARS:
+            raise TooLarge(line, f"expansions nested in expansions over {MAX_CHARS >> 20} MiB of text in all "
+                                 "(the limit)")
+        try:
+            commands = lex(text)
+        except ShellSyntaxError:
+            commands = []
+        name = commands[0].words[0].literal if len(commands) == 1 else None
+        if name not in COMMANDS:
+            return Text("", line, f"line {line}: $({short}) is a command substitution; the importer runs no "
+                                  "commands")
+        words = [t for w in commands[0].words[1:] for t in self.expand(attrs.evolve(w, line=line))]
+        meta = _merge(words, "", line)
+        if meta.problem:
+            return meta
+        try:
+            return attrs.evolve(meta, text=COMMANDS[name]([t.text for t in words]))
+        except Refused as exc:
+            return Text("", line, f"line {line}: $({short}) is not evaluated: {exc}")
 
     def _param(self, text: str, line: int) -> list[Text]:
         try:
@@ -251,9 +283,14 @@ class Shell:
 
         try:
             expression = re.sub(r"\$\{?([A-Za-z_]\w*)\}?|\b([A-Za-z_]\w*)\b", number, text)
+            if len(expression) > MAX_ARITH:
+                raise ValueError("too long")
             return Text(str(_integer(ast.parse(expression.strip(), mode="eval").body)), line)
-        except (ValueError, SyntaxError, ZeroDivisionError, RecursionError):
-            return Text("", line, f"line {line}: $(({' '.join(text.split())})) cannot be evaluated here")
+        except (ValueError, SyntaxError, ZeroDivisionError, RecursionError, MemoryError):  # MemoryError: the
+            # parser's own stack overflowing (a chain of thousands of **)
+            shown = " ".join(text.split())
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            return Text("", line, f"line {line}: $(({shown})) cannot be evaluated here")
 
     # --- assignments ----------------------------------------------------------------------------
 
@@ -290,23 +327,29 @@ class Shell:
         return name, value
 
 
+def _wrap(value: int) -> int:
+    """``value`` as bash's 64-bit signed arithmetic leaves it (it wraps around)."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 def _integer(node: ast.expr) -> int:
-    """A bash integer expression (+ - * / % and parentheses) of literal numbers."""
+    """A bash integer expression (+ - * / % ** and parentheses) of literal numbers, in 64-bit arithmetic."""
     if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
+        return _wrap(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         value = _integer(node.operand)
-        return -value if isinstance(node.op, ast.USub) else value
+        return _wrap(-value) if isinstance(node.op, ast.USub) else value
     if isinstance(node, ast.BinOp):
         a, b = _integer(node.left), _integer(node.right)
         if isinstance(node.op, ast.Add):
-            return a + b
+            return _wrap(a + b)
         if isinstance(node.op, ast.Sub):
-            return a - b
+            return _wrap(a - b)
         if isinstance(node.op, ast.Mult):
-            return a * b
+            return _wrap(a * b)
+        if isinstance(node.op, ast.Pow) and b >= 0:  # bash refuses a negative exponent
+            return _wrap(pow(a, b, 1 << 64))
         if isinstance(node.op, ast.Div | ast.FloorDiv | ast.Mod):
             quotient = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)  # bash truncates toward zero
-            return quotient if not isinstance(node.op, ast.Mod) else a - b * quotient
+            return _wrap(quotient) if not isinstance(node.op, ast.Mod) else _wrap(a - b * quotient)
     raise ValueError("not an integer expression")
-

@@ -119,10 +119,9 @@ def _property(field: attrs.Attribute[Any], name: str, written_to: Mapping[str, s
     for bound, keyword in _BOUNDS:
         if meta.get(bound) is not None:
             out[keyword] = meta[bound]
-    if not optional:
-        default = default_value(field)
-        if default is not attrs.NOTHING:
-            out["default"] = default
+    default = default_value(field)
+    if default is not attrs.NOTHING and (not optional or default is not None):  # num_rollout: 1 unless num_epoch
+        out["default"] = default
     if meta.get("flag"):
         out[FLAG_KEYWORD] = meta["flag"]
     if meta.get("omit_if", attrs.NOTHING) is not attrs.NOTHING:
@@ -169,7 +168,7 @@ def default_value(field: attrs.Attribute[Any]) -> Any:
     default: Any = field.default
     factory = getattr(default, "factory", None) if isinstance(default, attrs.Factory) else None  # type: ignore[arg-type]
     if factory is not None:
-        default = factory()
+        default = factory(None) if default.takes_self else factory()  # the default of a table written empty
     return default if default is attrs.NOTHING else _plain(default)
 
 

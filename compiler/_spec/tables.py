@@ -53,13 +53,19 @@ def setting(
     return attrs.field(default=default, metadata=metadata)
 
 
+def _one_unless_epochs(experiment: Any) -> int | None:  # num_rollout's default (None: given to the factory alone)
+    return 1 if experiment is None or experiment.num_epoch is None else None
+
+
 @attrs.frozen(kw_only=True)
 class Experiment:
     """[experiment]: what this run is called and how long it trains."""
 
     id: str = setting(doc="Experiment id: names the bundle directory, the Ray submission id and the "
                           "toolkit's S3 prefix. Letters, digits, '.', '_' and '-'.")
-    num_rollout: int = setting(1, doc="Number of rollout/train iterations.", flag="--num-rollout", ge=1)
+    num_epoch: int | None = setting(None, doc="Epochs over the dataset, not num_rollout.", flag="--num-epoch", ge=1)
+    num_rollout: int | None = setting(attrs.Factory(_one_unless_epochs, takes_self=True), flag="--num-rollout", ge=1,
+                                      doc="Number of rollout/train iterations (default 1; none when num_epoch is set).")
     seed: int | None = setting(None, doc="Random seed (slime's default is 1234).", flag="--seed", ge=0)
 
 

@@ -74,3 +74,13 @@ def _prompt_context(ctx: Context) -> Iterator[Finding]:
     if r.max_prompt_len is not None and r.max_context_len is not None and r.max_prompt_len >= r.max_context_len:
         yield Finding(f"max_prompt_len {r.max_prompt_len} must be smaller than max_context_len "
                       f"{r.max_context_len}", "lower max_prompt_len")
+
+
+@rule("ACRL-B006", "error", ["experiment.num_epoch", "experiment.num_rollout"], "num_epoch or num_rollout, not both")
+def _epochs_or_rollouts(ctx: Context) -> Iterator[Finding]:
+    """num_epoch and num_rollout are exclusive: slime ignores --num-epoch when --num-rollout is given (and derives the
+    rollouts from the dataset size when only --num-epoch is)."""
+    e = ctx.spec.experiment
+    if e.num_epoch is not None and e.num_rollout is not None:
+        yield Finding(f"num_epoch = {e.num_epoch} and num_rollout = {e.num_rollout}: slime would ignore num_epoch",
+                      "remove num_rollout to train num_epoch epochs, or num_epoch to train num_rollout rollouts")
