@@ -187,11 +187,6 @@ def _global_batch(s: Spec) -> list[Arg]:
                              "rollout.batch_size", "rollout.n_samples_per_prompt", "train.num_steps_per_rollout"))]
 
 
-def _num_epoch(s: Spec) -> list[Arg]:
-    """--num-epoch (a flag _review/flag_groups.py places in its review group, as it did before the spec had a key)."""
-    return list(_field(s.experiment, "experiment", "num_epoch"))
-
-
 def _eval_datasets(s: Spec) -> list[Arg]:
     if not s.eval.datasets:
         return []
@@ -231,8 +226,7 @@ def _keys(table: str, *names: str, review: str | None = None) -> _Keys:
 
 @attrs.frozen
 class _Computed:
-    """A flag computed from the spec (``None``: a flag _review/flag_groups.py places itself: any of [extra.flags],
-    --num-epoch)."""
+    """A flag computed from the spec (``None``: from the spec's [extra.flags], any flag)."""
 
     flag: str | None
     make: Callable[[Spec], list[Arg]]
@@ -258,7 +252,7 @@ LAYOUT = (
                                      _Computed("--megatron-to-hf-mode", _hf_mode),
                                      _keys("data", "path", "input_key", "label_key", "metadata_key",
                                            review=ROLLOUT))),
-    _Group(BATCH, BATCH, (_keys("experiment", "num_rollout"), _Computed(None, _num_epoch),
+    _Group(BATCH, BATCH, (_keys("experiment", "num_rollout", "num_epoch"),
                           _keys("rollout", "batch_size", "n_samples_per_prompt", "over_sampling_batch_size"),
                           _keys("train", "num_steps_per_rollout"), _Computed("--global-batch-size", _global_batch),
                           _keys("train", "micro_batch_size", "use_dynamic_batch_size", "max_tokens_per_gpu"))),

@@ -20,7 +20,8 @@ import cattrs
 from cattrs.cols import list_structure_factory
 from cattrs.errors import AttributeValidationNote, ForbiddenExtraKeysError, IterableValidationNote
 
-from .._spec.tables import FlagValue, Spec
+from .._spec.setting import FlagValue
+from .._spec.tables import Spec
 from ..errors import Diagnostic
 from .parse import KeyPath, SpecSource
 

@@ -32,7 +32,7 @@ GROUPS = REVIEW_GROUPS
 _NOT_WRITTEN = {
     CLUSTER: "--critic-num-nodes --critic-num-gpus-per-node --offload --offload-train "
              "--offload-rollout",
-    BATCH: "--num-epoch --log-probs-max-tokens-per-gpu --balance-data",
+    BATCH: "--log-probs-max-tokens-per-gpu --balance-data",
     ALGORITHM: "--gamma --lambd --loss-type --calculate-per-token-loss --use-rollout-logprobs",
     OPTIMIZER: "--min-lr --clip-grad --optimizer --use-distributed-optimizer",
     ROLLOUT: "--tool-key --apply-chat-template --partial-rollout",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from .. import _secrets
-from .tables import FlagValue
+from .setting import FlagValue
 
 # Facts from slime's own parsers at the commits acrl knows. A flag listed for a commit does not
 # exist there: slime would silently ignore it (all its parsers use parse_known_args).

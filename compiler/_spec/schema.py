@@ -22,7 +22,8 @@ from typing import Any, Literal, get_args, get_origin
 
 import attrs
 
-from .tables import AgentCore, Experiment, FlagValue, Spec
+from .setting import FlagValue
+from .tables import AgentCore, Experiment, Spec
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # Not in JSON Schema: the slime flag a key maps to, and the value at which acrl leaves it out.

@@ -12,46 +12,25 @@ from typing import Any, Literal
 
 import attrs
 
+from .setting import (
+    AdvantageEstimator,
+    AttentionBackend,
+    FlagValue,
+    HfMode,
+    KlLossType,
+    LogLevel,
+    LrDecayStyle,
+    ModelArgsSource,
+    TrainMode,
+    setting,
+)
+
 # agentcore-rl-toolkit's scripts/install_slime.sh pins this slime commit.
 TOOLKIT_SLIME_COMMIT = "fa3c990af6f18efd3fd9922698bf4bf4048d1263"
 DEFAULT_ROLLOUT_FUNCTION = "agentcore_rl_toolkit.backends.slime.integration.rollout.generate_rollout"
 DEFAULT_REWARD_POST_PROCESS = (
     "agentcore_rl_toolkit.backends.slime.integration.rewards.normalize_episode_rewards"
 )
-
-FlagScalar = bool | int | float | str
-FlagValue = FlagScalar | list[int | float | str]
-
-AdvantageEstimator = Literal[
-    "grpo", "gspo", "cispo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "ppo"
-]
-KlLossType = Literal["k1", "k2", "k3", "low_var_kl"]
-LogLevel = Literal["debug", "info", "warning", "error", "critical"]
-LrDecayStyle = Literal["constant", "linear", "cosine", "inverse-square-root", "WSD"]
-AttentionBackend = Literal["flash", "fused", "unfused", "local", "auto"]
-TrainMode = Literal["sync", "async"]
-ModelArgsSource = Literal["auto", "args", "catalog", "hf", "script"]
-HfMode = Literal["auto", "bridge", "raw"]
-
-
-def setting(
-    default: Any = attrs.NOTHING,
-    *,
-    doc: str,
-    flag: str | None = None,
-    ge: float | None = None,
-    gt: float | None = None,
-    le: float | None = None,
-    lt: float | None = None,
-    omit_if: Any = attrs.NOTHING,
-    factory: Any = None,
-) -> Any:
-    """An attrs field with acrl's metadata. Required when neither default nor factory is given."""
-    metadata = {"doc": doc, "flag": flag, "ge": ge, "gt": gt, "le": le, "lt": lt, "omit_if": omit_if}
-    if factory is not None:
-        return attrs.field(factory=factory, metadata=metadata)
-    return attrs.field(default=default, metadata=metadata)
-
 
 def _one_unless_epochs(experiment: Any) -> int | None:  # num_rollout's default (None: given to the factory alone)
     return 1 if experiment is None or experiment.num_epoch is None else None
