@@ -20,6 +20,8 @@ What slime cannot place is said by :mod:`.placement_rules`; :mod:`.placement_spe
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import attrs
 
 from .._spec.tables import TOOLKIT_SLIME_COMMIT as SLIME_PIN  # agentcore-rl-toolkit's pin
@@ -30,8 +32,7 @@ SLIME_HEAD = "624b824a898ab0ec1fcb4d373004c7f3852bf515"  # the slime commit acrl
 SLIME_GPUS_PER_NODE = 8
 
 
-@attrs.frozen(kw_only=True)
-class LayoutArgs:
+class LayoutArgs(NamedTuple):
     """The slime arguments the placement reads (their slime names, after slime_validate_args)."""
 
     actor_num_nodes: int
@@ -45,8 +46,7 @@ class LayoutArgs:
     rollout_num_gpus_per_engine: int = 1
 
 
-@attrs.frozen
-class GroupLayout:
+class GroupLayout(NamedTuple):
     """slime's placement group: ``num_gpus`` 1-GPU bundles; the rollout's slots start at ``rollout_offset``."""
 
     num_gpus: int
@@ -70,8 +70,7 @@ def group_layout(args: LayoutArgs, *, slime_commit: str = SLIME_HEAD) -> GroupLa
     return GroupLayout(actor + args.rollout_num_gpus, actor)
 
 
-@attrs.frozen
-class EngineSlots:
+class EngineSlots(NamedTuple):
     """One Ray actor of a rollout engine, as slime makes it: ``rank`` (rollout.py:129), its first slot in
     the sorted placement group (``gpu_index``, rollout.py:134) and how many slots from there it uses; and
     ``addressed_by``: the rank whose node slime takes this actor's host and ports from (rollout.py:858-868:
@@ -105,16 +104,14 @@ def engine_slots(args: LayoutArgs, rollout_offset: int) -> tuple[EngineSlots, ..
                  for i in range(count))
 
 
-@attrs.frozen(order=True)
-class Gpu:
+class Gpu(NamedTuple):
     """One GPU: node ``node`` (nodes in slime's sort order: by IP) and its local index ``gpu``."""
 
     node: int
     gpu: int
 
 
-@attrs.frozen
-class ActorRank:
+class ActorRank(NamedTuple):
     """A training rank, its GPU and its place in Megatron's groups (order tp-cp-ep-dp-pp, Megatron's default:
     megatron/core/parallel_state.py, initialize_model_parallel(order="tp-cp-ep-dp-pp"))."""
 
@@ -126,8 +123,7 @@ class ActorRank:
     pp: int
 
 
-@attrs.frozen
-class EngineParallel:
+class EngineParallel(NamedTuple):
     """One SGLang engine's sizes as slime starts it: ``tp = gpus_per_engine // pp`` (slime/backends/sglang_utils/
     sglang_engine.py:521-522 and 543-546 at 624b824, 580-581 at fa3c990), SGLang's dp and ep as given. With
     --sglang-enable-dp-attention and dp > 1 the attention runs data-parallel inside the engine: SGLang asserts
@@ -167,8 +163,7 @@ class Engine:
         return tuple(sorted({g.node for g in self.gpus}))
 
 
-@attrs.frozen
-class Parallel:
+class Parallel(NamedTuple):
     """Megatron's sizes for the actor and SGLang's for each engine."""
 
     tensor: int = 1
@@ -186,8 +181,7 @@ class Parallel:
                               max(1, self.sglang_ep), self.sglang_dp_attention)
 
 
-@attrs.frozen
-class Placement:
+class Placement(NamedTuple):
     """Which GPU of which node does what, for one slime run.
 
     ``nodes`` x ``gpus_per_node`` is the physical cluster (a local head is one node unless workers join);
@@ -270,7 +264,7 @@ class Placement:
         return out
 
 
-def place(args: LayoutArgs, *, nodes: int, local_head: bool, parallel: Parallel = Parallel(),
+def place(args: LayoutArgs, *, nodes: int, local_head: bool, parallel: Parallel | None = None,
           slime_commit: str = SLIME_HEAD, gpus_per_node: int | None = None) -> Placement:
     """The whole placement of a run on ``nodes`` nodes of ``gpus_per_node`` GPUs (default: the node size slime
     is told, ``args.num_gpus_per_node``; they differ when --num-gpus-per-node is not the real node size)."""
@@ -281,6 +275,7 @@ def place(args: LayoutArgs, *, nodes: int, local_head: bool, parallel: Parallel 
         return Gpu(index // node_size, index % node_size)
 
     actor_count = 0 if args.debug_rollout_only else args.actor_num_nodes * args.actor_num_gpus_per_node
+    parallel = parallel or Parallel()
     tp, cp, pp = parallel.tensor, parallel.context, parallel.pipeline
     dp = max(1, actor_count // max(1, tp * cp * pp))
     actor = tuple(ActorRank(rank, slot(rank), rank % tp, rank // tp % cp, rank // (tp * cp) % dp,

@@ -9,16 +9,14 @@ defaults are computed here, once, and said by :attr:`SpecPlacement.defaults` (th
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-import attrs
+from typing import NamedTuple
 
 from .._spec.flags import parse_flags, table_tokens
 from .._spec.tables import Spec
 from .placement import SLIME_HEAD, LayoutArgs, Parallel, Placement, group_layout, place
 
 
-@attrs.frozen
-class Actor:
+class Actor(NamedTuple):
     """The actor's nodes x GPUs per node, and why (``how``: "given", or the default's reason)."""
 
     num_nodes: int
@@ -26,8 +24,7 @@ class Actor:
     how: str
 
 
-@attrs.frozen
-class SpecPlacement:
+class SpecPlacement(NamedTuple):
     """The placement of a spec and what acrl supplied to get it."""
 
     placement: Placement
@@ -128,7 +125,7 @@ def _read(spec: Spec) -> SpecPlacement:
     if debug_rollout_only and not external:
         # arguments.py:1919-1929: the actor is resized to the rollout (min(8, rollout) per node)
         per = min(8, rollout) if rollout else 0
-        args = attrs.evolve(args, actor_num_gpus_per_node=per, actor_num_nodes=rollout // per if per else 0)
+        args = args._replace(actor_num_gpus_per_node=per, actor_num_nodes=rollout // per if per else 0)
     group = group_layout(args, slime_commit=spec.slime.commit)
     local_head = c.address is None
     if c.num_nodes is not None:
