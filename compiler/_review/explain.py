@@ -24,7 +24,6 @@ from typing import Any, Literal
 import attrs
 
 from .._pipeline.argv import build_argv
-from .._pipeline.bundle import read_bundle
 from .._pipeline.compile import compile_source, resolved_spec
 from .._pipeline.layers import load_spec
 from .._pipeline.parse import SpecSource, parse_spec_text
@@ -45,7 +44,7 @@ from .explain_items import (
 from .layout import layout_of
 from .layout_format import printable
 from .verify import verify_files
-from .view import SPEC_TOML, read_view
+from .view import SPEC_TOML, read_bundle_spec, read_view
 
 __all__ = ["Explanation", "Item", "Origin", "explain_bundle", "explain_path", "explain_spec"]
 
@@ -151,18 +150,9 @@ def explain_path(path: Path, overrides: Sequence[str] = ()) -> Explanation:
 def explain_bundle(directory: Path) -> Explanation:
     """Explain a bundle from its files, read as `acrl diff` reads them: the values of its resolved
     spec.toml, MODEL_ARGS from model_args.sh, and the flags train.sh passes, each traced to spec.toml."""
-    shown = str(directory).rstrip("/") or "/"
-    files = read_bundle(directory)
-    if files is None or SPEC_TOML not in files:
-        reason = "no such directory" if files is None else "is not an acrl bundle: it has no spec.toml"
-        raise BundleReadError(path=shown, reason=reason, fix="give a bundle directory written by acrl-compile "
-                              "(e.g. bundles/<exp_id>) or a spec file (.toml)")
+    bundle = read_bundle_spec(directory)
+    shown, files, text = bundle.shown, bundle.files, bundle.spec_text
     view = read_view(shown, files)
-    try:
-        text = files[SPEC_TOML].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BundleReadError(path=f"{shown}/{SPEC_TOML}", reason=f"is not UTF-8 text (byte {exc.start})",
-                              fix="compile the spec again: acrl-compile SPEC -o DIR --force") from None
     source = parse_spec_text(text, f"{shown}/{SPEC_TOML}")
     made_by = str(view.manifest.get("acrl_version")) if view.manifest else None
     spec, diagnostics = structure(source)

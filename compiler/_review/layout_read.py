@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from .._pipeline.bundle import read_bundle
 from .._pipeline.compile import SweepSpecError, compile_source
 from .._pipeline.layers import EXTENDS, SWEEP, load_spec, resolve_extends
 from .._pipeline.parse import SpecSource, parse_spec_text
@@ -15,7 +14,7 @@ from .._pipeline.structure import structure
 from ..errors import BundleReadError, SpecError, UsageError
 from .layout import Layout, layout_of
 from .verify import verify_files
-from .view import SPEC_TOML
+from .view import SPEC_TOML, read_bundle_spec
 
 
 def layout_path(path: Path, overrides: Sequence[str] = ()) -> tuple[Layout | None, SpecError | None]:
@@ -56,17 +55,8 @@ def _structured(source: SpecSource) -> Layout | None:
 
 def _bundle_layout(directory: Path) -> Layout:
     """A bundle's picture, from its resolved spec.toml (read as `acrl explain` reads it)."""
-    shown = str(directory).rstrip("/") or "/"
-    files = read_bundle(directory)
-    if files is None or SPEC_TOML not in files:
-        reason = "no such directory" if files is None else "is not an acrl bundle: it has no spec.toml"
-        raise BundleReadError(path=shown, reason=reason, fix="give a bundle directory written by acrl-compile "
-                              "(e.g. bundles/<exp_id>) or a spec file (.toml)")
-    try:
-        text = files[SPEC_TOML].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BundleReadError(path=f"{shown}/{SPEC_TOML}", reason=f"is not UTF-8 text (byte {exc.start})",
-                              fix="compile the spec again: acrl-compile SPEC -o DIR --force") from None
+    bundle = read_bundle_spec(directory)
+    shown, files, text = bundle.shown, bundle.files, bundle.spec_text
     spec, diagnostics = structure(parse_spec_text(text, f"{shown}/{SPEC_TOML}"))
     if spec is None:
         raise SpecError(diagnostics)

@@ -24,16 +24,17 @@ import datetime
 import json
 import tomllib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
 
 from .._pipeline.argv import derived
-from .._pipeline.bundle import MANIFEST, NOT_REGULAR, sha256
+from .._pipeline.bundle import MANIFEST, NOT_REGULAR, read_bundle, sha256
 from .._pipeline.parse import decode_spec
 from .._pipeline.structure import structure
 from .._spec.tables import Spec
-from ..errors import SpecError
+from ..errors import BundleReadError, SpecError
 from .layout import Layout, layout_of
 from .shell_files import FORWARDED as FORWARDED  # re-exported: read there, reached here
 from .shell_files import PINNED_AT_LAUNCH as PINNED_AT_LAUNCH
@@ -68,6 +69,32 @@ class BundleView:
 
 class _Unreadable(ValueError):
     """A file that cannot be read as what it should be; the message says why."""
+
+
+@attrs.frozen
+class BundleSpec:
+    """A bundle read for review: the path as shown, its files, and its resolved spec.toml as text."""
+
+    shown: str
+    files: Mapping[str, bytes]
+    spec_text: str
+
+
+def read_bundle_spec(directory: Path) -> BundleSpec:
+    """A bundle directory's files and spec.toml, for the tools that explain or draw a bundle from its resolved
+    spec (explain, layout); BundleReadError when it is not a bundle or spec.toml is not text."""
+    shown = str(directory).rstrip("/") or "/"
+    files = read_bundle(directory)
+    if files is None or SPEC_TOML not in files:
+        reason = "no such directory" if files is None else "is not an acrl bundle: it has no spec.toml"
+        raise BundleReadError(path=shown, reason=reason, fix="give a bundle directory written by acrl-compile "
+                              "(e.g. bundles/<exp_id>) or a spec file (.toml)")
+    try:
+        text = files[SPEC_TOML].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleReadError(path=f"{shown}/{SPEC_TOML}", reason=f"is not UTF-8 text (byte {exc.start})",
+                              fix="compile the spec again: acrl-compile SPEC -o DIR --force") from None
+    return BundleSpec(shown, files, text)
 
 
 def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
