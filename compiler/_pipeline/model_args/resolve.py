@@ -167,9 +167,8 @@ def resolve_model_args(spec: Spec, spec_dir: Path = Path()) -> Resolution:
         found = entry(spec.model.type)
         if found is None:
             raise ModelArgsError(lookup_error(spec.model.type), "see `acrl models`, or choose another args_source")
-        fields = json.dumps(dict(found.hf_fields), sort_keys=True, default=list)
         base = ModelArgs(found.model_args(), "catalog", _catalog_shown(found),
-                         hashlib.sha256(fields.encode()).hexdigest())
+                         hashlib.sha256(found.digest_source().encode()).hexdigest())
     elif source == "hf":
         if config is None:
             raise ModelArgsError(f"args_source is 'hf' but {_config_path(spec, spec_dir)} is not on this machine",
