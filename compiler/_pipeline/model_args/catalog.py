@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -46,18 +47,26 @@ class CatalogEntry:
     # kept so that the catalog launches what slime's script launches (Megatron's MoE dispatcher default is
     # allgather; slime's MoE scripts choose alltoall with grouped GEMM and permute fusion).
     settings: tuple[str, ...] = ()
+    # For an architecture derive_model_args cannot translate: slime's script's resolved MODEL_ARGS (flag values,
+    # generated into slime_models.json), used as they are; hf_fields is then empty.
+    script_args: tuple[str, ...] | None = None
 
     def derived(self) -> Derived:
         """The derivation, with the config.json field behind each flag."""
         return derive_model_args(self.hf_fields)
 
     def model_args(self) -> tuple[str, ...]:
-        """MODEL_ARGS for this model: the config.json translation, then slime's settings."""
+        """MODEL_ARGS for this model: the config.json translation, then slime's settings (or slime's script's
+        MODEL_ARGS, for an architecture acrl does not translate)."""
+        if self.script_args is not None:
+            return self.script_args
         return self.derived().args + self.settings
 
     def digest_source(self) -> str:
         """The canonical text the provenance sha256 is taken of: the config.json fields (and the settings, when the
         entry has any, so that an entry without settings keeps the digest it always had)."""
+        if self.script_args is not None:
+            return "\0".join(self.script_args)
         fields = json.dumps(dict(self.hf_fields), sort_keys=True, default=list)
         return fields if not self.settings else f"{fields}\0" + "\0".join(self.settings)
 
@@ -131,7 +140,7 @@ def _entry(name: str, source: str, fields: dict[str, Any], script: str | None = 
 
 
 _LLAMA32_3B = {**_llama3(28, 3072, 8192, 24, True, 32.0), "head_dim": 128}
-_ENTRIES = (
+_ENTRIES: tuple[CatalogEntry, ...] = (
     _entry("qwen2.5-0.5B", "Qwen/Qwen2.5-0.5B", _qwen25(24, 896, 4864, 14, 2, 151936, 1e-06, True),
            "qwen2.5-0.5B"),
     _entry("qwen2.5-1.5B", "Qwen/Qwen2.5-1.5B", _qwen25(28, 1536, 8960, 12, 2, 151936, 1e-06, True),
@@ -180,6 +189,18 @@ _ENTRIES = (
            # max_position_embeddings 32768 in the published config.json; slime's script also sets that as seq-length
            ("--max-position-embeddings", "32768", "--seq-length", "32768")),
 )
+
+
+def _script_entries(covered: set[str]) -> tuple[CatalogEntry, ...]:
+    """An entry for each of slime's scripts (at the commits acrl targets) that no entry above derives: its MODEL_ARGS
+    as slime's script resolves them, generated into slime_models.json by compiler/_slime/catalog_facts.py."""
+    data = json.loads(Path(__file__).with_name("slime_models.json").read_text(encoding="utf-8"))
+    return tuple(CatalogEntry(name, f"slime scripts/models/{name}.sh at {model['commit'][:7]}", {}, name,
+                              CORRECTIONS.get(name, ()), script_args=tuple(model["args"]))
+                 for name, model in data["models"].items() if name not in covered)
+
+
+_ENTRIES += _script_entries({e.slime_script for e in _ENTRIES if e.slime_script})
 CATALOG: Mapping[str, CatalogEntry] = MappingProxyType({e.name: e for e in _ENTRIES})
 _FOLDED = {name.lower(): e for name, e in CATALOG.items()}
 
