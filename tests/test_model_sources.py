@@ -77,7 +77,9 @@ def test_hf_source_derives_the_catalog_args(write_spec: SpecWriter, tmp_path: Pa
     bundle = compile_spec(path)
     found = entry(catalog)
     assert found is not None
-    assert sorted(bundle.model_args.args) == sorted(found.model_args())
+    # config.json says the architecture; slime's performance settings are the catalog's own (from slime's script)
+    assert sorted(bundle.model_args.args) == sorted(found.derived().args)
+    assert found.model_args() == found.derived().args + found.settings
     provenance = json.loads(bundle.files["manifest.json"])["model_args"]
     assert provenance["source"] == "hf" and provenance["from"].endswith(f"{name}/config.json")
     assert provenance["sha256"] == __import__("hashlib").sha256((HF / name / "config.json").read_bytes()).hexdigest()
@@ -206,9 +208,12 @@ def test_slime_script_differing_from_the_published_config_is_an_error(write_spec
 
 
 def test_what_is_not_architecture_is_a_note(write_spec: SpecWriter, tmp_path: Path) -> None:
-    # slime's script sets a context length: a setting, not the model's shape
-    bundle = compile_spec(script_spec(write_spec, tmp_path, "glm4-32B", overrides={"num-layers": 61,
-                                                                                   "num-query-groups": 2}))
+    # a script whose context length differs from the catalog's (slime's own sets 32768, as the catalog does): a
+    # setting, not the model's shape
+    path = script_spec(write_spec, tmp_path, "glm4-32B", overrides={"num-layers": 61, "num-query-groups": 2})
+    script = tmp_path / "slime" / "scripts" / "models" / "glm4-32B.sh"
+    script.write_text(GLM4_32B_SH.replace("--seq-length 32768", "--seq-length 8192"))
+    bundle = compile_spec(path)
     assert any("--seq-length" in n and "not an error" in n for n in bundle.notes)
     assert any("checked against acrl catalog: glm4-32B" in n for n in bundle.notes)
 

@@ -16,6 +16,9 @@ from .output import print_json as _print_json
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy treats it the same
 if TYPE_CHECKING:
     import argparse
+    from typing import Any
+
+    from .._pipeline.model_args.catalog import CatalogEntry
 
 
 def run_import(args: argparse.Namespace) -> int:
@@ -76,23 +79,22 @@ def run_models(args: argparse.Namespace) -> int:
     from ..errors import AcrlError
 
     if args.name is None:
-        rows = [{"name": e.name, "architecture": e.hf_fields["architectures"][0], "source": e.source,
-                 "layers": e.hf_fields["num_hidden_layers"], "hidden_size": e.hf_fields["hidden_size"],
-                 "heads": e.hf_fields["num_attention_heads"],
-                 "kv_heads": e.hf_fields.get("num_key_value_heads", e.hf_fields["num_attention_heads"]),
-                 "experts": e.hf_fields.get("num_experts")} for e in CATALOG.values()]
+        rows = [_catalog_row(e, parse_flags) for e in CATALOG.values()]
         if args.json:
             _print_json(rows)
             return EXIT_OK
         print(f"{'name':<24} {'architecture':<22} {'layers':>6} {'hidden':>6} {'heads':>9} {'experts':>7}  source")
         for r in rows:
             heads = f"{r['heads']}/{r['kv_heads']}"
-            print(f"{r['name']:<24} {r['architecture']:<22} {r['layers']:>6} {r['hidden_size']:>6} {heads:>9} "
+            print(f"{r['name']:<24} {r['architecture']:<22} {r['layers'] or '-':>6} {r['hidden_size'] or '-':>6} "
+                  f"{heads:>9} "
                   f"{r['experts'] or '-':>7}  {r['source']}")
         return EXIT_OK
     found = entry(args.name)
     if found is None:
         raise AcrlError(lookup_error(args.name))
+    if found.script_args is not None:
+        return _print_script_entry(found, args.json)
     derived = found.derived()
     lines = []
     for flag, values in parse_flags(derived.args).items():
@@ -101,7 +103,7 @@ def run_models(args: argparse.Namespace) -> int:
         lines.append({"flag": flag, "values": values, "hf_field": field,
                       **({"hf_value": found.hf_fields[key]} if key in found.hf_fields else {})})
     if args.json:
-        _print_json({"name": found.name, "source": found.source, "model_args": list(derived.args),
+        _print_json({"name": found.name, "source": found.source, "model_args": list(found.model_args()),
                      "fields": lines, "slime_differences": list(getattr(found, "slime_differences", ()) or ())})
         return EXIT_OK
     print(f"# {found.name}: from {found.source}'s config.json")
@@ -111,8 +113,41 @@ def run_models(args: argparse.Namespace) -> int:
         if "hf_value" in line:
             origin += f" = {_json_value(line['hf_value'])}"
         print(f"{arg:<44} {origin}".rstrip())
+    for flag, values in parse_flags(found.settings).items():
+        print(f"{' '.join([flag, *values]):<44} slime's script (a performance setting, not in config.json)")
     for difference in getattr(found, "slime_differences", ()) or ():
         print(f"# differs from slime's script: {difference}")
+    return EXIT_OK
+
+
+def _catalog_row(e: CatalogEntry, parse_flags: Any) -> dict[str, Any]:
+    """One row of `acrl models`: from the published config.json fields, or from the MODEL_ARGS of slime's script."""
+    if e.script_args is None:
+        f = e.hf_fields
+        return {"name": e.name, "architecture": f["architectures"][0], "source": e.source,
+                "layers": f["num_hidden_layers"], "hidden_size": f["hidden_size"], "heads": f["num_attention_heads"],
+                "kv_heads": f.get("num_key_value_heads", f["num_attention_heads"]), "experts": f.get("num_experts")}
+    flags = parse_flags(e.script_args)
+
+    def number(flag: str) -> int | None:
+        values = flags.get(flag) or []
+        return int(values[0]) if values and values[0].isdigit() else None
+
+    heads = number("--num-attention-heads")
+    return {"name": e.name, "architecture": "(slime's script)", "source": e.source, "layers": number("--num-layers"),
+            "hidden_size": number("--hidden-size"), "heads": heads,
+            "kv_heads": number("--num-query-groups") if "--group-query-attention" in flags else heads,
+            "experts": number("--num-experts")}
+
+
+def _print_script_entry(found: CatalogEntry, as_json: bool) -> int:
+    """`acrl models NAME` for an entry whose MODEL_ARGS are slime's script's (no config.json translation)."""
+    if as_json:
+        _print_json({"name": found.name, "source": found.source, "model_args": list(found.model_args()),
+                     "fields": [], "slime_differences": list(found.slime_differences)})
+        return EXIT_OK
+    print(f"# {found.name}: MODEL_ARGS of {found.source} (an architecture acrl does not translate from config.json)")
+    print(" ".join(found.model_args()))
     return EXIT_OK
 
 

@@ -147,6 +147,9 @@ class Resolution:
     reference: Reference | None = None
     catalog_mismatches: tuple[Mismatch, ...] = ()  # slime's script against the catalog entry of the same name
     script_matches: str | None = None  # a catalog entry whose architecture is exactly the script's
+    # the catalog entry against slime's script of its architecture, where MODEL_ARGS come from the catalog and the
+    # script is readable here; documented corrections are notes, not these
+    script_differences: tuple[Mismatch, ...] = ()
 
 
 def resolve_model_args(spec: Spec, spec_dir: Path = Path()) -> Resolution:
@@ -167,9 +170,8 @@ def resolve_model_args(spec: Spec, spec_dir: Path = Path()) -> Resolution:
         found = entry(spec.model.type)
         if found is None:
             raise ModelArgsError(lookup_error(spec.model.type), "see `acrl models`, or choose another args_source")
-        fields = json.dumps(dict(found.hf_fields), sort_keys=True, default=list)
         base = ModelArgs(found.model_args(), "catalog", _catalog_shown(found),
-                         hashlib.sha256(fields.encode()).hexdigest())
+                         hashlib.sha256(found.digest_source().encode()).hexdigest())
     elif source == "hf":
         if config is None:
             raise ModelArgsError(f"args_source is 'hf' but {_config_path(spec, spec_dir)} is not on this machine",
@@ -194,7 +196,7 @@ def resolve_model_args(spec: Spec, spec_dir: Path = Path()) -> Resolution:
     if config is None and source == "script" and published is not None:
         return _against_catalog(model_args, base, published, reference)
     if config is None or source == "hf":
-        return Resolution(model_args, reference=reference)
+        return _against_script(Resolution(model_args, reference=reference), spec, source, base, published)
     overridden = {flag for flag, _ in model_args.overrides}
     derived = derive_model_args(config.data)
     mismatches = [m for m in compare(model_args.args, base.description, derived.args, config.shown)
@@ -204,7 +206,41 @@ def resolve_model_args(spec: Spec, spec_dir: Path = Path()) -> Resolution:
     notes += [f"setting differs (not an error): {m.message}" for m in mismatches if m.severity == "warning"]
     errors = tuple(m for m in mismatches if m.severity == "error")
     match = _matching_catalog(derived.args, config.shown) if errors else None
-    return Resolution(model_args, errors, tuple(notes), match, reference)
+    return _against_script(Resolution(model_args, errors, tuple(notes), match, reference), spec, source, base,
+                           published)
+
+
+def _against_script(resolution: Resolution, spec: Spec, source: str, base: ModelArgs,
+                    published: CatalogEntry | None) -> Resolution:
+    """The catalog entry compared with slime's script of its architecture whenever that script is readable on this
+    machine, whatever the source (the script source without config.json is _against_catalog). A difference the
+    catalog documents (CORRECTIONS) is a note; any other is an ACRL-M008 error when MODEL_ARGS come from the
+    catalog, else a note (the spec's MODEL_ARGS do not come from either)."""
+    if published is None or published.slime_script is None:
+        return resolution
+    if source == "script" and published.slime_script == spec.model.type:
+        script = base
+    else:
+        try:
+            script = _from_script(attrs.evolve(spec, model=attrs.evolve(spec.model, type=published.slime_script)))
+        except ModelArgsError as exc:
+            missing = "is not on this machine" in exc.message
+            return resolution if missing else attrs.evolve(
+                resolution, notes=(*resolution.notes, f"acrl catalog not compared with slime's script: {exc.message}"))
+    ours = resolution.model_args.args if source == "catalog" else published.model_args()
+    overridden = {flag for flag, _ in resolution.model_args.overrides} if source == "catalog" else set()
+    corrections = dict(published.slime_differences)
+    found = [m for m in compare(ours, _catalog_shown(published), script.args, script.description)
+             if m.flag not in overridden]
+    notes = [f"{m.problem} (a documented correction of slime's script: {corrections[m.flag]})"
+             for m in found if m.flag in corrections]
+    other = tuple(m for m in found if m.flag not in corrections)
+    if source != "catalog":
+        notes += [f"acrl's catalog differs from slime's script (not this spec's MODEL_ARGS): {m.problem}"
+                  for m in other]
+        other = ()
+    notes.insert(0, f"acrl catalog: {published.name} compared with {script.description}")
+    return attrs.evolve(resolution, notes=(*resolution.notes, *notes), script_differences=other)
 
 
 def _against_catalog(model_args: ModelArgs, base: ModelArgs, published: CatalogEntry,

@@ -133,7 +133,7 @@ def _kv_channels(ctx: Context) -> Iterator[Finding]:
         return
     r = ctx.resolution
     ref = r.reference if r is not None else None
-    reported = (*r.mismatches, *r.catalog_mismatches) if r is not None else ()
+    reported = (*r.mismatches, *r.catalog_mismatches, *r.script_differences) if r is not None else ()
     if r is None or ref is None or any(m.flag == "--kv-channels" for m in reported):  # M005 or M008 said it
         return
     head_dim = ref.fields.get("head_dim")
@@ -165,9 +165,18 @@ def _script_vs_catalog(ctx: Context) -> Iterator[Finding]:
     """When MODEL_ARGS come from slime's model script and the checkpoint's config.json is not on the compiling
     machine, the script is compared field by field with acrl's catalog entry of the same name, written from the
     model's published config.json (e.g. slime's glm4-32B.sh has 64 layers and 8 query groups, GLM-4-32B-0414 61
-    and 2). A flag set in [model.overrides] is not compared."""
+    and 2). Whatever the source, whenever slime's script of the entry's architecture is readable on the compiling
+    machine, the catalog entry is compared with it flag by flag, performance settings included (e.g. Qwen3 MoE's
+    --moe-token-dispatcher-type alltoall, --moe-grouped-gemm, --moe-permute-fusion): a difference the catalog
+    documents (catalog.CORRECTIONS, e.g. the Instruct model's norm epsilon) is a note, any other is this error when
+    MODEL_ARGS come from the catalog, and a note otherwise. A flag set in [model.overrides] is not compared."""
     r = ctx.resolution
-    if r is None or not r.catalog_mismatches:
+    if r is None:
+        return
+    for m in r.script_differences:
+        yield Finding(f"{m.problem}: the catalog entry does not launch what slime's script launches",
+                      f"{m.fix}: in the spec, {m.override_hint}, or args_source = \"script\" to use slime's script")
+    if not r.catalog_mismatches:
         return
     found = entry(ctx.spec.model.type)
     known = dict(found.slime_differences) if found is not None else {}
