@@ -52,17 +52,21 @@ def test_the_option_reads_the_script_and_train_sh_keeps_the_cluster_path(
     recorded = json.loads((tmp_path / "b" / "manifest.json").read_text())["model_args"]
     assert recorded["source"] == "script"
     assert recorded["from"] == f"{SLIME}/scripts/models/acrl-fixture-3B.sh"
-    assert recorded["checkout"] == {"path": str(SLIME), "via": "--slime-checkout", "commit": None}
+    assert recorded["checkout"] == {"path": str(SLIME), "commit": None}
     spec_toml = (tmp_path / "b" / "spec.toml").read_text()
     assert f'dir = "{CLUSTER_SLIME}"' in spec_toml and str(SLIME) not in spec_toml
     assert "MODEL_ARGS read from" in err and "--slime-checkout" in err
+    assert acrl_main(["verify", str(tmp_path / "b")]) == 0  # the manifest, checkout and all, reads back
 
 
 def test_the_environment_variable_does_the_same(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("ACRL_SLIME_CHECKOUT", str(SLIME))
     bundle = compile_spec(write(tmp_path))
     assert list(bundle.model_args.args[:5]) == FIXTURE_ARGS
-    assert bundle.model_args.checkout == (str(SLIME), "ACRL_SLIME_CHECKOUT", None)
+    assert bundle.model_args.checkout == (str(SLIME), None)
+    assert any("(ACRL_SLIME_CHECKOUT)" in note for note in bundle.notes)
+    by_option = compile_spec(write(tmp_path), checkouts=((str(SLIME), "--slime-checkout"), None))
+    assert by_option.files == bundle.files  # how the checkout was given is not part of the bundle
     assert f"readonly SLIME_DIR={CLUSTER_SLIME}\n".encode() in bundle.files["train.sh"]
 
 
@@ -112,7 +116,7 @@ def test_flags_are_checked_against_the_given_checkouts(tmp_path: Path) -> None:
 def test_the_cluster_path_is_still_read_where_it_exists(tmp_path: Path) -> None:
     spec = merge(SCRIPT_SPEC, {"slime": {"dir": str(SLIME)}})
     bundle = compile_spec(write(tmp_path, spec))
-    assert bundle.model_args.checkout == (str(SLIME), "[slime] dir", None)
+    assert bundle.model_args.checkout == (str(SLIME), None)
     assert any("the cluster's path, which exists on this machine" in n for n in bundle.notes)
 
 

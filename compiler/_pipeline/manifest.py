@@ -41,11 +41,11 @@ class SlimeRef:
 @attrs.frozen
 class Checkout:
     """The slime checkout on the compiling machine a model script was read from (_slime/checkout.py): its path
-    as given, how it was given (--slime-checkout, ACRL_SLIME_CHECKOUT or "[slime] dir") and its git commit
-    (None when it could not be read). Not where train.sh runs slime: that is [slime] dir."""
+    as given (--slime-checkout, ACRL_SLIME_CHECKOUT or [slime] dir: which one is said in the compile's notes,
+    not here, so that the two ways of giving it give the same bytes) and its git commit (None when it could not
+    be read). Not where train.sh runs slime: that is [slime] dir."""
 
     path: str
-    via: str
     commit: str | None
 
 

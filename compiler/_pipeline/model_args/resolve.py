@@ -109,15 +109,16 @@ class ModelArgs:
     sha256: str  # of the source: the script file, the config.json, or the canonical args or catalog fields
     env: tuple[tuple[str, str | None], ...] = ()  # knobs the script reads: (name, value or None=unset)
     overrides: tuple[tuple[str, str], ...] = ()  # (flag, value as written into MODEL_ARGS) from [model.overrides]
-    # the slime checkout on this machine a script was read from: (path as given, how it was given, git commit)
-    checkout: tuple[str, str, str | None] | None = None
+    # the slime checkout on this machine a script was read from: (path as given, git commit). How it was given
+    # (option, variable, [slime] dir) is only in the compile's notes: it must not change the bundle's bytes
+    checkout: tuple[str, str | None] | None = None
 
     def provenance(self) -> dict[str, object]:
         out: dict[str, object] = {"source": self.source, "from": self.description, "sha256": self.sha256,
                                   "env": {name: value for name, value in self.env},
                                   "overrides": {flag: value for flag, value in self.overrides}}
         if self.checkout is not None:
-            out["checkout"] = dict(zip(("path", "via", "commit"), self.checkout, strict=True))
+            out["checkout"] = dict(zip(("path", "commit"), self.checkout, strict=True))
         return out
 
 
@@ -349,7 +350,7 @@ def _from_script(spec: Spec, checkout: Checkout | None) -> ModelArgs:
     recorded = tuple((k, spec.model.script_env.get(k)) for k in knobs)
     description = f"{checkout.path}/{relative}"
     return ModelArgs(args, "script", description, hashlib.sha256(text).hexdigest(), recorded,
-                     checkout=(checkout.path, checkout.via, checkout.commit))
+                     checkout=(checkout.path, checkout.commit))
 
 
 def _env_knobs(script: str) -> tuple[str, ...]:
