@@ -497,7 +497,9 @@ def test_model_script_not_here_is_reported(tmp_path: Path) -> None:
     proc = acrl("import", "slime-runner", str(config), "-o", "spec.toml", "--json", cwd=tmp_path)
     report = json.loads(proc.stdout)
     assert proc.returncode == 1 and report["ok"] is False
-    assert re.search(r"^spec\.toml:\d+:1: error: \[model\] type: .*/tiny\.sh ", report["problems"], re.M)
+    assert re.search(r"^spec\.toml:\d+:1: error: \[model\] args_source: .*no slime checkout is on this machine .*"
+                     r"scripts/models/tiny\.sh", report["problems"], re.M)
+    assert "--slime-checkout DIR" in report["problems"]
     assert [n for n in report["notes"] if n["kind"] == "unresolved" and n["where"] == "model.args_source"]
 
 
@@ -581,3 +583,71 @@ def test_every_problem_of_the_file_is_reported_with_its_own_fix(tmp_path: Path, 
     text_lines = str(error.value).splitlines()
     assert [line.split(": ")[0] for line in text_lines] == [first, "  fix", second, "  fix"]
     assert text_lines[3] == f"  fix: {error.value.hint}" and "rollout_batch_size" in text_lines[1]
+
+
+# --- issue 14: a catalog model imports without a checkout; eval flags map to [eval] -------------------------------
+
+QWEN25_3B_SH = """MODEL_ARGS=(
+   --swiglu --num-layers 36 --hidden-size 2048 --ffn-hidden-size 11008 --num-attention-heads 16
+   --use-rotary-position-embeddings --disable-bias-linear --add-qkv-bias --normalization RMSNorm
+   --norm-epsilon 1e-6 --rotary-base 1000000 --group-query-attention --num-query-groups 2 --vocab-size 151936
+)
+"""
+
+
+def test_a_catalog_model_without_a_checkout_imports_with_the_catalog_and_compiles(tmp_path: Path) -> None:
+    fields = {**minimal(tmp_path / "cluster-slime"), "model_type": "qwen2.5-3B"}
+    config = write_yaml(tmp_path / "run.yaml", yaml.safe_dump(fields))
+    proc = acrl("import", "slime-runner", str(config), "-o", "spec.toml", "--json", cwd=tmp_path)
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["ok"] is True, report
+    spec = tomllib.loads((tmp_path / "spec.toml").read_text(encoding="utf-8"))
+    assert spec["model"]["args_source"] == "catalog" and spec["slime"]["dir"] == str(tmp_path / "cluster-slime")
+    (note,) = [n for n in report["notes"] if n["where"] == "model.args_source"]
+    assert note["kind"] == "difference" and "catalog" in note["message"]
+    assert "scripts/models/qwen2.5-3B.sh" in note["message"] and "--slime-checkout" in note["message"]
+    compiled = subprocess.run([str(BIN / "acrl-compile"), "spec.toml", "-o", "bundle"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60, check=False)
+    assert compiled.returncode == 0, compiled.stderr
+
+
+def test_a_checkout_given_keeps_slime_script_and_the_cluster_path(tmp_path: Path) -> None:
+    checkout = tmp_path / "laptop-slime"
+    (checkout / "scripts" / "models").mkdir(parents=True)
+    (checkout / "scripts" / "models" / "qwen2.5-3B.sh").write_text(QWEN25_3B_SH, encoding="utf-8")
+    fields = {**minimal(Path("/cluster/slime")), "model_type": "qwen2.5-3B"}
+    config = write_yaml(tmp_path / "run.yaml", yaml.safe_dump(fields))
+    proc = acrl("import", "slime-runner", str(config), "-o", "spec.toml", "--json", "--slime-checkout",
+                str(checkout), cwd=tmp_path)
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["ok"] is True, report
+    spec = tomllib.loads((tmp_path / "spec.toml").read_text(encoding="utf-8"))
+    assert spec["model"]["args_source"] == "script" and spec["slime"]["dir"] == "/cluster/slime"
+    assert not [n for n in report["notes"] if n["where"] == "model.args_source"]
+
+
+def test_eval_flags_map_to_the_eval_table_end_to_end(tmp_path: Path, toolbox: Toolbox, slime_dir: Path) -> None:
+    fields = {**minimal(slime_dir), "extra_flags": [
+        "--eval-prompt-data", "aime", "/data/aime.jsonl", "gsm8k", "/data/gsm8k.jsonl", "--eval-interval", "5",
+        "--n-samples-per-eval-prompt", "4", "--eval-max-response-len", "2048"]}
+    config = write_yaml(tmp_path / "run.yaml", yaml.safe_dump(fields))
+    argv, _, notes, spec_path = import_and_run(tmp_path, toolbox, config, {})
+    spec = tomllib.loads(spec_path.read_text(encoding="utf-8"))
+    assert spec["eval"] == {"interval": 5, "datasets": {"aime": "/data/aime.jsonl", "gsm8k": "/data/gsm8k.jsonl"},
+                            "n_samples_per_prompt": 4, "max_response_len": 2048}
+    assert "extra" not in spec
+    runner = effective(slime_runner_argv(config, 1, "/tmp/x.yaml", {}, purelib(toolbox)))
+    assert effective(argv) == acrl_differences(runner)
+    assert differing(effective(argv), runner) <= noted_flags(notes)
+
+
+def test_eval_datasets_without_an_interval_are_left_out_and_noted(tmp_path: Path, slime_dir: Path) -> None:
+    fields = {**minimal(slime_dir), "extra_flags": ["--eval-prompt-data", "aime", "/data/aime.jsonl"]}
+    config = write_yaml(tmp_path / "run.yaml", yaml.safe_dump(fields))
+    proc = acrl("import", "slime-runner", str(config), "-o", "spec.toml", "--json", cwd=tmp_path)
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["ok"] is True, report
+    spec = tomllib.loads((tmp_path / "spec.toml").read_text(encoding="utf-8"))
+    assert "eval" not in spec and "extra" not in spec
+    (note,) = [n for n in report["notes"] if n["where"] == "--eval-prompt-data"]
+    assert "aime = '/data/aime.jsonl'" in note["message"]

@@ -21,6 +21,7 @@ import os
 
 from .._fast import cache as _cache
 from .._pipeline.bundle import read_file, write_bundle
+from .._slime.checkout import requested
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy treats it the same
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ def compile_to(spec: str, out: str | None, options: CompileOptions) -> BundleRes
     """Compile ``spec`` and write it under ``out`` (default: bundles/<exp_id>). Raises AcrlError."""
     cached = options.cache and options.target == "ray"  # the cache holds default-target bundles only
     raw = read_file(spec)  # once: the spec may be a pipe (/dev/stdin, <(...)); None: the compile says why
-    entry = _cache.lookup(spec, raw, strict=options.strict, overrides=options.overrides) \
+    entry = _cache.lookup(spec, raw, strict=options.strict, overrides=options.overrides, checkouts=requested()) \
         if cached and raw is not None else None
     if entry is None:
         compiled = _compile(spec, raw, options, keep=cached)
@@ -186,7 +187,7 @@ def _compile(spec: str, raw: bytes | None, options: CheckOptions | CompileOption
                          [(w.format(), w.as_json()) for w in bundle.warnings], bundle.notes, signatures)
     if inputs is not None and _cache.UNKNOWN not in (sig for _, sig in signatures):
         _cache.store(spec, bundle.spec_sha256, entry, strict=options.strict, started_ns=started,
-                     overrides=options.overrides)
+                     overrides=options.overrides, checkouts=requested())
     return entry
 
 

@@ -53,11 +53,26 @@ def _compile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-going", action="store_true",
                         help="sweep: write the bundles of the valid points even when some are invalid "
                         "(the exit status is still 1)")
+    _checkout_arguments(parser)
     parser.set_defaults(run=_compile_cmd.run_compile)
 
 
+def _checkout_arguments(parser: argparse.ArgumentParser) -> None:
+    """--slime-checkout / --megatron-checkout: this machine's checkouts, read for model scripts and flags."""
+    parser.add_argument("--slime-checkout", metavar="DIR",
+                        help="the slime checkout on this machine to read model scripts (args_source = \"script\") "
+                        "and flag definitions from (default: $ACRL_SLIME_CHECKOUT, else [slime] dir where it exists "
+                        "here); train.sh still runs slime at [slime] dir")
+    parser.add_argument("--megatron-checkout", metavar="DIR",
+                        help="the Megatron-LM checkout on this machine whose flags are read (default: "
+                        "$ACRL_MEGATRON_CHECKOUT, else [slime] megatron_dir where it exists here)")
+
+
 def _handle(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    from .._slime.checkout import set_from_options  # lazy: only os; --help never needs it
+
     try:
+        set_from_options(getattr(args, "slime_checkout", None), getattr(args, "megatron_checkout", None))
         return run(args)
     except BrokenPipeError:  # the reader went away (`acrl models | head`): not an error of ours
         _stdout_to_devnull()
@@ -85,6 +100,8 @@ def _handle(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) 
               "  This is a bug in acrl; rerun with ACRL_DEBUG=1 for a traceback and report it.",
               file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        set_from_options(None, None)  # for this command only (tests run many in one process)
 
 
 def _stdout_to_devnull() -> None:
@@ -167,6 +184,7 @@ def acrl_main(argv: Sequence[str] | None = None, *,
     explain.add_argument("--json", action="store_true", help="print JSON on stdout")
     explain.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
                          help="explain the spec with this key set, as acrl-compile --set does")
+    _checkout_arguments(explain)
     explain.set_defaults(run=_commands.run_explain, print_help=explain.print_help)
     layout = commands.add_parser("layout", help="which GPU of which node does what: slime's placement, drawn",
                                  description="Draw slime's placement of a spec or bundle, node by node: each GPU with "
@@ -184,6 +202,7 @@ def acrl_main(argv: Sequence[str] | None = None, *,
     layout.add_argument("--force", action="store_true", help="replace an existing FILE")
     layout.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
                         help="draw the spec with this key set, as acrl-compile --set does")
+    _checkout_arguments(layout)
     layout.set_defaults(run=_commands.run_layout, json=False)
     _review_commands(commands)
     _import_commands(commands)
@@ -218,6 +237,7 @@ def _import_commands(commands: Any) -> None:
         p.add_argument("-o", "--output", metavar="SPEC", required=True, help="the spec file to write")
         p.add_argument("--force", action="store_true", help="replace an existing file")
         p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+        _checkout_arguments(p)
     runner.set_defaults(run=_commands.run_import, kind="slime-runner")
     script.set_defaults(run=_commands.run_import, kind="train-sh", num_rollout=None)
 
@@ -234,6 +254,7 @@ def _review_commands(commands: Any) -> None:
     diff.add_argument("b", metavar="B", help="a bundle directory or a spec (.toml)")
     diff.add_argument("--format", choices=("text", "markdown", "json"), default="text",
                       help="text (default), markdown (for a pull request) or json")
+    _checkout_arguments(diff)
     diff.set_defaults(run=_commands.run_diff)
     verify = commands.add_parser("verify", help="check a bundle's files against its manifest (exit 1 if modified)",
                                  description="Recompute the sha256 of every file of BUNDLE and its bundle hash, and "
@@ -259,6 +280,7 @@ def _review_commands(commands: Any) -> None:
                        help="where the bundles are, one per exp_id (default: bundles)")
     check.add_argument("--strict", action="store_true", help="treat warnings as errors")
     check.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+    _checkout_arguments(check)
     check.set_defaults(run=_compile_cmd.run_check_bundles)
 
 

@@ -11,7 +11,9 @@ A hit can never give other bytes than compiling would:
   in messages and resolve the spec's relative paths), ``--strict``, the Python version and a
   fingerprint of the code that compiles: each file of acrl's compiler and templates and of the
   libraries it renders with (size, mtime, inode), so an edit, upgrade or reinstall is a new key.
-- The ``--set`` overrides, in order, are part of the key too.
+- The ``--set`` overrides, in order, are part of the key too, and so are the slime and Megatron-LM
+  checkouts asked for on this machine (--slime-checkout, ACRL_SLIME_CHECKOUT, ...): another checkout
+  can give other MODEL_ARGS and other flag checks. A compile that read a checkout is never kept.
 - Each entry lists the files outside the spec that the compile read or looked for (the
   checkpoint's config.json, the slime checkout, the base specs named by ``extends``), each with its
   stat signature, or with "absent";
@@ -112,17 +114,20 @@ def signature(path: str) -> Signature:
     return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
 
 
-def key(spec_path: str, spec_sha256: str, *, strict: bool, overrides: Sequence[str] = ()) -> str:
+def key(spec_path: str, spec_sha256: str, *, strict: bool, overrides: Sequence[str] = (),
+        checkouts: Sequence[object] = ()) -> str:
     """The entry name for compiling the spec with this sha256, read from ``spec_path``, with the
-    ``--set`` ``overrides`` (in order), in this process."""
+    ``--set`` ``overrides`` (in order) and the local ``checkouts`` asked for (_slime/checkout.py:
+    requested), in this process."""
     import hashlib  # lazy: it loads OpenSSL; `--help` reads kept help through this module and never hashes
 
     material = repr((FORMAT, __version__, sys.version, sys.flags.optimize, os.getcwd(), spec_path, strict,
-                     spec_sha256, list(overrides), _code_fingerprint()))
+                     spec_sha256, list(overrides), _code_fingerprint(), *([list(checkouts)] if checkouts else [])))
     return hashlib.sha256(material.encode()).hexdigest()
 
 
-def lookup(spec_path: str, spec_bytes: bytes, *, strict: bool, overrides: Sequence[str] = ()) -> Entry | None:
+def lookup(spec_path: str, spec_bytes: bytes, *, strict: bool, overrides: Sequence[str] = (),
+           checkouts: Sequence[object] = ()) -> Entry | None:
     """The kept compile of ``spec_bytes``, read from ``spec_path``, or None (no cache, no entry, or
     out of date)."""
     import hashlib  # lazy: it loads OpenSSL; `--help` reads kept help through this module and never hashes
@@ -131,7 +136,8 @@ def lookup(spec_path: str, spec_bytes: bytes, *, strict: bool, overrides: Sequen
     if where is None:
         return None
     digest = hashlib.sha256(spec_bytes).hexdigest()
-    entry_path = os.path.join(where, key(spec_path, digest, strict=strict, overrides=overrides) + _SUFFIX)
+    entry_path = os.path.join(where, key(spec_path, digest, strict=strict, overrides=overrides,
+                                           checkouts=checkouts) + _SUFFIX)
     try:
         with open(entry_path, "rb") as f:
             raw = f.read()
@@ -148,7 +154,7 @@ def lookup(spec_path: str, spec_bytes: bytes, *, strict: bool, overrides: Sequen
 
 
 def store(spec_path: str, spec_sha256: str, entry: Entry, *, strict: bool, started_ns: int,
-          overrides: Sequence[str] = ()) -> bool:
+          overrides: Sequence[str] = (), checkouts: Sequence[object] = ()) -> bool:
     """Keep ``entry``, the compile of the spec with sha256 ``spec_sha256``, which started at
     ``started_ns`` (time.time_ns()). Returns whether it was kept; any error only means it was not.
 
@@ -165,7 +171,8 @@ def store(spec_path: str, spec_sha256: str, entry: Entry, *, strict: bool, start
         if sig is not None and max(sig[0], sig[1]) >= started_ns - _TIMESTAMP_SLACK_NS:
             return False
     payload = marshal.dumps(entry._data())
-    target = os.path.join(where, key(spec_path, spec_sha256, strict=strict, overrides=overrides) + _SUFFIX)
+    target = os.path.join(where, key(spec_path, spec_sha256, strict=strict, overrides=overrides,
+                                       checkouts=checkouts) + _SUFFIX)
     temporary = f"{target}.{os.getpid()}.tmp"
     try:
         with open(temporary, "wb") as f:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import difflib
 import math
 import re
-import subprocess
-import tempfile
 import typing
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
@@ -23,13 +21,13 @@ import attrs
 import yaml
 
 from .._pipeline.bundle import YAML_LIMIT, read_input
-from .._pipeline.model_args.resolve import is_file_here, model_type_problem
 from .._pipeline.parse import unreadable_hint
 from .._secrets import drop_secret_values, is_credential_flag, looks_secret_value
 from .._spec.flags import is_number, known_absent_flags
 from .._spec.tables import TOOLKIT_SLIME_COMMIT, Spec
 from ..errors import UsageError
 from .base import Imported, ImportInputError, Note, load_yaml
+from .slime_runner_model import model_args
 
 Kind = Literal["str", "int", "float", "bool", "str?", "int?", "flags"]
 
@@ -157,7 +155,7 @@ def import_slime_runner(path: Path, *, num_rollout: int | None = None) -> Import
         notes.append(Note("default", f"num_rollout: neither --num-rollout nor the YAML gives it; "
                           f"[experiment] num_rollout = {DEFAULT_NUM_ROLLOUT}, the default of SlimeRunner.train(). "
                           "Pass --num-rollout N with the N your script gave train()", "experiment.num_rollout"))
-    script_notes, model_flags = _model_args(spec, data)
+    script_notes, model_flags = model_args(spec, data)
     notes += script_notes
     notes += _extra_flags(spec, data.get("extra_flags") or [], model_flags, where.get("extra_flags", "extra_flags"))
     notes += _differences(spec)
@@ -242,33 +240,6 @@ def _bad(problems: _Problems, key: str, value: Any, wanted: str) -> None:
 _ECHOED = frozenset(FIELDS) - {"extra_flags"} | {NUM_ROLLOUT_KEY}
 
 
-def _model_args(spec: dict[str, dict[str, Any]], data: Mapping[str, Any]) -> tuple[list[Note], set[str]]:
-    """SlimeRunner sourced slime's scripts/models/<model_type>.sh on the cluster at every run; acrl sources it at
-    compile time, where it is on this machine. Also the flags the script sets, when it is here."""
-    slime_dir = spec.get("slime", {}).get("dir", "/root/slime")
-    spec["model"]["args_source"] = "script"
-    if not isinstance(data["model_type"], str) or model_type_problem(data["model_type"]) is not None:
-        return [], set()  # never sourced: the compile that follows says why (ACRL-M009)
-    script = Path(slime_dir) / "scripts" / "models" / f"{data['model_type']}.sh"
-    if not is_file_here(script):
-        return [Note("unresolved", f"MODEL_ARGS: {script} is not on this machine. SlimeRunner sourced it on the "
-                     "cluster at every run; acrl sources it at compile time and freezes the result into "
-                     "model_args.sh. Compile where slime is checked out at that path, or set [model] args_source = "
-                     "\"catalog\" (acrl's catalog, `acrl models`) or give the architecture in [model.args]",
-                     "model.args_source")], set()
-    # as the compile sources it (_model_args): a clean environment and an empty folder, so the flags found here are
-    # the ones the bundle's MODEL_ARGS will hold, and the script sees none of this shell's secrets
-    try:
-        with tempfile.TemporaryDirectory(prefix="acrl-import-") as empty:
-            out = subprocess.run(["bash", "--noprofile", "--norc", "-c", 'source "$1" >/dev/null 2>&1; '
-                                  'printf "%s\\0" "${MODEL_ARGS[@]}"', "acrl", str(script)],
-                                 env={"PATH": "/usr/bin:/bin", "LC_ALL": "C", "HOME": empty},
-                                 cwd=empty, capture_output=True, timeout=10, check=False).stdout
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        return [], set()  # the compile that follows says why
-    return [], {t for t in out.decode("utf-8", "replace").split("\0") if t.startswith("--")}
-
-
 def _flag_keys() -> dict[str, tuple[str, str, Any]]:
     """slime flag -> (spec table, key, type), from the spec's own field metadata."""
     out: dict[str, tuple[str, str, Any]] = {}
@@ -312,6 +283,7 @@ def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags:
             segments.append([])
         segments[-1].append(token)
     kept: list[str] = list(segments[0])
+    datasets: dict[str, str] = {}
     for segment in segments[1:]:
         flag, _, inline = segment[0].partition("=")
         values = [inline, *segment[1:]] if "=" in segment[0] else segment[1:]
@@ -330,6 +302,8 @@ def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags:
                 kept += segment
             else:
                 spec.setdefault("train", {})["num_steps_per_rollout"] = samples // int(values[0])
+        elif flag == "--eval-prompt-data" and values and len(values) % 2 == 0:  # NAME PATH pairs: [eval] datasets
+            datasets = dict(zip(values[::2], values[1::2], strict=True))  # argparse keeps the last occurrence
         elif flag in model_flags:
             spec["model"].setdefault("overrides", {})[flag[2:]] = values[0] if len(values) == 1 else values or True
         elif flag in owned and (value := _typed(owned[flag][2], values)) is not None:
@@ -339,6 +313,13 @@ def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags:
             spec.setdefault(table, {})[key] = value
         else:
             kept += segment
+    if datasets and spec.get("eval", {}).get("interval") is not None:
+        spec["eval"]["datasets"] = datasets
+    elif datasets:
+        notes.append(Note("difference", "extra_flags: --eval-prompt-data is left out: without --eval-interval slime "
+                          "never evaluated them, and acrl refuses datasets that are never evaluated (ACRL-E001). To "
+                          "evaluate, set [eval] interval and [eval.datasets] " +
+                          ", ".join(f"{name} = {path!r}" for name, path in datasets.items()), "--eval-prompt-data"))
     if kept:
         spec.setdefault("extra", {})["args"] = kept
     return notes

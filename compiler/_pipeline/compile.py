@@ -12,10 +12,11 @@ from typing import Any, Literal
 
 import attrs
 
+from .._slime.checkout import SLIME_OPTION, SPEC_SLIME, Asked, CheckoutError, locate
 from .._slime.verify_flags import verify_flags
 from .._spec.tables import Spec
 from .._version import __version__
-from ..errors import Diagnostic, SpecError
+from ..errors import Diagnostic, SpecError, UsageError
 from . import placement_spec
 from . import render as _render
 from .argv import (
@@ -28,8 +29,8 @@ from .argv import (
 from .bundle import MANIFEST, manifest_hash, sha256, write_bundle
 from .kuberay import rayjob_yaml
 from .layers import EXTENDS, SWEEP, load_spec, resolve_extends
-from .manifest import BaseSpec, Manifest, ManifestWarning, ModelArgsProvenance, Override, SlimeRef, SpecFile
-from .model_args.resolve import ModelArgs, ModelArgsError, is_dir_here, resolve_model_args
+from .manifest import BaseSpec, Checkout, Manifest, ManifestWarning, ModelArgsProvenance, Override, SlimeRef, SpecFile
+from .model_args.resolve import ModelArgs, ModelArgsError, resolve_model_args
 from .model_args.resolve import _config_path as config_path
 from .parse import SpecSource
 from .structure import structure, unstructure
@@ -66,6 +67,7 @@ class Bundle:
     groups: tuple[ArgGroup, ...]
     spec_sha256: str = ""  # of the spec's bytes as read
     base_paths: tuple[str, ...] = ()  # the base specs read for ``extends``, as opened
+    read_checkout: bool = False  # a slime checkout on this machine was read (flags, a model script)
 
     @property
     def exp_id(self) -> str:
@@ -77,16 +79,20 @@ class Bundle:
 
 
 def compile_spec(path: Path, *, strict: bool = False, display_name: str | None = None,
-                 target: Target = "ray", data: bytes | None = None, overrides: Sequence[str] = ()) -> Bundle:
+                 target: Target = "ray", data: bytes | None = None, overrides: Sequence[str] = (),
+                 checkouts: tuple[Asked, Asked] | None = None) -> Bundle:
     """Compile the spec at ``path`` into an in-memory bundle. Raises SpecError listing every
     problem; with ``strict``, warnings are errors too. ``target="kuberay"`` adds rayjob.yaml.
     ``data``: the file's bytes, if already read (a pipe cannot be read twice). ``overrides``:
-    ``KEY=VALUE`` strings (``--set``), applied on top of the spec and its bases."""
+    ``KEY=VALUE`` strings (``--set``), applied on top of the spec and its bases. ``checkouts``: this
+    machine's (slime, Megatron-LM) checkouts, each (path, how it was given) or None (default: the
+    ``--slime-checkout`` / ``--megatron-checkout`` options, else ACRL_SLIME_CHECKOUT / ACRL_MEGATRON_CHECKOUT)."""
     source = load_spec(path, data=data, display_name=display_name, overrides=overrides)
-    return compile_source(source, strict=strict, target=target)
+    return compile_source(source, strict=strict, target=target, checkouts=checkouts)
 
 
-def compile_source(source: SpecSource, *, strict: bool = False, target: Target = "ray") -> Bundle:
+def compile_source(source: SpecSource, *, strict: bool = False, target: Target = "ray",
+                   checkouts: tuple[Asked, Asked] | None = None) -> Bundle:
     """Compile an already parsed spec (see :func:`compile_spec`); its ``extends`` is resolved here
     if it was not yet. A spec with a [sweep] table is compiled by
     :func:`acrl.compiler._pipeline.sweep.compile_points`."""
@@ -104,15 +110,19 @@ def compile_source(source: SpecSource, *, strict: bool = False, target: Target =
         raise SpecError([attrs.evolve(d, severity="error") if strict and d.severity == "warning" else d
                          for d in early])
     try:
-        resolution = resolve_model_args(spec, Path(source.name).parent)
+        slime, megatron = locate(spec.slime.dir, spec.slime.megatron_dir, checkouts)
+    except CheckoutError as exc:
+        raise UsageError(exc.message, hint=exc.hint) from None
+    try:
+        resolution = resolve_model_args(spec, Path(source.name).parent, slime)
     except ModelArgsError as exc:
         key = ("model", exc.key) if ("model", exc.key) in source.positions else ("model", "type")
         raise SpecError([source.diagnostic(key, exc.message, hint=exc.hint)]) from None
     model_args = resolution.model_args
     groups = build_argv(spec)
-    verification = verify_flags(spec)
-    diagnostics = early + validate(source, Context(spec, model_args, groups, verification.check, resolution),
-                                   before_sourcing=False)
+    verification = verify_flags(spec, slime, megatron)
+    diagnostics = early + validate(source, Context(spec, model_args, groups, verification.check, resolution,
+                                                   verification.where), before_sourcing=False)
     if strict:
         diagnostics = [attrs.evolve(d, severity="error") if d.severity == "warning" else d for d in diagnostics]
     if target == "kuberay" and spec.kuberay.image is None:
@@ -124,10 +134,16 @@ def compile_source(source: SpecSource, *, strict: bool = False, target: Target =
     if any(d.severity == "error" for d in diagnostics):
         raise SpecError(diagnostics)
     notes = (*resolution.notes, *verification.notes, *placement_spec.read(spec).defaults)
+    if model_args.source == "script" and slime is not None:
+        how = (f"{SPEC_SLIME}, the cluster's path, which exists on this machine ({SLIME_OPTION} DIR reads another "
+               "checkout)" if slime.via == SPEC_SLIME else slime.shown())
+        notes = (f"MODEL_ARGS read from {model_args.description}: the slime checkout of {how}; train.sh runs slime at "
+                 f"{SPEC_SLIME} {spec.slime.dir}", *notes)
     if target == "kuberay" and spec.cuda.home is not None:
         notes += ("[cuda] home is applied by train.sh only: the pods of rayjob.yaml use the image's CUDA "
                   "(set CUDA_HOME, PATH and LD_LIBRARY_PATH in the image)",)
-    return _assemble(source, spec, model_args, groups, tuple(diagnostics), notes, target)
+    bundle = _assemble(source, spec, model_args, groups, tuple(diagnostics), notes, target)
+    return attrs.evolve(bundle, read_checkout=slime is not None)
 
 
 def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tuple[ArgGroup, ...],
@@ -153,9 +169,10 @@ def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tup
 def external_inputs(bundle: Bundle, spec_dir: Path) -> tuple[Path, ...] | None:
     """The paths outside the spec that compiling it read or looked for, where a change could change
     the result (used by the compile cache); None when they cannot all be named: a model script
-    sourced by bash may read anything, and a slime checkout was read file by file."""
+    sourced by bash may read anything, and a slime checkout was read file by file. The checkouts asked for
+    (--slime-checkout, ACRL_SLIME_CHECKOUT) are in the cache's key; [slime] dir, watched, decides the rest."""
     spec = bundle.spec
-    if bundle.model_args.source == "script" or is_dir_here(Path(spec.slime.dir)):
+    if bundle.model_args.source == "script" or bundle.read_checkout:
         return None
     return (config_path(spec, spec_dir), Path(spec.slime.dir),  # Megatron's is read only with slime's
             *(Path(base) for base in bundle.base_paths))
@@ -178,7 +195,9 @@ def _manifest(source: SpecSource, spec: Spec, model_args: ModelArgs, warnings: t
         slime=SlimeRef(commit=spec.slime.commit),
         model_args=ModelArgsProvenance(source=model_args.source, from_=model_args.description,
                                        sha256=model_args.sha256, env=dict(model_args.env),
-                                       overrides=dict(model_args.overrides)),
+                                       overrides=dict(model_args.overrides),
+                                       checkout=None if model_args.checkout is None else
+                                       Checkout(*model_args.checkout)),
         derived=derived(spec),
         warnings=[ManifestWarning(**attrs.evolve(d, file=manifest_file_name(d.file)).as_json())  # type: ignore[arg-type]
                   for d in warnings],

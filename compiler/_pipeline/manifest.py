@@ -39,14 +39,27 @@ class SlimeRef:
 
 
 @attrs.frozen
+class Checkout:
+    """The slime checkout on the compiling machine a model script was read from (_slime/checkout.py): its path
+    as given (--slime-checkout, ACRL_SLIME_CHECKOUT or [slime] dir: which one is said in the compile's notes,
+    not here, so that the two ways of giving it give the same bytes) and its git commit (None when it could not
+    be read). Not where train.sh runs slime: that is [slime] dir."""
+
+    path: str
+    commit: str | None
+
+
+@attrs.frozen
 class ModelArgsProvenance:
-    """Where MODEL_ARGS came from (model_args.resolve.ModelArgs.provenance); ``from`` in JSON."""
+    """Where MODEL_ARGS came from (model_args.resolve.ModelArgs.provenance); ``from`` in JSON. ``checkout`` only
+    for a script (written only then)."""
 
     source: str
     from_: str
     sha256: str
     env: dict[str, str | None]
     overrides: dict[str, str]
+    checkout: Checkout | None = None
 
 
 @attrs.frozen
@@ -180,6 +193,8 @@ def _renamed(cls: type, conv: cattrs.Converter) -> None:
     def unstructure(obj: Any) -> dict[str, Any]:
         out = _as_dict(conv.unstructure_attrs_asdict(obj))
         out["from"] = out.pop("from_")
+        if out.get("checkout", False) is None:  # written only when there is one (ModelArgsProvenance)
+            del out["checkout"]
         return out
 
     conv.register_unstructure_hook(cls, unstructure)
@@ -196,7 +211,8 @@ def converter() -> cattrs.Converter:
     from .argv import Derived  # lazy: argv's imports (~60 ms) are the compile's, not verify's
     from .structure import converter as spec_converter  # lazy: structure imports cattrs
 
-    for cls in (SpecFile, SlimeRef, ModelArgsProvenance, ManifestWarning, BaseSpec, Override, Manifest, Derived):
+    for cls in (SpecFile, SlimeRef, Checkout, ModelArgsProvenance, ManifestWarning, BaseSpec, Override, Manifest,
+                Derived):
         attrs.resolve_types(cls, localns={"Derived": Derived})  # the converter dispatches on field types
     conv = spec_converter().copy()
     _renamed(ModelArgsProvenance, conv)

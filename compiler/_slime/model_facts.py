@@ -38,6 +38,7 @@ from typing import Any, cast
 from .._pipeline.model_args.resolve import ModelArgsError, _from_script
 from .._spec.tables import Spec
 from . import engine_facts
+from .checkout import Checkout
 
 SLIME_URL = "https://github.com/THUDM/slime"
 ARGUMENTS_PY = "slime/backends/megatron_utils/arguments.py"
@@ -72,11 +73,11 @@ def model_args(scripts_dir: Path) -> dict[str, list[str]]:
     slime_dir = scripts_dir.parent.parent
     out: dict[str, list[str]] = {}
     for script in sorted(scripts_dir.glob("*.sh")):
-        # The compile-time resolver reads only [model] type and script_env and [slime] dir.
-        spec = SimpleNamespace(model=SimpleNamespace(type=script.stem, script_env={}),
+        # The compile-time resolver reads only [model] type, args_source and script_env, and the checkout given.
+        spec = SimpleNamespace(model=SimpleNamespace(type=script.stem, script_env={}, args_source="script"),
                                slime=SimpleNamespace(dir=str(slime_dir)))
         try:
-            out[script.stem] = list(_from_script(cast(Spec, spec)).args)
+            out[script.stem] = list(_from_script(cast(Spec, spec), Checkout(str(slime_dir), "SLIME_DIR")).args)
         except ModelArgsError as exc:
             raise FactsError(f"{script}: {exc.message}") from None
     return out

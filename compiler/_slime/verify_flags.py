@@ -1,4 +1,6 @@
-"""Check flags against the slime and Megatron checkouts when they are on the compiling machine.
+"""Check flags against the slime and Megatron checkouts on the compiling machine (_slime/checkout.py: the
+``--slime-checkout`` / ``--megatron-checkout`` options, their variables, else ``[slime] dir`` / ``megatron_dir``
+where those exist here).
 
 What was verified depends on the machine, so it is reported (stderr, --json) but never written
 into the bundle: the same spec must give the same bytes everywhere.
@@ -11,8 +13,8 @@ from pathlib import Path
 
 import attrs
 
-from .._pipeline.model_args.resolve import is_dir_here
 from .._spec.tables import Spec
+from .checkout import MEGATRON_OPTION, SLIME_OPTION, SPEC_SLIME, Checkout, missing_hint
 
 FlagChecker = Callable[[str], tuple[str, Sequence[str]]]  # flag -> (known|unknown|unverifiable, close)
 
@@ -21,30 +23,38 @@ FlagChecker = Callable[[str], tuple[str, Sequence[str]]]  # flag -> (known|unkno
 class FlagVerification:
     check: FlagChecker | None
     notes: tuple[str, ...]
+    where: str = ""  # the checkouts read, as messages name them
 
 
-def verify_flags(spec: Spec) -> FlagVerification:
-    """Read the accepted flags from ``[slime] dir`` / ``megatron_dir`` if they exist here."""
-    slime_dir = Path(spec.slime.dir)
-    megatron_dir = Path(spec.slime.megatron_dir)
+def verify_flags(spec: Spec, slime: Checkout | None, megatron: Checkout | None) -> FlagVerification:
+    """Read the accepted flags from this machine's slime checkout and Megatron-LM checkout, if any."""
     accepted = None
-    if is_dir_here(slime_dir):  # the reader is only imported where there is something to read
+    if slime is not None:  # the reader is only imported where there is something to read
         from .source import read_accepted_flags  # lazy: the reader is loaded only where there is a checkout
 
-        accepted = read_accepted_flags(slime_dir, megatron_dir if is_dir_here(megatron_dir) else None)
+        accepted = read_accepted_flags(Path(slime.path), Path(megatron.path) if megatron is not None else None)
+    if slime is None:
+        return FlagVerification(None, (
+            f"flags not verified: no slime checkout on this machine ({SPEC_SLIME} {spec.slime.dir} is the cluster's "
+            f"path and does not exist here); {missing_hint('every [extra] flag against its parsers')}",))
     if accepted is None:
         return FlagVerification(None, (
-            f"flags not verified: no slime checkout at {spec.slime.dir} on this machine (compile where slime "
-            "is checked out to check every [extra] flag against its parsers)",))
-    from .source import read_git_commit  # lazy: as above, only where a checkout was read
-
+            f"flags not verified: {slime.shown()} is not a slime checkout (no slime/utils/arguments.py)",))
     notes: list[str] = []
-    commit = read_git_commit(slime_dir)
+    if slime.via != SPEC_SLIME:
+        notes.append(f"flags checked against the slime checkout {slime.shown()}" +
+                     (f" and the Megatron-LM checkout {megatron.shown()}" if megatron is not None else ""))
+    else:
+        notes.append(f"flags checked against {SPEC_SLIME} {slime.path}: the cluster's path, read because it exists on "
+                     f"this machine ({SLIME_OPTION} DIR reads another checkout)")
     target = spec.slime.commit.lower()
+    commit = slime.commit
     if commit is not None and not (commit.startswith(target) or target.startswith(commit)):
-        notes.append(f"{spec.slime.dir} is at commit {commit[:12]}, but the spec targets {target[:12]}; "
+        notes.append(f"{slime.path} is at commit {commit[:12]}, but the spec targets {target[:12]}; "
                      "flags were checked against the checkout")
-    notes += [f"a flag not found may still exist: {gap}" for gap in accepted.gaps]
+    gaps = [gap if megatron is not None or "no Megatron-LM checkout" not in gap else
+            f"{gap} (give one with {MEGATRON_OPTION} DIR)" for gap in accepted.gaps]
+    notes += [f"a flag not found may still exist: {gap}" for gap in gaps]
     if accepted.unverified_prefixes:
         notes.append("flags starting with " + ", ".join(accepted.unverified_prefixes) +
                      " are generated from sglang at run time and were not verified")
@@ -53,4 +63,4 @@ def verify_flags(spec: Spec) -> FlagVerification:
         result = accepted.check(flag)
         return result.status.value, tuple(result.suggestions)
 
-    return FlagVerification(check, tuple(notes))
+    return FlagVerification(check, tuple(notes), slime.shown())

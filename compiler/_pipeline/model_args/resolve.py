@@ -27,6 +27,7 @@ from typing import Any, Literal
 import attrs
 
 from ..._secrets import env_name
+from ..._slime.checkout import SLIME_OPTION, SPEC_SLIME, Checkout, missing_hint
 from ..._spec.flags import flag_tokens, normalize_flag, parse_flags, table_tokens
 from ..._spec.tables import Spec
 from ..bundle import read_input
@@ -108,11 +109,17 @@ class ModelArgs:
     sha256: str  # of the source: the script file, the config.json, or the canonical args or catalog fields
     env: tuple[tuple[str, str | None], ...] = ()  # knobs the script reads: (name, value or None=unset)
     overrides: tuple[tuple[str, str], ...] = ()  # (flag, value as written into MODEL_ARGS) from [model.overrides]
+    # the slime checkout on this machine a script was read from: (path as given, git commit). How it was given
+    # (option, variable, [slime] dir) is only in the compile's notes: it must not change the bundle's bytes
+    checkout: tuple[str, str | None] | None = None
 
     def provenance(self) -> dict[str, object]:
-        return {"source": self.source, "from": self.description, "sha256": self.sha256,
-                "env": {name: value for name, value in self.env},
-                "overrides": {flag: value for flag, value in self.overrides}}
+        out: dict[str, object] = {"source": self.source, "from": self.description, "sha256": self.sha256,
+                                  "env": {name: value for name, value in self.env},
+                                  "overrides": {flag: value for flag, value in self.overrides}}
+        if self.checkout is not None:
+            out["checkout"] = dict(zip(("path", "commit"), self.checkout, strict=True))
+        return out
 
 
 class ModelArgsError(Exception):
@@ -152,9 +159,10 @@ class Resolution:
     script_differences: tuple[Mismatch, ...] = ()
 
 
-def resolve_model_args(spec: Spec, spec_dir: Path = Path()) -> Resolution:
+def resolve_model_args(spec: Spec, spec_dir: Path = Path(), checkout: Checkout | None = None) -> Resolution:
     """Resolve MODEL_ARGS from the source the spec chooses, apply [model.overrides], and compare the result
-    with the checkpoint's config.json when it is on this machine."""
+    with the checkpoint's config.json when it is on this machine. ``checkout``: this machine's slime checkout
+    (_slime/checkout.py: locate), where a model script is read from; never the cluster's [slime] dir as such."""
     source = spec.model.args_source
     if source == "auto":
         source = "args" if spec.model.args else "catalog" if entry(spec.model.type) else "script"
@@ -184,7 +192,7 @@ def resolve_model_args(spec: Spec, spec_dir: Path = Path()) -> Resolution:
                                  "args_source")
         base = ModelArgs(derived.args, "hf", config.shown, config.sha256)
     else:
-        base = _from_script(spec)
+        base = _from_script(spec, checkout)
     model_args = _apply_overrides(base, spec)
     published = entry(spec.model.type)
     if config is not None:
@@ -330,7 +338,7 @@ def _digest(tokens: tuple[str, ...]) -> str:
     return hashlib.sha256("\0".join(tokens).encode()).hexdigest()
 
 
-def _from_script(spec: Spec) -> ModelArgs:
+def _from_script(spec: Spec, checkout: Checkout | None) -> ModelArgs:
     import subprocess  # lazy: only specs that source a model script pay for it (the compile path stays light)
 
     # The compile reports these first, located (ACRL-M009, ACRL-S002); checked again: never source otherwise.
@@ -339,12 +347,19 @@ def _from_script(spec: Spec) -> ModelArgs:
         raise ModelArgsError(f"[model] type {type_problem}", "use the name of a file in slime's scripts/models")
     for _name, message, hint in script_env_problems(spec.model.script_env):
         raise ModelArgsError(message, hint, "script_env")
-    script = Path(spec.slime.dir) / "scripts" / "models" / f"{spec.model.type}.sh"
+    relative = f"scripts/models/{spec.model.type}.sh"
+    if checkout is None:
+        raise ModelArgsError(
+            f"args_source is 'script' but no slime checkout is on this machine to read {relative} from "
+            f"({SPEC_SLIME} {spec.slime.dir} is the cluster's path and does not exist here)",
+            missing_hint("the model script") + ", or use args_source = \"catalog\" (`acrl models`) or give the "
+            "architecture in [model.args]", "args_source" if spec.model.args_source == "script" else "type")
+    script = Path(checkout.path) / relative
     if not is_file_here(script):
         raise ModelArgsError(
-            f"model script {script} is not on this machine, so MODEL_ARGS cannot be resolved from it",
-            "compile where slime is checked out (set [slime] dir), or give the architecture literally in "
-            "[model.args] with args_source = \"args\"")
+            f"model script {script} does not exist: the slime checkout {checkout.shown()} has no {relative}",
+            "check [model] type against the checkout's scripts/models" + (
+                f", or give another checkout with {SLIME_OPTION} DIR" if checkout.via != SLIME_OPTION else ""))
     text = read_input(script)
     knobs = _env_knobs(text.decode("utf-8", "replace"))
     with tempfile.TemporaryDirectory(prefix="acrl-model-args-") as empty:
@@ -369,8 +384,9 @@ def _from_script(spec: Spec) -> ModelArgs:
                              "run the script by hand with bash to see why")
     args = tuple(a.decode("utf-8", "replace") for a in proc.stdout.split(b"\0")[:-1])
     recorded = tuple((k, spec.model.script_env.get(k)) for k in knobs)
-    description = f"{spec.slime.dir}/scripts/models/{spec.model.type}.sh"
-    return ModelArgs(args, "script", description, hashlib.sha256(text).hexdigest(), recorded)
+    description = f"{checkout.path}/{relative}"
+    return ModelArgs(args, "script", description, hashlib.sha256(text).hexdigest(), recorded,
+                     checkout=(checkout.path, checkout.commit))
 
 
 def _env_knobs(script: str) -> tuple[str, ...]:

@@ -65,6 +65,7 @@ class Context:
     groups: tuple[ArgGroup, ...]
     accepted: Callable[[str], tuple[str, Sequence[str]]] | None = None  # flag -> (status, suggestions)
     resolution: Resolution | None = None  # how MODEL_ARGS were resolved, with the config.json check
+    checked_at: str = ""  # the checkouts ``accepted`` read (_slime/checkout.py), as messages name them
     model: Mapping[str, list[str]] = attrs.field(init=False)  # MODEL_ARGS as flag -> values, parsed once
     extra: Mapping[str, list[str]] = attrs.field(init=False)  # [extra.flags] and [extra] args as flag -> values
     placed: SpecPlacement = attrs.field(init=False)  # where slime puts things (the one placement model)

@@ -83,8 +83,9 @@ def _unknown_flags(ctx: Context) -> Iterator[Finding]:
     for flag, key in _escape_hatch(ctx):
         status, close = ctx.accepted(flag)
         if status == "unknown":
-            yield Finding(f"{flag} is not accepted by slime or Megatron at {ctx.spec.slime.dir} (slime would "
-                          "ignore it silently)", f"did you mean {close[0]}?" if close else
+            where = ctx.checked_at or ctx.spec.slime.dir
+            yield Finding(f"{flag} is not accepted by slime or Megatron at {where} (slime would ignore it silently)",
+                          f"did you mean {close[0]}?" if close else
                           "check the flag's spelling against slime's arguments", keys=(key,))
 
 
