@@ -25,7 +25,7 @@ def checkout(tmp_path: Path, scripts: dict[str, list[str]]) -> Path:
     slime = tmp_path / "slime"
     shutil.copytree(REPO / "tests" / "fixtures" / "slime_checkout", slime)
     models = slime / "scripts" / "models"
-    models.mkdir(parents=True)
+    models.mkdir(parents=True, exist_ok=True)  # the fixture has a script of its own
     for name, args in scripts.items():
         (models / f"{name}.sh").write_text("MODEL_ARGS=(\n  " + " ".join(map(shlex.quote, args)) + "\n)\n")
     return slime

@@ -204,7 +204,7 @@ def resolve_model_args(spec: Spec, spec_dir: Path = Path(), checkout: Checkout |
     if config is None and source == "script" and published is not None:
         return _against_catalog(model_args, base, published, reference)
     if config is None or source == "hf":
-        return _against_script(Resolution(model_args, reference=reference), spec, source, base, published)
+        return _against_script(Resolution(model_args, reference=reference), spec, source, base, published, checkout)
     overridden = {flag for flag, _ in model_args.overrides}
     derived = derive_model_args(config.data)
     mismatches = [m for m in compare(model_args.args, base.description, derived.args, config.shown)
@@ -215,25 +215,25 @@ def resolve_model_args(spec: Spec, spec_dir: Path = Path(), checkout: Checkout |
     errors = tuple(m for m in mismatches if m.severity == "error")
     match = _matching_catalog(derived.args, config.shown) if errors else None
     return _against_script(Resolution(model_args, errors, tuple(notes), match, reference), spec, source, base,
-                           published)
+                           published, checkout)
 
 
 def _against_script(resolution: Resolution, spec: Spec, source: str, base: ModelArgs,
-                    published: CatalogEntry | None) -> Resolution:
-    """The catalog entry compared with slime's script of its architecture whenever that script is readable on this
-    machine, whatever the source (the script source without config.json is _against_catalog). A difference the
-    catalog documents (CORRECTIONS) is a note; any other is an ACRL-M008 error when MODEL_ARGS come from the
-    catalog, else a note (the spec's MODEL_ARGS do not come from either)."""
-    if published is None or published.slime_script is None:
-        return resolution
+                    published: CatalogEntry | None, checkout: Checkout | None) -> Resolution:
+    """The catalog entry against slime's script of its architecture whenever that script is in this machine's checkout,
+    whatever the source (the script source without config.json is _against_catalog). A documented difference
+    (CORRECTIONS) is a note; any other an ACRL-M008 error when MODEL_ARGS come from the catalog, else a note."""
+    if published is None or published.slime_script is None or checkout is None or not (
+            Path(checkout.path) / f"scripts/models/{published.slime_script}.sh").is_file():
+        return resolution  # no script to compare with on this machine
     if source == "script" and published.slime_script == spec.model.type:
         script = base
     else:
         try:
-            script = _from_script(attrs.evolve(spec, model=attrs.evolve(spec.model, type=published.slime_script)))
+            script = _from_script(attrs.evolve(spec, model=attrs.evolve(spec.model, type=published.slime_script)),
+                                  checkout)
         except ModelArgsError as exc:
-            missing = "is not on this machine" in exc.message
-            return resolution if missing else attrs.evolve(
+            return attrs.evolve(
                 resolution, notes=(*resolution.notes, f"acrl catalog not compared with slime's script: {exc.message}"))
     ours = resolution.model_args.args if source == "catalog" else published.model_args()
     overridden = {flag for flag, _ in resolution.model_args.overrides} if source == "catalog" else set()
