@@ -45,7 +45,7 @@ from .explain_items import (
 from .layout import layout_of
 from .layout_format import printable
 from .verify import verify_files
-from .view import SPEC_TOML, read_view
+from .view import SPEC_TOML, legacy_cluster, read_view
 
 __all__ = ["Explanation", "Item", "Origin", "explain_bundle", "explain_path", "explain_spec"]
 
@@ -163,7 +163,7 @@ def explain_bundle(directory: Path) -> Explanation:
     except UnicodeDecodeError as exc:
         raise BundleReadError(path=f"{shown}/{SPEC_TOML}", reason=f"is not UTF-8 text (byte {exc.start})",
                               fix="compile the spec again: acrl-compile SPEC -o DIR --force") from None
-    source = parse_spec_text(text, f"{shown}/{SPEC_TOML}")
+    source = legacy_cluster(parse_spec_text(text, f"{shown}/{SPEC_TOML}"))
     made_by = str(view.manifest.get("acrl_version")) if view.manifest else None
     spec, diagnostics = structure(source)
     if spec is None:

@@ -30,7 +30,7 @@ import attrs
 
 from .._pipeline.argv import derived
 from .._pipeline.bundle import MANIFEST, NOT_REGULAR, sha256
-from .._pipeline.parse import decode_spec
+from .._pipeline.parse import SpecSource, decode_spec
 from .._pipeline.structure import structure
 from .._spec.tables import Spec
 from ..errors import SpecError
@@ -41,6 +41,8 @@ from .shell_files import Flag, TrainSh, read_model_args_sh, read_train_sh, scrip
 from .shell_files import bash_arrays as bash_arrays
 
 TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML = "train.sh", "model_args.sh", "custom_config.yaml", "spec.toml"
+# the manifest's derived fields of slime's placement, none of them in a manifest written before acrl modelled it
+PLACEMENT_FIELDS = frozenset({"nodes", "gpus_per_node", "placement_gpus", "rollout_offset", "node_gpus"})
 JOIN_SH = "join.sh"  # only in a bundle whose other nodes join its local head: its lines are script lines
 KNOWN_FILES = (TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML, MANIFEST, JOIN_SH)
 
@@ -151,10 +153,28 @@ def derived_from_spec(data: bytes) -> dict[str, Any] | None:
 def spec_of(data: bytes) -> Spec | None:
     """A bundle's resolved spec.toml as a Spec; None when it is not one."""
     try:
-        spec, _ = structure(decode_spec(data, SPEC_TOML))
+        spec, _ = structure(legacy_cluster(decode_spec(data, SPEC_TOML)))
     except SpecError:
         return None
     return spec
+
+
+def legacy_cluster(source: SpecSource) -> SpecSource:
+    """A bundle's resolved spec.toml read in the [cluster] terms it was compiled in. acrl writes every [cluster]
+    key with a default into it, head_port among them; one without head_port was compiled before issue 13, when
+    num_nodes x gpus_per_node were the actor's nodes and GPUs per node (--actor-num-nodes,
+    --actor-num-gpus-per-node) and a local head was one node (its `ray start --num-gpus` was gpus_per_node): read
+    as the actor's keys, and num_nodes as 1 for a local head (the fewest that hold the placement with an address)."""
+    cluster = source.data.get("cluster")
+    if not isinstance(cluster, Mapping) or "head_port" in cluster or "actor_num_nodes" in cluster \
+            or "actor_num_gpus_per_node" in cluster:
+        return source
+    upgraded = {k: v for k, v in cluster.items() if k != "num_nodes"}
+    upgraded["actor_num_nodes"] = cluster.get("num_nodes", 1)
+    upgraded["actor_num_gpus_per_node"] = cluster.get("gpus_per_node", 8)
+    if "address" not in cluster:
+        upgraded["num_nodes"] = 1
+    return attrs.evolve(source, data={**source.data, "cluster": upgraded})
 
 
 def _layout(label: str, spec: Spec) -> Layout | None:
