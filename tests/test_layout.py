@@ -310,3 +310,23 @@ def test_the_pictures_pasted_in_the_docs_are_current(argv: list[str], monkeypatc
     _, out, _ = run(capsys, *argv)
     assert out in (REPO / "docs" / "cluster.md").read_text(encoding="utf-8"), \
         f"docs/cluster.md: paste the output of `acrl layout {' '.join(argv)}` again"
+
+
+def test_a_layout_reads_each_nodes_ray_gpus_once(monkeypatch: pytest.MonkeyPatch, write_spec: SpecWriter) -> None:
+    """Placement.node_gpus is computed per call (one entry per node): read once per node, a 4096-node picture
+    took a minute (quadratic in the nodes)."""
+    from acrl.compiler._pipeline.placement import Placement
+
+    calls = []
+    original = Placement.node_gpus.fget
+    assert original is not None
+
+    def counted(self: Placement) -> tuple[int, ...]:
+        calls.append(1)
+        return original(self)
+
+    path = write_spec({"cluster": {"num_nodes": 64, "colocate": False, "rollout_num_gpus": 8}})
+    monkeypatch.setattr(Placement, "node_gpus", property(counted))
+    layout, _ = layout_path(path)
+    assert layout is not None and len(layout.nodes) == 64
+    assert len(calls) <= 4, len(calls)  # the compile's (derived, train.sh) and the picture's

@@ -171,6 +171,7 @@ def layout_of(subject: str, spec: Spec, notes: Sequence[str] = ()) -> Layout:
     actors = {r.gpu: r for r in p.actor}
     engines = {g: (e, k) for e in p.engines for k, g in enumerate(e.gpus)}
     rollout = set(p.rollout_slots)
+    node_gpus = p.node_gpus  # a property of one entry per node: computed once, not once per node
     needed = max(p.nodes, -(-p.group.num_gpus // p.gpus_per_node), *(g.node + 1 for g in [*actors, *engines]))
     nodes = []
     for n in range(needed):
@@ -185,6 +186,6 @@ def layout_of(subject: str, spec: Spec, notes: Sequence[str] = ()) -> Layout:
                 state = "missing"  # a used GPU of a node the cluster lacks: its node is drawn as missing
             cells.append(Cell(n, g, slot, state, actors.get(gpu), engine, k,
                               engine is not None and engine.host_node != engine.gpus[0].node))
-        ray = p.node_gpus[n] if n < len(p.node_gpus) else 0
+        ray = node_gpus[n] if n < len(node_gpus) else 0
         nodes.append(Node(n, n == 0 and p.local_head, n < p.nodes, ray, tuple(cells)))
     return Layout(subject, spec.experiment.id, spec.cluster.address, placed, tuple(nodes), tuple(notes))
