@@ -29,11 +29,9 @@ def node_title(layout: Layout, node: Node) -> str:
     return f"node {node.index} (existing cluster): slime's group takes {node.ray_gpus} GPUs"
 
 
-def _rows(layout: Layout, node: Node) -> list[tuple[str, list[tuple[str, str]]]]:
+def _rows(node: Node, any_actor: bool, any_engine: bool) -> list[tuple[str, list[tuple[str, str]]]]:
     """(label, [(value, colour)] per GPU) of one node's grid: a row of GPU numbers, then a row per role the
-    layout has; a GPU without a role says why in the first of them."""
-    any_actor = any(c.actor for c in layout.cells)
-    any_engine = any(c.engine for c in layout.cells)
+    layout has (``any_actor``, ``any_engine``: over all its nodes); a GPU without a role says why in the first."""
     out: list[tuple[str, list[tuple[str, str]]]] = [("GPU", [(str(c.gpu), "") for c in node.cells])]
 
     def row(label: str, kind: str, value: Callable[[Cell], str]) -> None:
@@ -65,7 +63,9 @@ def format_text(layout: Layout, *, colour: bool = False) -> str:
 
     out = [f"acrl layout {printable(layout.subject)} (experiment {printable(layout.exp_id)})"]
     out += [printable(line) for line in layout.summary()]
-    grids = [_rows(layout, node) for node in layout.nodes]
+    cells = layout.cells  # every node's: read once, not once per node
+    roles = any(c.actor for c in cells), any(c.engine for c in cells)
+    grids = [_rows(node, *roles) for node in layout.nodes]
     width = max(3, *(len(v) for rows in grids for _, cells in rows for v, _ in cells)) + 2
     for node, rows in zip(layout.nodes, grids, strict=True):
         out += ["", paint(printable(node_title(layout, node)), "warn" if not node.in_cluster else "")]
