@@ -63,8 +63,8 @@ def format_text(layout: Layout, *, colour: bool = False) -> str:
 
     out = [f"acrl layout {printable(layout.subject)} (experiment {printable(layout.exp_id)})"]
     out += [printable(line) for line in layout.summary()]
-    cells = layout.cells  # every node's: read once, not once per node
-    roles = any(c.actor for c in cells), any(c.engine for c in cells)
+    every = layout.cells  # every node's: read once, not once per node
+    roles = any(c.actor for c in every), any(c.engine for c in every)
     grids = [_rows(node, *roles) for node in layout.nodes]
     width = max(3, *(len(v) for rows in grids for _, cells in rows for v, _ in cells)) + 2
     for node, rows in zip(layout.nodes, grids, strict=True):
