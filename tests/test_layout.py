@@ -350,3 +350,17 @@ def test_the_text_picture_reads_every_cell_once_not_once_per_node(monkeypatch: p
     monkeypatch.setattr(Layout, "cells", property(counted))
     assert "\nnode 63" in format_text(layout)
     assert len(calls) <= 2, len(calls)
+
+
+def test_a_joining_node_is_said_to_advertise_what_join_sh_advertises(write_spec: SpecWriter,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """join.sh starts a node with every GPU it has (checked to be gpus_per_node), not with its share of slime's
+    group: the picture said `ray start --num-gpus 4` for a node join.sh starts with 8."""
+    spec = write_spec({"cluster": {"num_nodes": 2, "colocate": False, "rollout_num_gpus": 4}})
+    code, out, _ = run(capsys, str(spec))
+    assert code == 0
+    assert "node 1: joins the head with ray start --num-gpus 8 (join.sh); slime's group takes 4 of them" in out
+    assert "\nnode 1: ray start --num-gpus 8 (join.sh); slime's group takes 4 of them\n" in out
+    assert acrl_main(["compile", str(spec), "-o", str(spec.parent / "b")]) == 0
+    assert 'ray start --address="$HEAD" --num-gpus "$GPUS"' in (spec.parent / "b" / "join.sh").read_text()
+    assert "readonly SPEC_GPUS=8\n" in (spec.parent / "b" / "join.sh").read_text()

@@ -74,6 +74,13 @@ class Node:
     cells: tuple[Cell, ...]
 
 
+def joined(share: int, gpus_per_node: int) -> str:
+    """How a node other than a local head joins it: join.sh advertises every GPU of the node (it checks that they
+    are gpus_per_node), whatever share of slime's placement group the node gets."""
+    return f"ray start --num-gpus {gpus_per_node}" + ("" if share == gpus_per_node else
+                                                      f" (join.sh); slime's group takes {share} of them")
+
+
 @attrs.frozen
 class Layout:
     """The picture of one spec or bundle."""
@@ -119,7 +126,7 @@ class Layout:
                    f"{rollout} (rollout offset {p.group.rollout_offset})")
         if self.address is None:
             out.append(f"head: node 0, a local Ray head: ray start --head --num-gpus {self.nodes[0].ray_gpus}")
-            out += [f"node {n.index}: joins the head with ray start --num-gpus {n.ray_gpus}"
+            out += [f"node {n.index}: joins the head with {joined(n.ray_gpus, p.gpus_per_node)}"
                     for n in self.nodes[1:] if n.in_cluster]
         else:
             out.append(f"head: an existing Ray cluster at {self.address} (train.sh starts no Ray); slime needs "

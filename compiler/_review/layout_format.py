@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .diff_format import _code as code
-from .layout import STATES, Cell, Layout, Node
+from .layout import STATES, Cell, Layout, Node, joined
 
 SHORT = {"idle-rollout": "spare", "reserved": "held", "idle": "idle", "missing": "absent"}
 _COLOURS = {"actor": "32", "engine": "36", "warn": "31;1", "dim": "2"}
@@ -25,7 +25,7 @@ def node_title(layout: Layout, node: Node) -> str:
     if node.head:
         return f"node {node.index} (head, local): ray start --head --num-gpus {node.ray_gpus}"
     if layout.address is None:
-        return f"node {node.index}: ray start --num-gpus {node.ray_gpus}"
+        return f"node {node.index}: {joined(node.ray_gpus, layout.placement.gpus_per_node)}"
     return f"node {node.index} (existing cluster): slime's group takes {node.ray_gpus} GPUs"
 
 
