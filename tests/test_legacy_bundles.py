@@ -56,3 +56,21 @@ def test_an_old_bundle_diffs_with_its_recompile_by_its_files_only(tmp_path: Path
     acrl_main(["diff", str(bundle), str(bundle)])
     out = capsys.readouterr().out
     assert "changed after it was compiled" not in out
+
+
+def test_a_bundle_with_placement_fields_is_read_in_todays_terms(tmp_path: Path, write_spec: SpecWriter,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Between issue 13's first commit and head_port, spec.toml had no head_port but num_nodes already meant the
+    machines: its manifest has the placement fields, and that (not spec.toml alone) says which terms it is in."""
+    spec = write_spec({"cluster": {"num_nodes": 2}})
+    out = tmp_path / "b"
+    assert acrl_main(["compile", str(spec), "-o", str(out)]) == 0
+    text = re.sub(r"(?m)^(head_port|dashboard_host) = .*\n", "", (out / "spec.toml").read_text())
+    (out / "spec.toml").write_text(text)
+    forge_manifest(out)
+    capsys.readouterr()
+    assert acrl_main(["verify", str(out)]) == 0, capsys.readouterr()
+    capsys.readouterr()
+    assert acrl_main(["layout", str(out)]) == 0
+    layout = capsys.readouterr().out
+    assert "2 nodes x 8 GPUs" in layout and "actor: 16 ranks" in layout

@@ -163,7 +163,7 @@ def explain_bundle(directory: Path) -> Explanation:
     except UnicodeDecodeError as exc:
         raise BundleReadError(path=f"{shown}/{SPEC_TOML}", reason=f"is not UTF-8 text (byte {exc.start})",
                               fix="compile the spec again: acrl-compile SPEC -o DIR --force") from None
-    source = legacy_cluster(parse_spec_text(text, f"{shown}/{SPEC_TOML}"))
+    source = legacy_cluster(parse_spec_text(text, f"{shown}/{SPEC_TOML}"), view.manifest)
     made_by = str(view.manifest.get("acrl_version")) if view.manifest else None
     spec, diagnostics = structure(source)
     if spec is None:

@@ -15,7 +15,7 @@ from .._pipeline.structure import structure
 from ..errors import BundleReadError, SpecError, UsageError
 from .layout import Layout, layout_of
 from .verify import verify_files
-from .view import SPEC_TOML, legacy_cluster
+from .view import SPEC_TOML, legacy_cluster, manifest_of
 
 
 def layout_path(path: Path, overrides: Sequence[str] = ()) -> tuple[Layout | None, SpecError | None]:
@@ -67,7 +67,7 @@ def _bundle_layout(directory: Path) -> Layout:
     except UnicodeDecodeError as exc:
         raise BundleReadError(path=f"{shown}/{SPEC_TOML}", reason=f"is not UTF-8 text (byte {exc.start})",
                               fix="compile the spec again: acrl-compile SPEC -o DIR --force") from None
-    spec, diagnostics = structure(legacy_cluster(parse_spec_text(text, f"{shown}/{SPEC_TOML}")))
+    spec, diagnostics = structure(legacy_cluster(parse_spec_text(text, f"{shown}/{SPEC_TOML}"), manifest_of(files)))
     if spec is None:
         raise SpecError(diagnostics)
     notes = []

@@ -258,7 +258,7 @@ def _derived_mismatch(files: Mapping[str, bytes], manifest: Mapping[str, Any]) -
 
     if SPEC_TOML not in files:
         return [], None  # reported as removed
-    computed = derived_from_spec(files[SPEC_TOML])
+    computed = derived_from_spec(files[SPEC_TOML], manifest)
     if computed is None:
         return [], "the manifest's derived section was not checked: spec.toml is not a spec this acrl reads"
     recorded = manifest.get("derived")

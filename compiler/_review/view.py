@@ -118,7 +118,7 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
             status[name] = "folder" if name.endswith("/") else f"sha256:{sha256(files[name])[:16]}"
     derived: dict[str, Any] = {}
     warnings: tuple[str, ...] = ()
-    resolved = spec_of(files[SPEC_TOML]) if spec else None
+    resolved = spec_of(files[SPEC_TOML], manifest) if spec else None
     computed = _derived(resolved) if resolved is not None else None
     if computed is not None:  # what the files say, not the manifest's copy
         derived = dict(computed)
@@ -142,32 +142,36 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
                       layout=_layout(label, resolved) if resolved is not None else None)
 
 
-def derived_from_spec(data: bytes) -> dict[str, Any] | None:
+def derived_from_spec(data: bytes, manifest: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The manifest's derived section computed from a bundle's resolved spec.toml, the way
     acrl.compiler._pipeline.compile._manifest computes it (a test keeps the two the same); None when
-    ``data`` is not a valid spec (a spec made by another acrl, say)."""
-    spec = spec_of(data)
+    ``data`` is not a valid spec (a spec made by another acrl, say). ``manifest``: the bundle's, when its
+    spec.toml may be one compiled before issue 13 (see :func:`legacy_cluster`)."""
+    spec = spec_of(data, manifest)
     return None if spec is None else _derived(spec)
 
 
-def spec_of(data: bytes) -> Spec | None:
-    """A bundle's resolved spec.toml as a Spec; None when it is not one."""
+def spec_of(data: bytes, manifest: Mapping[str, Any] | None = None) -> Spec | None:
+    """A bundle's resolved spec.toml as a Spec (read with its ``manifest``, see :func:`legacy_cluster`); None when
+    it is not one."""
     try:
-        spec, _ = structure(legacy_cluster(decode_spec(data, SPEC_TOML)))
+        spec, _ = structure(legacy_cluster(decode_spec(data, SPEC_TOML), manifest))
     except SpecError:
         return None
     return spec
 
 
-def legacy_cluster(source: SpecSource) -> SpecSource:
-    """A bundle's resolved spec.toml read in the [cluster] terms it was compiled in. acrl writes every [cluster]
-    key with a default into it, head_port among them; one without head_port was compiled before issue 13, when
-    num_nodes x gpus_per_node were the actor's nodes and GPUs per node (--actor-num-nodes,
-    --actor-num-gpus-per-node) and a local head was one node (its `ray start --num-gpus` was gpus_per_node): read
-    as the actor's keys, and num_nodes as 1 for a local head (the fewest that hold the placement with an address)."""
+def legacy_cluster(source: SpecSource, manifest: Mapping[str, Any] | None) -> SpecSource:
+    """A bundle's resolved spec.toml read in the [cluster] terms it was compiled in. A bundle compiled before issue
+    13 has a manifest whose derived section has none of the placement fields, and a spec.toml whose [cluster] has
+    no head_port (acrl now writes it, as every key with a default): its num_nodes x gpus_per_node were the actor's
+    nodes and GPUs per node (--actor-num-nodes, --actor-num-gpus-per-node) and a local head was one node (its `ray
+    start --num-gpus` was gpus_per_node). Read as the actor's keys, and num_nodes as 1 for a local head (with an
+    address, the fewest nodes that hold the placement)."""
+    derived = manifest.get("derived") if isinstance(manifest, Mapping) else None
     cluster = source.data.get("cluster")
-    if not isinstance(cluster, Mapping) or "head_port" in cluster or "actor_num_nodes" in cluster \
-            or "actor_num_gpus_per_node" in cluster:
+    if not isinstance(derived, Mapping) or set(derived) & PLACEMENT_FIELDS or not isinstance(cluster, Mapping) \
+            or {"head_port", "actor_num_nodes", "actor_num_gpus_per_node"} & set(cluster):
         return source
     upgraded = {k: v for k, v in cluster.items() if k != "num_nodes"}
     upgraded["actor_num_nodes"] = cluster.get("num_nodes", 1)
@@ -175,6 +179,14 @@ def legacy_cluster(source: SpecSource) -> SpecSource:
     if "address" not in cluster:
         upgraded["num_nodes"] = 1
     return attrs.evolve(source, data={**source.data, "cluster": upgraded})
+
+
+def manifest_of(files: Mapping[str, bytes]) -> dict[str, Any] | None:
+    """A bundle's manifest.json as a JSON object; None when there is none, or it is not one."""
+    try:
+        return _read_json(files[MANIFEST].decode("utf-8"))
+    except (KeyError, UnicodeDecodeError, ValueError, _Unreadable, RecursionError):
+        return None
 
 
 def _layout(label: str, spec: Spec) -> Layout | None:
