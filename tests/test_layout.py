@@ -208,6 +208,11 @@ def test_hostile_values_are_escaped_in_every_format(write_spec: SpecWriter, caps
     root, _, _ = svg_cells(out)
     assert code == 1 and "ACRL-T005" in err and not [e for e in root.iter() if "script" in e.tag]
     assert root.find(f"{SVG}title") is not None and "experiment <script>&x" in str(root.find(f"{SVG}title").text)
+    # and its control characters reach no format raw (the markdown's heading wrote them into a code span as they were)
+    spec = write_spec({"experiment": {"id": "x\x1b[31m\x01y"}})
+    for form in ("markdown", "text"):
+        code, out, err = run(capsys, str(spec), "--format", form)
+        assert code == 1 and "ACRL-T005" in err and "\x1b" not in out and "\x01" not in out and "x\\x1b[31m" in out
 
 
 @pytest.mark.parametrize("spec", EXAMPLE_SPECS, ids=[s.stem for s in EXAMPLE_SPECS])

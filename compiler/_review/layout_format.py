@@ -99,7 +99,7 @@ def _md(text: str) -> str:
 
 def format_markdown(layout: Layout) -> str:
     """The picture as GitHub-flavoured markdown: a summary, then a table per node."""
-    out = [f"### `acrl layout` {code(layout.subject)}: experiment {code(layout.exp_id)}", ""]
+    out = [f"### `acrl layout` {code(printable(layout.subject))}: experiment {code(printable(layout.exp_id))}", ""]
     out += [f"- {_md(line)}" for line in layout.summary()]
     any_actor = any(c.actor for c in layout.cells)
     any_engine = any(c.engine for c in layout.cells)
