@@ -208,6 +208,11 @@ def test_hostile_values_are_escaped_in_every_format(write_spec: SpecWriter, caps
     root, _, _ = svg_cells(out)
     assert code == 1 and "ACRL-T005" in err and not [e for e in root.iter() if "script" in e.tag]
     assert root.find(f"{SVG}title") is not None and "experiment <script>&x" in str(root.find(f"{SVG}title").text)
+    # and its control characters reach no format raw (the markdown's heading wrote them into a code span as they were)
+    spec = write_spec({"experiment": {"id": "x\x1b[31m\x01y"}})
+    for form in ("markdown", "text"):
+        code, out, err = run(capsys, str(spec), "--format", form)
+        assert code == 1 and "ACRL-T005" in err and "\x1b" not in out and "\x01" not in out and "x\\x1b[31m" in out
 
 
 @pytest.mark.parametrize("spec", EXAMPLE_SPECS, ids=[s.stem for s in EXAMPLE_SPECS])
@@ -310,3 +315,57 @@ def test_the_pictures_pasted_in_the_docs_are_current(argv: list[str], monkeypatc
     _, out, _ = run(capsys, *argv)
     assert out in (REPO / "docs" / "cluster.md").read_text(encoding="utf-8"), \
         f"docs/cluster.md: paste the output of `acrl layout {' '.join(argv)}` again"
+
+
+def test_a_layout_reads_each_nodes_ray_gpus_once(monkeypatch: pytest.MonkeyPatch, write_spec: SpecWriter) -> None:
+    """Placement.node_gpus is computed per call (one entry per node): read once per node, a 4096-node picture
+    took a minute (quadratic in the nodes)."""
+    from acrl.compiler._pipeline.placement import Placement
+
+    calls = []
+    original = Placement.node_gpus.fget
+    assert original is not None
+
+    def counted(self: Placement) -> tuple[int, ...]:
+        calls.append(1)
+        return original(self)
+
+    path = write_spec({"cluster": {"num_nodes": 64, "colocate": False, "rollout_num_gpus": 8}})
+    monkeypatch.setattr(Placement, "node_gpus", property(counted))
+    layout, _ = layout_path(path)
+    assert layout is not None and len(layout.nodes) == 64
+    assert len(calls) <= 4, len(calls)  # the compile's (derived, train.sh) and the picture's
+
+
+def test_the_text_picture_reads_every_cell_once_not_once_per_node(monkeypatch: pytest.MonkeyPatch,
+                                                                  write_spec: SpecWriter) -> None:
+    """Layout.cells is every node's cells: read once per node, a 2048-node text picture took 50 s."""
+    from acrl.compiler._review.layout import Layout
+
+    layout, _ = layout_path(write_spec({"cluster": {"num_nodes": 64, "colocate": False, "rollout_num_gpus": 8}}))
+    assert layout is not None
+    calls = []
+    original = Layout.cells.fget
+    assert original is not None
+
+    def counted(self: Layout) -> Any:
+        calls.append(1)
+        return original(self)
+
+    monkeypatch.setattr(Layout, "cells", property(counted))
+    assert "\nnode 63" in format_text(layout)
+    assert len(calls) <= 2, len(calls)
+
+
+def test_a_joining_node_is_said_to_advertise_what_join_sh_advertises(write_spec: SpecWriter,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """join.sh starts a node with every GPU it has (checked to be gpus_per_node), not with its share of slime's
+    group: the picture said `ray start --num-gpus 4` for a node join.sh starts with 8."""
+    spec = write_spec({"cluster": {"num_nodes": 2, "colocate": False, "rollout_num_gpus": 4}})
+    code, out, _ = run(capsys, str(spec))
+    assert code == 0
+    assert "node 1: joins the head with ray start --num-gpus 8 (join.sh); slime's group takes 4 of them" in out
+    assert "\nnode 1: ray start --num-gpus 8 (join.sh); slime's group takes 4 of them\n" in out
+    assert acrl_main(["compile", str(spec), "-o", str(spec.parent / "b")]) == 0
+    assert 'ray start --address="$HEAD" --num-gpus "$GPUS"' in (spec.parent / "b" / "join.sh").read_text()
+    assert "readonly SPEC_GPUS=8\n" in (spec.parent / "b" / "join.sh").read_text()

@@ -35,6 +35,9 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"cluster": {"num_nodes": 3, "colocate": False, "rollout_num_gpus": 8},
                    "rollout": {"gpus_per_engine": 16}}],
     "ACRL-C005": [{"extra": {"flags": {"--sglang-pp-size": 3}}},
+                  # a size below 1 passes slime's divisibility assertion, then is divided by
+                  {"extra": {"flags": {"--sglang-pp-size": 0}}}, {"extra": {"flags": {"--sglang-pp-size": -2}}},
+                  {"extra": {"flags": {"--sglang-pipeline-parallel-size": 0}}},
                   # SGLang's DP attention of 3 in an engine of tensor size 4: SGLang asserts tp % dp == 0
                   {"rollout": {"gpus_per_engine": 4}, "sglang": {"data_parallel_size": 3},
                    "extra": {"flags": {"--sglang-enable-dp-attention": True}}}],
@@ -268,6 +271,9 @@ def test_p002_does_not_fire_when_slime_sizes_the_group_without_rollout_gpus(
     # DP 3 would not divide tensor size 2, but no local engine runs
     {"cluster": {"colocate": False}, "sglang": {"data_parallel_size": 3},
      "extra": {"flags": {**DP_ATTENTION, "--debug-train-only": True}}},
+    # pp 0 where no local engine runs, at 624b824 (which divides by it only when an engine starts)
+    {"cluster": {"colocate": False}, "slime": {"commit": "624b824a898ab0ec1fcb4d373004c7f3852bf515"},
+     "extra": {"flags": {"--sglang-pp-size": 0, "--debug-train-only": True}}},
 ])
 def test_c005_is_quiet_when_the_sglang_sizes_divide_the_engine(compile_overrides: Callable[..., Bundle],
                                                                overrides: dict[str, Any]) -> None:

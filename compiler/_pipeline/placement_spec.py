@@ -58,8 +58,9 @@ def sglang_parallel(spec: Spec, extra: Mapping[str, list[str]]) -> Parallel:
     """Megatron's sizes and SGLang's (the [sglang] table, then the escape hatch's --sglang-* flags, which win)."""
     p = spec.parallel
     dp = _int(extra, "--sglang-dp-size", "--sglang-data-parallel-size") or spec.sglang.data_parallel_size
+    pp = _int(extra, "--sglang-pp-size", "--sglang-pipeline-parallel-size")  # 0 kept: slime divides by it
     return Parallel(tensor=p.tensor, pipeline=p.pipeline, context=p.context,
-                    sglang_pp=_int(extra, "--sglang-pp-size", "--sglang-pipeline-parallel-size") or 1,
+                    sglang_pp=1 if pp is None else pp,
                     sglang_dp=dp,
                     sglang_ep=_int(extra, "--sglang-ep-size", "--sglang-expert-parallel-size") or 1,
                     sglang_dp_attention=_on(extra, "--sglang-enable-dp-attention"))

@@ -44,7 +44,7 @@ from .explain_items import (
 from .layout import layout_of
 from .layout_format import printable
 from .verify import verify_files
-from .view import SPEC_TOML, read_bundle_spec, read_view
+from .view import SPEC_TOML, legacy_cluster, read_bundle_spec, read_view
 
 __all__ = ["Explanation", "Item", "Origin", "explain_bundle", "explain_path", "explain_spec"]
 
@@ -153,7 +153,7 @@ def explain_bundle(directory: Path) -> Explanation:
     bundle = read_bundle_spec(directory)
     shown, files, text = bundle.shown, bundle.files, bundle.spec_text
     view = read_view(shown, files)
-    source = parse_spec_text(text, f"{shown}/{SPEC_TOML}")
+    source = legacy_cluster(parse_spec_text(text, f"{shown}/{SPEC_TOML}"), view.manifest)
     made_by = str(view.manifest.get("acrl_version")) if view.manifest else None
     spec, diagnostics = structure(source)
     if spec is None:

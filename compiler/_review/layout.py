@@ -74,6 +74,13 @@ class Node:
     cells: tuple[Cell, ...]
 
 
+def joined(share: int, gpus_per_node: int) -> str:
+    """How a node other than a local head joins it: join.sh advertises every GPU of the node (it checks that they
+    are gpus_per_node), whatever share of slime's placement group the node gets."""
+    return f"ray start --num-gpus {gpus_per_node}" + ("" if share == gpus_per_node else
+                                                      f" (join.sh); slime's group takes {share} of them")
+
+
 @attrs.frozen
 class Layout:
     """The picture of one spec or bundle."""
@@ -119,7 +126,7 @@ class Layout:
                    f"{rollout} (rollout offset {p.group.rollout_offset})")
         if self.address is None:
             out.append(f"head: node 0, a local Ray head: ray start --head --num-gpus {self.nodes[0].ray_gpus}")
-            out += [f"node {n.index}: joins the head with ray start --num-gpus {n.ray_gpus}"
+            out += [f"node {n.index}: joins the head with {joined(n.ray_gpus, p.gpus_per_node)}"
                     for n in self.nodes[1:] if n.in_cluster]
         else:
             out.append(f"head: an existing Ray cluster at {self.address} (train.sh starts no Ray); slime needs "
@@ -171,6 +178,7 @@ def layout_of(subject: str, spec: Spec, notes: Sequence[str] = ()) -> Layout:
     actors = {r.gpu: r for r in p.actor}
     engines = {g: (e, k) for e in p.engines for k, g in enumerate(e.gpus)}
     rollout = set(p.rollout_slots)
+    node_gpus = p.node_gpus  # a property of one entry per node: computed once, not once per node
     needed = max(p.nodes, -(-p.group.num_gpus // p.gpus_per_node), *(g.node + 1 for g in [*actors, *engines]))
     nodes = []
     for n in range(needed):
@@ -185,6 +193,6 @@ def layout_of(subject: str, spec: Spec, notes: Sequence[str] = ()) -> Layout:
                 state = "missing"  # a used GPU of a node the cluster lacks: its node is drawn as missing
             cells.append(Cell(n, g, slot, state, actors.get(gpu), engine, k,
                               engine is not None and engine.host_node != engine.gpus[0].node))
-        ray = p.node_gpus[n] if n < len(p.node_gpus) else 0
+        ray = node_gpus[n] if n < len(node_gpus) else 0
         nodes.append(Node(n, n == 0 and p.local_head, n < p.nodes, ray, tuple(cells)))
     return Layout(subject, spec.experiment.id, spec.cluster.address, placed, tuple(nodes), tuple(notes))

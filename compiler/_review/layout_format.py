@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .diff_format import _code as code
-from .layout import STATES, Cell, Layout, Node
+from .layout import STATES, Cell, Layout, Node, joined
 
 SHORT = {"idle-rollout": "spare", "reserved": "held", "idle": "idle", "missing": "absent"}
 _COLOURS = {"actor": "32", "engine": "36", "warn": "31;1", "dim": "2"}
@@ -25,15 +25,13 @@ def node_title(layout: Layout, node: Node) -> str:
     if node.head:
         return f"node {node.index} (head, local): ray start --head --num-gpus {node.ray_gpus}"
     if layout.address is None:
-        return f"node {node.index}: ray start --num-gpus {node.ray_gpus}"
+        return f"node {node.index}: {joined(node.ray_gpus, layout.placement.gpus_per_node)}"
     return f"node {node.index} (existing cluster): slime's group takes {node.ray_gpus} GPUs"
 
 
-def _rows(layout: Layout, node: Node) -> list[tuple[str, list[tuple[str, str]]]]:
+def _rows(node: Node, any_actor: bool, any_engine: bool) -> list[tuple[str, list[tuple[str, str]]]]:
     """(label, [(value, colour)] per GPU) of one node's grid: a row of GPU numbers, then a row per role the
-    layout has; a GPU without a role says why in the first of them."""
-    any_actor = any(c.actor for c in layout.cells)
-    any_engine = any(c.engine for c in layout.cells)
+    layout has (``any_actor``, ``any_engine``: over all its nodes); a GPU without a role says why in the first."""
     out: list[tuple[str, list[tuple[str, str]]]] = [("GPU", [(str(c.gpu), "") for c in node.cells])]
 
     def row(label: str, kind: str, value: Callable[[Cell], str]) -> None:
@@ -65,7 +63,9 @@ def format_text(layout: Layout, *, colour: bool = False) -> str:
 
     out = [f"acrl layout {printable(layout.subject)} (experiment {printable(layout.exp_id)})"]
     out += [printable(line) for line in layout.summary()]
-    grids = [_rows(layout, node) for node in layout.nodes]
+    every = layout.cells  # every node's: read once, not once per node
+    roles = any(c.actor for c in every), any(c.engine for c in every)
+    grids = [_rows(node, *roles) for node in layout.nodes]
     width = max(3, *(len(v) for rows in grids for _, cells in rows for v, _ in cells)) + 2
     for node, rows in zip(layout.nodes, grids, strict=True):
         out += ["", paint(printable(node_title(layout, node)), "warn" if not node.in_cluster else "")]
@@ -99,7 +99,7 @@ def _md(text: str) -> str:
 
 def format_markdown(layout: Layout) -> str:
     """The picture as GitHub-flavoured markdown: a summary, then a table per node."""
-    out = [f"### `acrl layout` {code(layout.subject)}: experiment {code(layout.exp_id)}", ""]
+    out = [f"### `acrl layout` {code(printable(layout.subject))}: experiment {code(printable(layout.exp_id))}", ""]
     out += [f"- {_md(line)}" for line in layout.summary()]
     any_actor = any(c.actor for c in layout.cells)
     any_engine = any(c.engine for c in layout.cells)

@@ -14,7 +14,7 @@ from .._pipeline.structure import structure
 from ..errors import BundleReadError, SpecError, UsageError
 from .layout import Layout, layout_of
 from .verify import verify_files
-from .view import SPEC_TOML, read_bundle_spec
+from .view import SPEC_TOML, legacy_cluster, manifest_of, read_bundle_spec
 
 
 def layout_path(path: Path, overrides: Sequence[str] = ()) -> tuple[Layout | None, SpecError | None]:
@@ -57,7 +57,7 @@ def _bundle_layout(directory: Path) -> Layout:
     """A bundle's picture, from its resolved spec.toml (read as `acrl explain` reads it)."""
     bundle = read_bundle_spec(directory)
     shown, files, text = bundle.shown, bundle.files, bundle.spec_text
-    spec, diagnostics = structure(parse_spec_text(text, f"{shown}/{SPEC_TOML}"))
+    spec, diagnostics = structure(legacy_cluster(parse_spec_text(text, f"{shown}/{SPEC_TOML}"), manifest_of(files)))
     if spec is None:
         raise SpecError(diagnostics)
     notes = []

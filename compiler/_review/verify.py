@@ -254,18 +254,20 @@ def _typed(manifest: Mapping[str, Any], *, where: str, trusted: bool) -> Manifes
 def _derived_mismatch(files: Mapping[str, bytes], manifest: Mapping[str, Any]) -> tuple[list[str], str | None]:
     """The keys of the manifest's derived section that spec.toml does not give, and a note when
     the section cannot be checked."""
-    from .view import SPEC_TOML, derived_from_spec  # lazy: view loads YAML and TOML readers; acrl run never asks
+    from .view import PLACEMENT_FIELDS, SPEC_TOML, derived_from_spec  # lazy: view loads YAML and TOML readers
 
     if SPEC_TOML not in files:
         return [], None  # reported as removed
-    computed = derived_from_spec(files[SPEC_TOML])
+    computed = derived_from_spec(files[SPEC_TOML], manifest)
     if computed is None:
         return [], "the manifest's derived section was not checked: spec.toml is not a spec this acrl reads"
     recorded = manifest.get("derived")
     if not isinstance(recorded, dict):
         return [f"no derived section; spec.toml gives {json.dumps(computed, sort_keys=True)}"], None
     out = []
-    for key in sorted(set(recorded) | set(computed)):
+    # a manifest written before acrl modelled placement has none of its fields (None in Derived)
+    later = set() if set(recorded) & PLACEMENT_FIELDS else PLACEMENT_FIELDS
+    for key in sorted((set(recorded) | set(computed)) - later):
         old, new = recorded.get(key, "(absent)"), computed.get(key, "(absent)")
         if json.dumps(old) != json.dumps(new):  # 1, 1.0 and true are three different values
             out.append(f"{key}: {json.dumps(old)} in the manifest, spec.toml gives {json.dumps(new)}")

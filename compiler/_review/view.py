@@ -31,7 +31,7 @@ import attrs
 
 from .._pipeline.argv import derived
 from .._pipeline.bundle import MANIFEST, NOT_REGULAR, read_bundle, sha256
-from .._pipeline.parse import decode_spec
+from .._pipeline.parse import SpecSource, decode_spec
 from .._pipeline.structure import structure
 from .._spec.tables import Spec
 from ..errors import BundleReadError, SpecError
@@ -42,6 +42,8 @@ from .shell_files import Flag, TrainSh, read_model_args_sh, read_train_sh, scrip
 from .shell_files import bash_arrays as bash_arrays
 
 TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML = "train.sh", "model_args.sh", "custom_config.yaml", "spec.toml"
+# the manifest's derived fields of slime's placement, none of them in a manifest written before acrl modelled it
+PLACEMENT_FIELDS = frozenset({"nodes", "gpus_per_node", "placement_gpus", "rollout_offset", "node_gpus"})
 JOIN_SH = "join.sh"  # only in a bundle whose other nodes join its local head: its lines are script lines
 KNOWN_FILES = (TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML, MANIFEST, JOIN_SH)
 
@@ -143,7 +145,7 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
             status[name] = "folder" if name.endswith("/") else f"sha256:{sha256(files[name])[:16]}"
     derived: dict[str, Any] = {}
     warnings: tuple[str, ...] = ()
-    resolved = spec_of(files[SPEC_TOML]) if spec else None
+    resolved = spec_of(files[SPEC_TOML], manifest) if spec else None
     computed = _derived(resolved) if resolved is not None else None
     if computed is not None:  # what the files say, not the manifest's copy
         derived = dict(computed)
@@ -167,21 +169,51 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
                       layout=_layout(label, resolved) if resolved is not None else None)
 
 
-def derived_from_spec(data: bytes) -> dict[str, Any] | None:
+def derived_from_spec(data: bytes, manifest: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The manifest's derived section computed from a bundle's resolved spec.toml, the way
     acrl.compiler._pipeline.compile._manifest computes it (a test keeps the two the same); None when
-    ``data`` is not a valid spec (a spec made by another acrl, say)."""
-    spec = spec_of(data)
+    ``data`` is not a valid spec (a spec made by another acrl, say). ``manifest``: the bundle's, when its
+    spec.toml may be one compiled before issue 13 (see :func:`legacy_cluster`)."""
+    spec = spec_of(data, manifest)
     return None if spec is None else _derived(spec)
 
 
-def spec_of(data: bytes) -> Spec | None:
-    """A bundle's resolved spec.toml as a Spec; None when it is not one."""
+def spec_of(data: bytes, manifest: Mapping[str, Any] | None = None) -> Spec | None:
+    """A bundle's resolved spec.toml as a Spec (read with its ``manifest``, see :func:`legacy_cluster`); None when
+    it is not one."""
     try:
-        spec, _ = structure(decode_spec(data, SPEC_TOML))
+        spec, _ = structure(legacy_cluster(decode_spec(data, SPEC_TOML), manifest))
     except SpecError:
         return None
     return spec
+
+
+def legacy_cluster(source: SpecSource, manifest: Mapping[str, Any] | None) -> SpecSource:
+    """A bundle's resolved spec.toml read in the [cluster] terms it was compiled in. A bundle compiled before issue
+    13 has a manifest whose derived section has none of the placement fields, and a spec.toml whose [cluster] has
+    no head_port (acrl now writes it, as every key with a default): its num_nodes x gpus_per_node were the actor's
+    nodes and GPUs per node (--actor-num-nodes, --actor-num-gpus-per-node) and a local head was one node (its `ray
+    start --num-gpus` was gpus_per_node). Read as the actor's keys, and num_nodes as 1 for a local head (with an
+    address, the fewest nodes that hold the placement)."""
+    derived = manifest.get("derived") if isinstance(manifest, Mapping) else None
+    cluster = source.data.get("cluster")
+    if not isinstance(derived, Mapping) or set(derived) & PLACEMENT_FIELDS or not isinstance(cluster, Mapping) \
+            or {"head_port", "actor_num_nodes", "actor_num_gpus_per_node"} & set(cluster):
+        return source
+    upgraded = {k: v for k, v in cluster.items() if k != "num_nodes"}
+    upgraded["actor_num_nodes"] = cluster.get("num_nodes", 1)
+    upgraded["actor_num_gpus_per_node"] = cluster.get("gpus_per_node", 8)
+    if "address" not in cluster:
+        upgraded["num_nodes"] = 1
+    return attrs.evolve(source, data={**source.data, "cluster": upgraded})
+
+
+def manifest_of(files: Mapping[str, bytes]) -> dict[str, Any] | None:
+    """A bundle's manifest.json as a JSON object; None when there is none, or it is not one."""
+    try:
+        return _read_json(files[MANIFEST].decode("utf-8"))
+    except (KeyError, UnicodeDecodeError, ValueError, _Unreadable, RecursionError):
+        return None
 
 
 def _layout(label: str, spec: Spec) -> Layout | None:

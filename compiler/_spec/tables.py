@@ -32,6 +32,12 @@ DEFAULT_REWARD_POST_PROCESS = (
     "agentcore_rl_toolkit.backends.slime.integration.rewards.normalize_episode_rewards"
 )
 
+# Bounds of the cluster's sizes: acrl's placement model and `acrl layout` go GPU by GPU, so a size no cluster has
+# (num_nodes = 10**8) would take minutes and gigabytes where the spec deserves an error.
+MAX_NODES = 4096
+MAX_NODE_GPUS = 64
+
+
 def _one_unless_epochs(experiment: Any) -> int | None:  # num_rollout's default (None: given to the factory alone)
     return 1 if experiment is None or experiment.num_epoch is None else None
 
@@ -120,20 +126,21 @@ class Cluster:
     num_nodes: int | None = setting(
         None, doc="Nodes of the Ray cluster (the machines). A local head is one node; more nodes join it with the "
                   "bundle's join.sh. Default: 1 with a local head; with `address`, the fewest nodes that hold the "
-                  "placement.", ge=1)
+                  "placement.", ge=1, le=MAX_NODES)
     gpus_per_node: int = setting(8, doc="GPUs on each node of the cluster. Passed to slime as --num-gpus-per-node "
                                         "when it is not slime's default 8 (slime maps rollout engines to nodes with "
-                                        "it).", flag="--num-gpus-per-node", ge=1, omit_if=8)
+                                        "it).", flag="--num-gpus-per-node", ge=1, le=MAX_NODE_GPUS,
+                                        omit_if=8)
     actor_num_nodes: int | None = setting(
         None, doc="Nodes of the training actor. Default: every node when colocated; else the nodes the rollout "
-                  "leaves (1 when num_nodes is not given).", flag="--actor-num-nodes", ge=1)
+                  "leaves (1 when num_nodes is not given).", flag="--actor-num-nodes", ge=1, le=MAX_NODES)
     actor_num_gpus_per_node: int | None = setting(
         None, doc="GPUs per node of the training actor. Default: gpus_per_node (disaggregated on one node: the GPUs "
-                  "the rollout leaves).", flag="--actor-num-gpus-per-node", ge=1)
+                  "the rollout leaves).", flag="--actor-num-gpus-per-node", ge=1, le=MAX_NODE_GPUS)
     colocate: bool = setting(True, doc="Share GPUs between training and rollout.", flag="--colocate")
     rollout_num_gpus: int | None = setting(None, doc="GPUs for rollout engines (required when not colocated; "
                                                      "colocated: the actor's).",
-                                           flag="--rollout-num-gpus", ge=1)
+                                           flag="--rollout-num-gpus", ge=1, le=MAX_NODES * MAX_NODE_GPUS)
     gpu_memory_gib: float = setting(80.0, doc="Memory of one GPU in GiB, for acrl's static memory estimate "
                                               "(ACRL-M007, docs/memory.md); e.g. 80 for an 80 GB A100/H100, 141 "
                                               "for an H200. Not passed to slime.", gt=0, le=4096)

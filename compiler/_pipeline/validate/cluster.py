@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..._spec.tables import TOOLKIT_SLIME_COMMIT
 from ..placement import SLIME_GPUS_PER_NODE, Placement
 from .engine import Context, Finding, rule
 
@@ -113,12 +114,17 @@ def _multi_node_engine(ctx: Context) -> Iterator[Finding]:
       "SGLang's pipeline and DP-attention sizes divide an engine")
 def _sglang_sizes(ctx: Context) -> Iterator[Finding]:
     """slime asserts that --sglang-pp-size divides the GPUs per engine (the engine's tensor size is their quotient;
-    slime/backends/sglang_utils/arguments.py:174-181 at 624b824, 147-154 at fa3c990). With DP attention, SGLang
-    asserts that its data-parallel size divides the engine's tensor size (server_args.py, _handle_data_parallelism:
-    ``tp_size % dp_size == 0``) when the engine starts."""
+    slime/backends/sglang_utils/arguments.py:174-181 at 624b824, 147-154 at fa3c990); a size below 1 passes that
+    assertion and is then divided by (sglang_engine.py:521-522 at 624b824, arguments.py:194-195 at fa3c990). With
+    DP attention, SGLang asserts that its data-parallel size divides the engine's tensor size (server_args.py,
+    _handle_data_parallelism: ``tp_size % dp_size == 0``) when the engine starts."""
     p, per = ctx.placement, ctx.spec.rollout.gpus_per_engine
     e = p.engine_parallel
-    if p.parallel.sglang_pp > 1 and per % p.parallel.sglang_pp:
+    if p.parallel.sglang_pp < 1 and (p.engine_actors or ctx.spec.slime.commit == TOOLKIT_SLIME_COMMIT):
+        yield Finding(f"--sglang-pp-size {p.parallel.sglang_pp}: slime divides the {per} GPUs per engine by it (the "
+                      "engine's tensor size; at fa3c990 as it parses its arguments) and stops with a "
+                      "ZeroDivisionError or a negative size", "give --sglang-pp-size 1 or more, or leave it out")
+    elif p.parallel.sglang_pp > 1 and per % p.parallel.sglang_pp:
         yield Finding(f"--sglang-pp-size {p.parallel.sglang_pp} does not divide the {per} GPUs per engine: slime "
                       "stops with an AssertionError", f"use an SGLang pipeline size that divides {per}")
     elif p.engine_actors and e.attention_dp > 1 and e.tp % e.attention_dp:
