@@ -5,6 +5,7 @@ references to a Kubernetes Secret."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 from pathlib import Path
@@ -68,10 +69,13 @@ def test_rayjob_fields_are_kuberays(write_spec: SpecWriter) -> None:
     ({"num_nodes": 3, "gpus_per_node": 8, "actor_num_nodes": 1, "colocate": False, "rollout_num_gpus": 16}, 3),
     # not given: the fewest nodes that hold slime's placement group (8 actor + 12 rollout GPUs)
     ({"gpus_per_node": 8, "colocate": False, "rollout_num_gpus": 12, "address": "http://head:8265"}, 3),
+    # the RayJob's cluster is made for the job: no local head to be one node, the fewest nodes that hold 8 + 8
+    ({"gpus_per_node": 8, "colocate": False, "rollout_num_gpus": 8}, 2),
 ])
 def test_worker_group_is_sized_from_nodes_and_gpus(write_spec: SpecWriter, cluster: dict[str, Any],
                                                   replicas: int) -> None:
-    _, _, rayjob = documents(write_spec, {**KUBERAY, "cluster": cluster})
+    bundle, _, rayjob = documents(write_spec, {**KUBERAY, "cluster": cluster})
+    assert json.loads(bundle.files["manifest.json"])["derived"]["nodes"] == replicas
     [workers] = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     gpus = cluster["gpus_per_node"]
     assert (workers["replicas"], workers["minReplicas"], workers["maxReplicas"]) == (replicas, replicas, replicas)

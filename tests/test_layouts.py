@@ -109,6 +109,11 @@ ROWS: list[tuple[str, dict[str, Any], Placed | str]] = [
     ("actor of 2 nodes, their GPUs per node the node size",
      cluster(num_nodes=3, actor_num_nodes=2, colocate=False, rollout_num_gpus=8),
      Placed(24, 16, "2x8", 16, "2 2 2 2", 8, None)),
+    # no local rollout GPUs (--debug-train-only, external engines): the actor takes every node, as colocated
+    ("debug-train-only on 2 nodes", {**cluster(num_nodes=2, colocate=False), **flags({"--debug-train-only": True})},
+     Placed(16, 0, "2x8", 16, "", 8, None)),
+    ("external engines on 2 nodes", {**cluster(num_nodes=2, colocate=False), **flags(EXTERNAL)},
+     Placed(16, 16, "2x8", 16, "", 8, None)),
     ("an engine of 16 from mid-node",
      {**cluster(num_nodes=3, actor_num_nodes=1, actor_num_gpus_per_node=4, colocate=False, rollout_num_gpus=16),
       "rollout": {"gpus_per_engine": 16}}, "ACRL-C004"),

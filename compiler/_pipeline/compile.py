@@ -95,7 +95,16 @@ def compile_source(source: SpecSource, *, strict: bool = False, target: Target =
                    checkouts: tuple[Asked, Asked] | None = None) -> Bundle:
     """Compile an already parsed spec (see :func:`compile_spec`); its ``extends`` is resolved here
     if it was not yet. A spec with a [sweep] table is compiled by
-    :func:`acrl.compiler._pipeline.sweep.compile_points`."""
+    :func:`acrl.compiler._pipeline.sweep.compile_points`. For --target kuberay the Ray cluster is the RayJob's,
+    made for the job (placement_spec.RAYJOB): no local head, and [cluster] num_nodes defaults to what the job needs."""
+    token = placement_spec.RAYJOB.set(target == "kuberay")
+    try:
+        return _compile_source(source, strict, target, checkouts)
+    finally:
+        placement_spec.RAYJOB.reset(token)
+
+
+def _compile_source(source: SpecSource, strict: bool, target: Target, checkouts: tuple[Asked, Asked] | None) -> Bundle:
     if EXTENDS in source.data:
         source = resolve_extends(source)
     if SWEEP in source.data:

@@ -35,10 +35,13 @@ def k8s_name(exp_id: str) -> str:
 
 
 def worker_replicas(spec: Spec) -> int:
-    """Worker pods of gpus_per_node GPUs each: the nodes slime's placement group takes (the head pod runs no GPU
-    work), the same count as [cluster] num_nodes or, when that is not given, the fewest that hold the group."""
-    p = placement_spec.read(spec).placement
-    return p.nodes if spec.cluster.num_nodes is not None else max(1, -(-p.group.num_gpus // p.gpus_per_node))
+    """Worker pods of gpus_per_node GPUs each (the head pod runs no GPU work): [cluster] num_nodes, or, when it is
+    not given, the fewest that hold slime's placement group (the RayJob's cluster is made for the job)."""
+    token = placement_spec.RAYJOB.set(True)
+    try:
+        return placement_spec.read(spec).placement.nodes
+    finally:
+        placement_spec.RAYJOB.reset(token)
 
 
 def entrypoint(spec: Spec, argv: list[str]) -> str:

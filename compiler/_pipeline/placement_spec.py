@@ -9,6 +9,7 @@ defaults are computed here, once, and said by :attr:`SpecPlacement.defaults` (th
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import NamedTuple
 
 from .._spec.flags import parse_flags, table_tokens
@@ -66,21 +67,23 @@ def sglang_parallel(spec: Spec, extra: Mapping[str, list[str]]) -> Parallel:
                     sglang_dp_attention=_on(extra, "--sglang-enable-dp-attention"))
 
 
-def _actor(spec: Spec, debug_train_only: bool) -> Actor:
+def _actor(spec: Spec, no_local_rollout: bool, local_head: bool) -> Actor:
     """actor_num_nodes x actor_num_gpus_per_node: as given; a key not given takes the whole nodes (colocated, or
-    no rollout GPUs to leave room for) or what the rollout leaves on the cluster's num_nodes (one node by default
-    with a local head; one node when an existing cluster's size is not given)."""
+    no local rollout GPUs to leave room for: --debug-train-only, external engines) or what the rollout leaves on
+    the cluster's num_nodes (one node by default with a local head; one node when the size of an existing cluster,
+    or of the RayJob's, is not given)."""
     c = spec.cluster
     node, nodes_given, per_given = c.gpus_per_node, c.actor_num_nodes, c.actor_num_gpus_per_node
     if nodes_given is not None and per_given is not None:
         return Actor(nodes_given, per_given, "given")
     if nodes_given is not None:
         return Actor(nodes_given, node, "every GPU of a node")
-    whole = c.colocate or debug_train_only or c.rollout_num_gpus is None
-    if whole or (c.num_nodes is None and c.address is not None):
-        how = "every node" if c.colocate else \
-            "slime's default: one node" if whole else "one node (num_nodes not given)"
-        return Actor(c.num_nodes or 1 if c.colocate else 1, node if per_given is None else per_given, how)
+    per = node if per_given is None else per_given
+    if c.colocate or no_local_rollout:
+        return Actor(c.num_nodes or 1, per, "every node" if c.colocate else "every node (no local rollout GPUs)")
+    if c.rollout_num_gpus is None or (c.num_nodes is None and not local_head):
+        return Actor(1, per, "slime's default: one node" if c.rollout_num_gpus is None else
+                     "one node (num_nodes not given)")
     assert c.rollout_num_gpus is not None
     free = (c.num_nodes or 1) * node - c.rollout_num_gpus
     if per_given is not None:
@@ -92,16 +95,20 @@ def _actor(spec: Spec, debug_train_only: bool) -> Actor:
     return Actor(1, node, "one node (the rollout leaves none)")
 
 
-_last: list[tuple[Spec, SpecPlacement]] = []  # the last spec read and its placement (one compile reads it ~7 times)
+# Set while a compile for --target kuberay runs (compile.py): the Ray cluster is the RayJob's, made for the job,
+# so there is no local head, and num_nodes, when not given, is the fewest nodes that hold slime's group.
+RAYJOB: ContextVar[bool] = ContextVar("acrl_rayjob", default=False)
+_last: list[tuple[Spec, bool, SpecPlacement]] = []  # the last spec read and its placement (a compile reads it ~7 times)
 
 
 def read(spec: Spec) -> SpecPlacement:
     """The spec's placement. A spec is frozen, so the last one read is kept by identity: argv, derived, render
     and validation of one compile share one computation (~50 us)."""
-    if _last and _last[0][0] is spec:
-        return _last[0][1]
+    rayjob = RAYJOB.get()
+    if _last and _last[0][0] is spec and _last[0][1] == rayjob:
+        return _last[0][2]
     placed = _read(spec)
-    _last[:] = [(spec, placed)]
+    _last[:] = [(spec, rayjob, placed)]
     return placed
 
 
@@ -111,7 +118,8 @@ def _read(spec: Spec) -> SpecPlacement:
     debug_train_only = _on(extra, "--debug-train-only") or _on(extra, "--load-debug-rollout-data")
     debug_rollout_only = _on(extra, "--debug-rollout-only")
     external = _on(extra, "--rollout-external-engine-addrs")
-    actor = _actor(spec, debug_train_only)
+    local_head = c.address is None and not RAYJOB.get()
+    actor = _actor(spec, debug_train_only or external, local_head)
     actor_total = actor.num_nodes * actor.gpus_per_node
     rollout = c.rollout_num_gpus
     if rollout is None:
@@ -128,7 +136,6 @@ def _read(spec: Spec) -> SpecPlacement:
         per = min(8, rollout) if rollout else 0
         args = args._replace(actor_num_gpus_per_node=per, actor_num_nodes=rollout // per if per else 0)
     group = group_layout(args, slime_commit=spec.slime.commit)
-    local_head = c.address is None
     if c.num_nodes is not None:
         nodes = c.num_nodes
     elif local_head:
@@ -138,7 +145,7 @@ def _read(spec: Spec) -> SpecPlacement:
     placement = place(args, nodes=nodes, local_head=local_head, parallel=sglang_parallel(spec, extra),
                       slime_commit=spec.slime.commit if spec.slime.commit else SLIME_HEAD)
     defaults = []
-    if actor.how not in ("given", "every node", "every GPU of a node"):
+    if actor.how not in ("given", "every node", "every GPU of a node", "every node (no local rollout GPUs)"):
         keys = [f"{key} = {value}" for key, value, given in (
             ("actor_num_nodes", actor.num_nodes, c.actor_num_nodes), ("actor_num_gpus_per_node", actor.gpus_per_node,
                                                                         c.actor_num_gpus_per_node)) if given is None]

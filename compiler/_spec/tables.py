@@ -125,15 +125,16 @@ class Cluster:
 
     num_nodes: int | None = setting(
         None, doc="Nodes of the Ray cluster (the machines). A local head is one node; more nodes join it with the "
-                  "bundle's join.sh. Default: 1 with a local head; with `address`, the fewest nodes that hold the "
-                  "placement.", ge=1, le=MAX_NODES)
+                  "bundle's join.sh. Default: 1 with a local head; with `address` or --target kuberay, the fewest "
+                  "nodes that hold the placement.", ge=1, le=MAX_NODES)
     gpus_per_node: int = setting(8, doc="GPUs on each node of the cluster. Passed to slime as --num-gpus-per-node "
                                         "when it is not slime's default 8 (slime maps rollout engines to nodes with "
                                         "it).", flag="--num-gpus-per-node", ge=1, le=MAX_NODE_GPUS,
                                         omit_if=8)
     actor_num_nodes: int | None = setting(
-        None, doc="Nodes of the training actor. Default: every node when colocated; else the nodes the rollout "
-                  "leaves (1 when num_nodes is not given).", flag="--actor-num-nodes", ge=1, le=MAX_NODES)
+        None, doc="Nodes of the training actor. Default: every node when colocated or when no rollout GPUs are local "
+                  "(--debug-train-only, external engines); else the nodes the rollout leaves (1 when num_nodes is "
+                  "not given with `address` or --target kuberay).", flag="--actor-num-nodes", ge=1, le=MAX_NODES)
     actor_num_gpus_per_node: int | None = setting(
         None, doc="GPUs per node of the training actor. Default: gpus_per_node (disaggregated on one node: the GPUs "
                   "the rollout leaves).", flag="--actor-num-gpus-per-node", ge=1, le=MAX_NODE_GPUS)
