@@ -118,6 +118,18 @@ def test_without_master_addr_the_join_command_names_the_address_ray_chose(write_
     assert len(run.find("ray", "list", "nodes")) == 1
 
 
+def test_an_ipv6_head_prints_a_join_command_join_sh_accepts(write_spec: SpecWriter, tmp_path: Path,
+                                                           toolbox: Toolbox) -> None:
+    bundle = multi_bundle(write_spec, tmp_path)
+    run = run_train_sh(bundle / "train.sh", toolbox, tmp_path / "w",
+                       {"MASTER_ADDR": "fd00::1", "ACRL_SHIM_NODES": "2,2"})
+    assert run.returncode == 0, run.stderr
+    assert f"bash {bundle.resolve()}/join.sh [fd00::1]:6379\n" in run.stderr
+    joined = run_join_sh(bundle, toolbox, tmp_path / "j", ["[fd00::1]:6379"], {"ACRL_NODE_GPUS": "2"})
+    assert joined.returncode == 0, joined.stderr
+    assert ["ray", "start", "--address=[fd00::1]:6379", "--num-gpus", "2", "--disable-usage-stats"] in joined.argvs
+
+
 def test_one_node_keeps_its_head_options(write_spec: SpecWriter, tmp_path: Path, toolbox: Toolbox) -> None:
     compile_into(write_spec({"cluster": {"head_port": 6390, "dashboard_host": "0.0.0.0"}}), tmp_path / "b")
     run = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w", {"MASTER_ADDR": "10.1.2.3"})
@@ -172,6 +184,8 @@ def test_an_existing_cluster_given_at_run_time_is_not_waited_for(write_spec: Spe
     (["10.1.2.3:6379"], {}, "10.1.2.3:6379"),
     (["head.internal"], {}, "head.internal:6379"),  # the spec's head_port
     ([], {"MASTER_ADDR": "10.1.2.5"}, "10.1.2.5:6379"),  # as slime's scripts: the workers know MASTER_ADDR
+    ([], {"MASTER_ADDR": "fd00::5"}, "[fd00::5]:6379"),  # a bare IPv6 address is bracketed
+    (["[fd00::5]:6380"], {}, "[fd00::5]:6380"),  # as train.sh prints it for an IPv6 head
 ])
 def test_join_sh_starts_a_worker_node(args: list[str], env: dict[str, str], address: str, write_spec: SpecWriter,
                                       tmp_path: Path, toolbox: Toolbox) -> None:
