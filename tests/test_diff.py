@@ -202,7 +202,7 @@ def test_placement_changes_name_nodes_added_and_idle_gpus(write_spec: SpecWriter
     placement = changes(data, "placement")
     assert code == 1
     assert placement["cluster"] == ("changed", "1 node x 8 GPUs, a local head", "2 nodes x 8 GPUs, a local head")
-    assert placement["ray start --num-gpus"] == ("changed", "node 0: 8", "node 0: 8, node 1: 4")
+    assert placement["slime's group per node"] == ("changed", "node 0: 8", "node 0: 8, node 1: 4")
     assert placement["node 0 GPU 4-7"] == ("changed", "rollout engines 0-1", "actor ranks 4-7")
     assert placement["node 1 GPU 0-3"] == ("changed", "no such GPU", "rollout engines 0-1")
     assert placement["node 1 GPU 4-7"] == ("changed", "no such GPU", "idle")

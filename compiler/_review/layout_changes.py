@@ -35,7 +35,8 @@ def facts(layout: Layout) -> dict[str, str]:
         out["rollout"] = f"{count} engine{'s' if count != 1 else ''} x {len(e.gpus)} GPUs ({sglang(e)})"
     else:
         out["rollout"] = "external engines" if p.external else "none"
-    out["ray start --num-gpus"] = ", ".join(f"node {n.index}: {n.ray_gpus}" for n in layout.nodes if n.in_cluster)
+    # each node's share of the group (a local head advertises its share; join.sh advertises the whole node)
+    out["slime's group per node"] = ", ".join(f"node {n.index}: {n.ray_gpus}" for n in layout.nodes if n.in_cluster)
     flag = p.num_gpus_per_node_flag
     out["--num-gpus-per-node"] = "not passed" if flag is None else str(flag)
     foreign = layout.foreign_engines
