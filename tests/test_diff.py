@@ -519,3 +519,13 @@ def test_a_spec_toml_that_is_not_a_spec_leaves_the_placement_unknown(tmp_path: P
     assert code == 1
     assert changes(data, "placement") == {
         "placement": ("changed", "1 node x 8 GPUs, a local head", "unknown: spec.toml cannot be read as a spec")}
+
+
+@pytest.mark.parametrize("form", ["text", "markdown"])
+def test_a_control_character_in_a_spec_value_is_shown_not_sent_to_the_terminal(
+        form: str, write_spec: SpecWriter, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_spec(name="a.toml")
+    b = write_spec({"env": {"vars": {"NCCL_DEBUG": "x\x1b[31my"}}}, name="b.toml")
+    code, out, _ = run(capsys, "diff", str(a), str(b), "--format", form)
+    assert code == 1
+    assert "\x1b" not in out and "x\\x1b[31my" in out

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .changes import ABSENT, DERIVED_LABELS, BundleDiff, Change, Section
+from .text import printable
 from .view import TYPE_TAG
 
 
@@ -24,8 +25,8 @@ def _plain(value: Any) -> str:
 def format_text(diff: BundleDiff) -> str:
     """The diff for a terminal: one line per change, grouped by section (and flag group)."""
     if diff.equivalent:
-        return "\n".join([f"{diff.a} and {diff.b} are equivalent (no semantic differences)",
-                          *(f"note: {n}" for n in diff.notes)])
+        lines = [f"{diff.a} and {diff.b} are equivalent (no semantic differences)", *(f"note: {n}" for n in diff.notes)]
+        return "\n".join(printable(line) for line in lines)
     noun = "difference" if diff.count == 1 else "differences"
     out = [f"--- {diff.a}", f"+++ {diff.b}", f"{diff.count} {noun}"]
     for section in diff.sections:
@@ -39,7 +40,8 @@ def format_text(diff: BundleDiff) -> str:
                 out.append(f"  [{group}]")
             out += [("    " if group else "  ") + line for line in _text_lines(section.id, change)]
     out += [f"not equivalent: {line}" for line in diff.unverified]
-    return "\n".join(out + [f"note: {n}" for n in diff.notes])
+    # spec values reach these lines: a control character (a terminal escape) is shown, never sent to the terminal
+    return "\n".join(printable(line) for line in out + [f"note: {n}" for n in diff.notes])
 
 
 def _text_lines(section: str, change: Change) -> list[str]:
@@ -107,7 +109,7 @@ def format_markdown(diff: BundleDiff) -> str:
         out.append("")
         out += [f"> **Not equivalent:** {line}  " for line in diff.unverified]
         out += [f"> **Note:** {note}  " for note in diff.notes]
-    return "\n".join(out).rstrip() + "\n"
+    return "\n".join(printable(line) for line in out).rstrip() + "\n"
 
 
 def _lines(section: Section) -> int:

@@ -8,14 +8,10 @@ from collections.abc import Callable
 
 from .diff_format import _code as code
 from .layout import STATES, Cell, Layout, Node, joined
+from .text import printable as printable  # re-exported: explain and layout read it here
 
 SHORT = {"idle-rollout": "spare", "reserved": "held", "idle": "idle", "missing": "absent"}
 _COLOURS = {"actor": "32", "engine": "36", "warn": "31;1", "dim": "2"}
-
-
-def printable(text: str) -> str:
-    """``text`` with every control character (a terminal escape, a newline) shown as an escape."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def node_title(layout: Layout, node: Node) -> str:
