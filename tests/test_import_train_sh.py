@@ -704,3 +704,20 @@ def test_acrl_own_train_sh_keeps_env_vars(tmp_path: Path, write_spec: Any) -> No
     imported = import_train_sh(tmp_path / "bundle" / "train.sh")
     assert imported.spec["env"] == {"vars": {"NCCL_DEBUG": "INFO", "NVSHMEM_DISABLE_NCCL": "1"}}
     assert not notes(imported, "unresolved"), imported.notes
+
+
+@pytest.mark.parametrize("options", ["--num-gpus --port", "--port=99999999999999999999 --num-gpus 65",
+                                     "--dashboard-host=${UNSET_HOST}", "--dashboard-host 10.1.1.1", "--num-gpus 0"])
+def test_ray_start_values_the_spec_cannot_take_are_notes(options: str, tmp_path: Path) -> None:
+    path = script(tmp_path, f"ray start --head {options}\n" + SUBMIT + " --lr 1\n")
+    imported = import_train_sh(path)
+    assert not {"gpus_per_node", "head_port", "dashboard_host"} & set(imported.spec.get("cluster", {}))
+    assert kinds_at(imported, path, 1) and set(kinds_at(imported, path, 1)) <= {"difference", "unresolved"}
+
+
+def test_runtime_env_variable_names_it_cannot_set_are_notes(tmp_path: Path) -> None:
+    path = script(tmp_path, 'E="{\\"env_vars\\": {\\"A\\": {\\"x\\": 1}, \\"\\": \\"v\\", \\"B=C\\": \\"1\\", '
+                            '\\"OK\\": \\"1\\"}}"\nray job submit --runtime-env-json "$E" -- python3 /s/train.py\n')
+    imported = import_train_sh(path)
+    assert imported.spec["env"] == {"vars": {"OK": "1"}}
+    assert kinds_at(imported, path, 1) == ["difference"] * 3

@@ -12,10 +12,11 @@ from typing import Any
 
 import attrs
 
-from .._secrets import looks_secret_value
+from .._secrets import ENV_NAME, looks_secret_value
 from .._shell.eval import MARK, Shell, Text
 from .._shell.lexer import Word
 from .._spec.flags import is_secret_env_name
+from .._spec.tables import MAX_NODE_GPUS
 from .train_sh_map import SpecBuilder
 
 # what acrl's train.sh puts in the job's runtime env itself (templates/train.sh.jinja, RUNTIME_ENV_JSON)
@@ -37,8 +38,7 @@ def heredoc_lines(text: str) -> list[int]:
     left out."""
     out = []
     for number, line in enumerate(text.splitlines(), start=1):
-        code = line.split("#", 1)[0] if line.lstrip().startswith("#") is False else ""
-        if _HEREDOC.search(code):
+        if not line.lstrip().startswith("#") and _HEREDOC.search(line):
             out.append(number)
     return out
 
@@ -70,8 +70,11 @@ class Launch:
         end = next((i for i, w in enumerate(launcher) if w.literal == "--"), len(launcher))
         for i, word in enumerate(launcher[:end]):
             head = word.parts[0][1] if word.parts and word.parts[0][0] == "lit" else ""
-            if word.literal == "--runtime-env-json" and i + 1 < end:
-                self._json(launcher[i + 1])
+            if word.literal == "--runtime-env-json":
+                if i + 1 < end:
+                    self._json(launcher[i + 1])
+                else:
+                    self.note("unresolved", "--runtime-env-json without a value: set [env] vars by hand", word.line)
             elif head.startswith("--runtime-env-json="):
                 prefix = ("--runtime-env-json=", "X=", 1)
                 value = _value_word(Word((("lit", head.replace(*prefix), False), *word.parts[1:]),
@@ -149,6 +152,9 @@ class Launch:
             self._variable(str(name), value, at(str(name)), text)
 
     def _variable(self, name: str, value: Any, line: int, text: Text | None) -> None:
+        if not ENV_NAME.fullmatch(name):
+            self.note("difference", f"env_vars {name!r}: not a variable name; not imported", line)
+            return
         if not isinstance(value, str):
             self.note("difference", f"env_vars {name}: {value!r} is not a string (Ray wants strings); set [env] "
                                     "vars by hand", line)
@@ -194,10 +200,12 @@ class Launch:
 
     def ray_start(self, words: list[Word], line: int) -> None:
         """A top-level ``ray start``: the head's options that [cluster] has keys for, a note for the others."""
-        texts = [self.shell.scalar(w) for w in words[2:]]
         options: list[tuple[str, Text | None]] = []
-        for text in texts:
-            if text.text.startswith("--") and not text.problem:
+        for word in words[2:]:
+            text = self.shell.scalar(word)
+            if text.problem and word.raw.startswith("--") and word.literal is None:  # --flag=$UNKNOWN
+                options.append((word.raw.split("=", 1)[0], text))
+            elif text.text.startswith("--") and not text.problem:
                 name, equals, inline = text.text.partition("=")
                 options.append((name, attrs.evolve(text, text=inline) if equals else None))
             elif options and options[-1][1] is None:
@@ -214,6 +222,8 @@ class Launch:
                                      "head's address", line)
             elif flag in _HEAD_KEYS and value is not None:
                 self._head_key(flag, value, line)
+            elif flag in _HEAD_KEYS:
+                self.note("difference", f"ray start {flag} without a value: not imported", line)
             else:
                 self.note("difference", f"ray start {flag}: the spec has no key for it; acrl's train.sh starts "
                                         "the head without it", line)
@@ -226,8 +236,10 @@ class Launch:
                               attrs.evolve(value, line=line))
             return
         if isinstance(default, int):
-            if not value.text.isdigit() or int(value.text) < 1:
-                self.note("difference", f"ray start {flag} {value.text!r}: not a positive number; not imported", line)
+            top = MAX_NODE_GPUS if flag == "--num-gpus" else 65535
+            if not value.text.isdigit() or not 1 <= int(value.text) <= top:
+                self.note("difference", f"ray start {flag} {value.text!r}: not a number the spec takes "
+                                        f"([{path.replace('.', '] ', 1)}); not imported", line)
             elif int(value.text) != default:
                 self.builder.set(path, int(value.text), value)
         elif value.text in ("127.0.0.1", "0.0.0.0"):
