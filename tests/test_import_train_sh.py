@@ -614,3 +614,110 @@ def test_broken_line_continuation_is_reported(tmp_path: Path) -> None:
     assert imported.spec["extra"]["flags"] == {"--update-weight-buffer-size": 4 * 512 * 1024 * 1024}
     whole = script(tmp_path, SUBMIT + "  --lr 1e-6\n\necho done\n--not-a-continuation\n")
     assert not [n for n in import_train_sh(whole).notes if "continuation" in n.message]
+
+
+# --- the job's environment and launch (issue 14) -----------------------------------------------
+
+LAUNCH = FIXTURES / "launch_env"
+
+
+def line_of(path: Path, needle: str) -> int:
+    """The first line of ``path`` holding ``needle``."""
+    return next(n for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if needle in line)
+
+
+def kinds_at(imported: Imported, path: Path, line: int) -> list[str]:
+    """The kinds of the notes naming ``path:line``."""
+    return [n.kind for n in imported.notes if n.where == f"{path}:{line}"]
+
+
+def test_runtime_env_json_maps_to_env_vars_and_megatron_dir(tmp_path: Path) -> None:
+    path = LAUNCH / "run-launch.sh"
+    imported = import_train_sh(path)
+    spec = imported.spec
+    assert spec["env"] == {"vars": {"NVSHMEM_DISABLE_NCCL": "1"}}  # not HF_TOKEN, not what acrl sets itself
+    assert spec["slime"]["megatron_dir"] == "/root/Megatron-LM"
+    assert "hf_abcdefghijklmnopqrstuvwxyz" not in render_spec(imported)
+    assert kinds_at(imported, path, line_of(path, 'HF_TOKEN')) == ["difference"]
+    assert kinds_at(imported, path, line_of(path, 'PYTHONPATH')) == ["difference"]  # /root/extra: no key
+    assert kinds_at(imported, path, line_of(path, 'CUDA_DEVICE_MAX_CONNECTIONS')) == ["default"]  # acrl sets it
+    assert kinds_at(imported, path, line_of(path, 'NCCL_NVLS_ENABLE')) == ["unresolved"]  # HAS_NVLINK: in an if
+    assert kinds_at(imported, path, line_of(path, 'pip')) == ["difference"]
+    problems = ""
+    try:
+        compile_spec(tmp_path / "spec.toml", data=render_spec(imported).encode())
+    except AcrlError as exc:
+        problems = str(exc)
+    assert "[env]" not in problems and "[cluster]" not in problems
+
+
+def test_ray_start_head_options_map_to_cluster_keys() -> None:
+    path = LAUNCH / "run-launch.sh"
+    imported = import_train_sh(path)
+    cluster = imported.spec["cluster"]
+    assert (cluster["gpus_per_node"], cluster["head_port"], cluster["dashboard_host"], cluster["dashboard_port"]) \
+        == (4, 6380, "0.0.0.0", 8266)
+    start = line_of(path, "ray start --head")
+    assert sorted(kinds_at(imported, path, start)) == ["default", "difference"]  # --node-ip-address, --temp-dir
+
+
+def test_what_the_launch_cannot_map_is_a_note_naming_the_line() -> None:
+    path = LAUNCH / "run-launch.sh"
+    imported = import_train_sh(path)
+    assert kinds_at(imported, path, line_of(path, "for WORKER_IP")) == ["difference"]  # the ssh loop
+    assert kinds_at(imported, path, line_of(path, "<<EOF_CONFIG")) == ["difference"]  # the here-document
+    assert kinds_at(imported, path, line_of(path, 'if [ -n "${DEBUG')) == ["difference"]  # flags in an if
+    assert kinds_at(imported, path, line_of(path, "export RAY_EXPERIMENTAL")) == ["difference"]
+    assert kinds_at(imported, path, line_of(path, "export MASTER_ADDR")) == ["default"]  # read at run time
+    assert kinds_at(imported, path, line_of(path, "export PYTHONUNBUFFERED")) == []  # acrl's train.sh sets it
+    assert kinds_at(imported, path, line_of(path, "HAS_NVLINK=1")) == []  # the if holds no flag or ray command
+
+
+def test_runtime_env_written_as_a_here_document() -> None:
+    path = LAUNCH / "run-heredoc-env.sh"
+    imported = import_train_sh(path)
+    spec = imported.spec
+    # CUDA_DEVICE_MAX_CONNECTIONS=2 is not what acrl sets, so it is kept; MASTER_ADDR is read at run time
+    assert spec["env"] == {"vars": {"GLOO_SOCKET_IFNAME": "eth0", "CUDA_DEVICE_MAX_CONNECTIONS": "2"}}
+    assert spec["slime"]["megatron_dir"] == "/opt/Megatron-LM"
+    assert "dashboard_host" not in spec.get("cluster", {}) and "gpus_per_node" not in spec.get("cluster", {})
+    assert kinds_at(imported, path, line_of(path, "ray start")) == ["difference"]  # 10.0.0.1: no key holds it
+    assert kinds_at(imported, path, line_of(path, '"working_dir"')) == ["difference"]
+    assert kinds_at(imported, path, line_of(path, '"MASTER_ADDR"')) == ["default"]
+    assert kinds_at(imported, path, line_of(path, "<<EOF_JSON")) == []  # read: not noted as a here-document
+
+
+@pytest.mark.parametrize("body", ['--runtime-env-json "$ENVJ"', "--runtime-env-json='[1, 2]'",
+                                  "--runtime-env-json='{\"env_vars\": [1]}'", "--runtime-env-json '{\"env_vars\": "
+                                  "{\"A\": 1}}'", "--runtime-env-json='{'", "--runtime-env env.yaml"])
+def test_a_runtime_env_it_cannot_read_is_a_note_not_a_crash(body: str, tmp_path: Path) -> None:
+    path = script(tmp_path, f"ENVJ=$(make_env)\nray job submit {body} \\\n -- python3 /root/slime/train.py --lr 1\n")
+    imported = import_train_sh(path)
+    assert "env" not in imported.spec
+    assert {"unresolved", "difference"} & set(kinds_at(imported, path, 2 if "ENVJ" not in body else 1) +
+                                              kinds_at(imported, path, 2))
+
+
+def test_acrl_own_train_sh_keeps_env_vars(tmp_path: Path, write_spec: Any) -> None:
+    spec = write_spec({"env": {"vars": {"NCCL_DEBUG": "INFO", "NVSHMEM_DISABLE_NCCL": "1"}}})
+    compile_into(spec, tmp_path / "bundle")
+    imported = import_train_sh(tmp_path / "bundle" / "train.sh")
+    assert imported.spec["env"] == {"vars": {"NCCL_DEBUG": "INFO", "NVSHMEM_DISABLE_NCCL": "1"}}
+    assert not notes(imported, "unresolved"), imported.notes
+
+
+@pytest.mark.parametrize("options", ["--num-gpus --port", "--port=99999999999999999999 --num-gpus 65",
+                                     "--dashboard-host=${UNSET_HOST}", "--dashboard-host 10.1.1.1", "--num-gpus 0"])
+def test_ray_start_values_the_spec_cannot_take_are_notes(options: str, tmp_path: Path) -> None:
+    path = script(tmp_path, f"ray start --head {options}\n" + SUBMIT + " --lr 1\n")
+    imported = import_train_sh(path)
+    assert not {"gpus_per_node", "head_port", "dashboard_host"} & set(imported.spec.get("cluster", {}))
+    assert kinds_at(imported, path, 1) and set(kinds_at(imported, path, 1)) <= {"difference", "unresolved"}
+
+
+def test_runtime_env_variable_names_it_cannot_set_are_notes(tmp_path: Path) -> None:
+    path = script(tmp_path, 'E="{\\"env_vars\\": {\\"A\\": {\\"x\\": 1}, \\"\\": \\"v\\", \\"B=C\\": \\"1\\", '
+                            '\\"OK\\": \\"1\\"}}"\nray job submit --runtime-env-json "$E" -- python3 /s/train.py\n')
+    imported = import_train_sh(path)
+    assert imported.spec["env"] == {"vars": {"OK": "1"}}
+    assert kinds_at(imported, path, 1) == ["difference"] * 3

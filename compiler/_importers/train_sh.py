@@ -26,6 +26,7 @@ from .._shell.lexer import Command, ShellSyntaxError, Word, lex
 from .._spec.flags import is_number, is_secret_env_name
 from ..errors import UsageError
 from .base import Imported, ImportInputError, Note
+from .train_sh_launch import Launched, heredoc_lines
 from .train_sh_map import INLINE_FLAG, Occurrence, SpecBuilder
 from .train_sh_model import known_model_flags
 
@@ -46,6 +47,8 @@ _SHAPE = ("acrl import train-sh reads scripts of slime's example shape: variable
 class _Frame:
     live: bool
     only_if: str | None = None
+    line: int = 0  # where the if/loop/case opens
+    head: str = ""
 
 
 @attrs.define
@@ -64,6 +67,7 @@ class _Reader:
     depth: int = 0
     launcher: Command | None = None  # the whole command that runs train.py (`VAR=... ray job submit ...`)
     just_found: Command | None = None  # the train.py command, until the command after it is read
+    launch: Launched = attrs.Factory(Launched)  # what the launch around the train.py command does
 
     def where(self, line: int) -> str:
         return f"{self.path}:{line}"
@@ -107,7 +111,7 @@ class _Reader:
             return
         if head in _OPENERS:
             secret = self._secret_test(words) if head == "if" and self.live else None
-            self.frames.append(_Frame(secret is not None, secret))
+            self.frames.append(_Frame(secret is not None, secret, command.line, head))
             self._restore_only_if()
             return
         if head == "function" or (len(words) >= 3 and words[1].literal == "(" and words[2].literal == ")"):
@@ -118,6 +122,9 @@ class _Reader:
         if not self.live:
             if any(_ENTRY.search(w.raw.strip("\"'")) for w in words):
                 self.hidden_train = self.hidden_train or command.line
+            openers = [(f.head, f.line) for f in self.frames if f.line]
+            if openers:
+                self.launch.hidden(openers, [w.raw for w in words])
             return
         self.simple(words, command)
         if words[-1].literal == "}" and self.frames:
@@ -154,6 +161,8 @@ class _Reader:
             for word in words[1:]:
                 if self._is_assignment(word):
                     self._assign(word, export=export)
+                    if export:
+                        self.launch.exports.append((word.raw.split("=", 1)[0].rstrip("+"), word.line))
                 elif export and word.literal in self.shell.env:
                     self.shell.env[word.literal].exported = True
         elif name == "unset":
@@ -163,6 +172,8 @@ class _Reader:
             self._source(words[1])
         else:
             self._maybe_train(words, command)
+            if self.launcher is not command:
+                self.launch.top_level(words, command.line)
 
     @staticmethod
     def _is_assignment(word: Word) -> bool:
@@ -174,6 +185,7 @@ class _Reader:
         if assigned is None:
             return
         name, value = assigned
+        self.launch.assigned[name] = word
         if is_secret_env_name(name) and any(t.text and not t.problem and not t.notes for t in value.texts):
             self.notes.append(Note("difference", f"the script sets {name} itself: its value is not copied into the "
                                    f"spec; provide {name} in the environment of train.sh instead",
@@ -268,7 +280,8 @@ def import_train_sh(path: Path, *, env: Sequence[str] = ()) -> Imported:
     reader = _Reader(path, Shell(path, lambda line: f"{path}:{line}", variables))
     try:
         reader.run(commands)
-        return _build(reader, "torch_memory_saver" in text)
+        reader.launch.heredocs = heredoc_lines(text)
+        return _build(reader, "torch_memory_saver" in text, "ACRL_ENV_VARS=" in text)
     except RecursionError:
         raise ImportInputError(path=str(path), reason="cannot read the script: expansions nested too deeply",
                                fix=_SHAPE) from None
@@ -278,7 +291,7 @@ def import_train_sh(path: Path, *, env: Sequence[str] = ()) -> Imported:
                                    "sourcing itself): " + _SHAPE) from None
 
 
-def _build(reader: _Reader, torch_memory_saver: bool) -> Imported:
+def _build(reader: _Reader, torch_memory_saver: bool, acrl_made: bool) -> Imported:
     path = reader.path
     if reader.train is None:
         hidden = (f" (line {reader.hidden_train} names train.py inside an if/loop/function body, which the importer "
@@ -290,6 +303,7 @@ def _build(reader: _Reader, torch_memory_saver: bool) -> Imported:
     builder.entry(reader.shell.scalar(command.words[index]))
     if reader.launcher is not None and (address := _address(reader.shell, reader.launcher)) is not None:
         builder.address(address)
+    reader.launch.finish(builder, reader.shell, list(reader.launcher.words if reader.launcher else ()), acrl_made)
     argv: list[Text] = []
     model_at: int | None = None  # where ${MODEL_ARGS[@]} is on the command line
     for word in command.words[index + 1:]:
