@@ -91,9 +91,10 @@ def actor_gpus(spec: Spec) -> int:
 
 
 def rollout_gpus(spec: Spec) -> int | None:
-    """GPUs of the rollout engines: the actor's when colocated (slime's default), else rollout_num_gpus."""
+    """GPUs of the rollout engines as slime counts them (the actor's when colocated and not given, slime's
+    default); None when not colocated and not given (ACRL-P002)."""
     c = spec.cluster
-    return actor_gpus(spec) if c.colocate and c.rollout_num_gpus is None else c.rollout_num_gpus
+    return placement_spec.read(spec).placement.rollout_gpus if c.colocate or c.rollout_num_gpus is not None else None
 
 
 def samples_per_rollout(spec: Spec) -> int:

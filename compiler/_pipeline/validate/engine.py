@@ -25,7 +25,7 @@ from ..._spec.flags import flags_in, normalize_flag, parse_flags
 from ..._spec.tables import Spec
 from ...errors import Diagnostic
 from .. import placement_spec
-from ..argv import ArgGroup
+from ..argv import ArgGroup, actor_gpus, rollout_gpus
 from ..model_args.resolve import ModelArgs, Resolution
 from ..parse import SpecSource
 from ..placement import Placement
@@ -95,13 +95,11 @@ class Context:
 
     @property
     def actor_gpus(self) -> int:
-        return self.placed.actor.num_nodes * self.placed.actor.gpus_per_node
+        return actor_gpus(self.spec)
 
     @property
     def rollout_gpus(self) -> int | None:
-        """The rollout's GPUs as slime counts them; None when not colocated and not given (ACRL-P002)."""
-        c = self.spec.cluster
-        return self.placement.rollout_gpus if c.colocate or c.rollout_num_gpus is not None else None
+        return rollout_gpus(self.spec)
 
     @property
     def data_parallel(self) -> int:
