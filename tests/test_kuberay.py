@@ -184,3 +184,14 @@ def test_cuda_pinning_is_noted_as_train_sh_only(write_spec: SpecWriter) -> None:
     bundle = compile_spec(write_spec({**KUBERAY, "cuda": {"home": "/usr/local/cuda-12.9"}}), target="kuberay")
     assert any(note.startswith("[cuda] home is applied by train.sh only") for note in bundle.notes)
     assert "cuda-12.9" not in bundle.files["rayjob.yaml"].decode()
+
+
+@pytest.mark.parametrize("text", ["a\x85b", "a\u2028b", "a\rb"])
+def test_a_line_break_yaml_folds_reads_back_as_written(text: str, write_spec: SpecWriter) -> None:
+    """YAML 1.1's other line breaks (U+0085, U+2028, \\r) in a spec value survive custom_config.yaml and rayjob.yaml
+    (PyYAML wrote them raw and read U+0085 back as a space; found by tests/test_hostile_values.py)."""
+    bundle, config_map, rayjob = documents(write_spec, {**KUBERAY, "agentcore": {"model_id": text},
+                                                         "model": {"dir": f"/models/{text}"}})
+    assert yaml.safe_load(bundle.files["custom_config.yaml"])["model_id"] == text
+    assert yaml.safe_load(next(iter(config_map["data"].values())))["model_id"] == text
+    assert f"/models/{text}" in rayjob["spec"]["entrypoint"]

@@ -17,7 +17,7 @@ from typing import Any
 from .._spec.tables import Spec
 from . import placement_spec
 from .argv import actor_gpus, runtime_args
-from .render import comment_text  # spec values on a comment line: every control character escaped
+from .render import comment_text, yaml_dumper  # comment_text: spec values on a comment line, escaped
 
 CONFIG_MOUNT = "/acrl/config"
 # Secrets the toolkit and slime read from the environment: AWS for the rollout integration's boto3
@@ -129,17 +129,9 @@ def rayjob_yaml(spec: Spec, argv: list[str], custom_config: bytes) -> bytes:
     """rayjob.yaml: ``kubectl apply -f rayjob.yaml`` creates the ConfigMap and starts the RayJob."""
     import yaml  # lazy: PyYAML is needed only for --target kuberay, after a spec compiled without errors
 
-    class Dumper(yaml.SafeDumper):
-        pass
-
-    def text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:  # multi-line text as a readable block
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
-
-    Dumper.add_representer(str, text)
-
     header = (f"# KubeRay RayJob of {comment_text(spec.experiment.id)}: {worker_replicas(spec)} worker pod(s) x "
               f"{spec.cluster.gpus_per_node} GPU(s) ({actor_gpus(spec)} for the training actor).\n"
               f"# Secrets come from the Secret '{comment_text(spec.kuberay.secret)}' (keys named as the variables).\n")
-    body = yaml.dump_all(rayjob_documents(spec, argv, custom_config), Dumper=Dumper, sort_keys=False,
-                         allow_unicode=True, default_flow_style=False, width=100)
+    body = yaml.dump_all(rayjob_documents(spec, argv, custom_config), Dumper=yaml_dumper(block_multiline=True),
+                         sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
     return (header + body).encode("utf-8")

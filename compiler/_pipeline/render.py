@@ -254,11 +254,34 @@ def model_args_sh(spec: Spec, model_args: ModelArgs) -> bytes:
     })
 
 
+# Line breaks YAML 1.1 knows besides \n: PyYAML writes them raw in a plain or block scalar and reads them back
+# folded (U+0085 became a space), so a string holding one (or \r) is written double-quoted, where it is escaped.
+_OTHER_LINE_BREAKS = frozenset("\r\x85\u2028\u2029")
+
+
+def yaml_dumper(block_multiline: bool = False) -> Any:
+    """A SafeDumper whose strings read back as they were written (``block_multiline``: text with newlines as a
+    readable ``|`` block, as rayjob.yaml writes its entrypoint)."""
+    import yaml  # lazy: PyYAML is needed only to render a spec that compiled without errors
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+        style = '"' if _OTHER_LINE_BREAKS.intersection(value) else \
+            "|" if block_multiline and "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    return Dumper
+
+
 def custom_config_yaml(spec: Spec) -> bytes:
     import yaml  # lazy: PyYAML is needed only to render a spec that compiled without errors
 
     header = f"# --custom-config-path of {comment_text(spec.experiment.id)}: read by the rollout integration.\n"
-    body = yaml.safe_dump(custom_config(spec), sort_keys=False, allow_unicode=True, default_flow_style=False)
+    body = yaml.dump(custom_config(spec), Dumper=yaml_dumper(), sort_keys=False, allow_unicode=True,
+                     default_flow_style=False)
     return (header + body).encode("utf-8")
 
 
