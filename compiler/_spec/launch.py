@@ -1,0 +1,108 @@
+"""The spec's tables about where and how the run is launched: the cluster and its roles, the slime checkout,
+the job's environment, CUDA pinning, W&B and the KubeRay RayJob. Same conventions as :mod:`.tables`, which
+re-exports them."""
+
+from typing import Literal
+
+import attrs
+
+from .setting import setting
+
+# agentcore-rl-toolkit's scripts/install_slime.sh pins this slime commit.
+TOOLKIT_SLIME_COMMIT = "fa3c990af6f18efd3fd9922698bf4bf4048d1263"
+
+# Bounds of the cluster's sizes: acrl's placement model and `acrl layout` go GPU by GPU, so a size no cluster has
+# (num_nodes = 10**8) would take minutes and gigabytes where the spec deserves an error.
+MAX_NODES = 4096
+MAX_NODE_GPUS = 64
+
+
+@attrs.frozen(kw_only=True)
+class Cluster:
+    """[cluster]: the machines (nodes x GPUs per node), the roles on them and the Ray cluster."""
+
+    num_nodes: int | None = setting(
+        None, doc="Nodes of the Ray cluster (the machines). A local head is one node; more nodes join it with the "
+                  "bundle's join.sh. Default: 1 with a local head; with `address` or --target kuberay, the fewest "
+                  "nodes that hold the placement.", ge=1, le=MAX_NODES)
+    gpus_per_node: int = setting(8, doc="GPUs on each node of the cluster. Passed to slime as --num-gpus-per-node "
+                                        "when it is not slime's default 8 (slime maps rollout engines to nodes with "
+                                        "it).", flag="--num-gpus-per-node", ge=1, le=MAX_NODE_GPUS,
+                                        omit_if=8)
+    actor_num_nodes: int | None = setting(
+        None, doc="Nodes of the training actor. Default: every node when colocated or when no rollout GPUs are local "
+                  "(--debug-train-only, external engines); else the nodes the rollout leaves (1 when num_nodes is "
+                  "not given with `address` or --target kuberay).", flag="--actor-num-nodes", ge=1, le=MAX_NODES)
+    actor_num_gpus_per_node: int | None = setting(
+        None, doc="GPUs per node of the training actor. Default: gpus_per_node (disaggregated on one node: the GPUs "
+                  "the rollout leaves).", flag="--actor-num-gpus-per-node", ge=1, le=MAX_NODE_GPUS)
+    colocate: bool = setting(True, doc="Share GPUs between training and rollout.", flag="--colocate")
+    rollout_num_gpus: int | None = setting(None, doc="GPUs for rollout engines (required when not colocated; "
+                                                     "colocated: the actor's).",
+                                           flag="--rollout-num-gpus", ge=1, le=MAX_NODES * MAX_NODE_GPUS)
+    gpu_memory_gib: float = setting(80.0, doc="Memory of one GPU in GiB, for acrl's static memory estimate "
+                                              "(ACRL-M007, docs/memory.md); e.g. 80 for an 80 GB A100/H100, 141 "
+                                              "for an H200. Not passed to slime.", gt=0, le=4096)
+    address: str | None = setting(None, doc="Dashboard address of an existing Ray cluster "
+                                            "(e.g. http://head:8265); then no local head is started.")
+    stop_stale_processes: bool = setting(True, doc="Kill stale sglang processes and stop Ray first "
+                                                   "(local head only).")
+    start_ray_head: bool = setting(True, doc="Start a local Ray head (local head only).")
+    dashboard_port: int = setting(8265, doc="Dashboard port of the local Ray head.", ge=1, le=65535)
+    dashboard_host: Literal["127.0.0.1", "0.0.0.0"] = setting("127.0.0.1", doc=(
+        "Where the local head's dashboard (and job API) listens: 127.0.0.1, this machine (train.sh submits from the "
+        "head; other nodes join through head_port), or 0.0.0.0, every interface, as slime's scripts do (anyone who "
+        "reaches it can run code on the cluster)."))
+    head_port: int = setting(6379, ge=1, le=65535, doc="GCS port of the local Ray head, where other nodes join "
+                                                       "(join.sh); passed as --port when num_nodes > 1 or not 6379.")
+    ray_stop_timeout: int = setting(60, doc="Seconds to wait for stale Ray processes to exit.", ge=1)
+
+@attrs.frozen(kw_only=True)
+class Cuda:
+    """[cuda]: pin one CUDA toolkit on the cluster (optional)."""
+
+    home: str | None = setting(None, doc="CUDA toolkit to pin (e.g. /usr/local/cuda-12.9); sets CUDA_HOME, "
+                                         "PATH and LD_LIBRARY_PATH and forwards them to the train actors.")
+    fix_torch_memory_saver: bool = setting(
+        True, doc="Link torch_memory_saver's _cu13 preload library under the name slime looks for.")
+
+@attrs.frozen(kw_only=True)
+class Wandb:
+    """[wandb]: logging; on only when the key's environment variable is set at run time."""
+
+    project: str | None = setting(None, doc="W&B project.", flag="--wandb-project")
+    group: str | None = setting(None, doc="W&B group.", flag="--wandb-group")
+    key_env: str = setting("WANDB_API_KEY", doc="Name of the environment variable holding the API key. "
+                                                "The key itself never appears in a spec or bundle.")
+
+@attrs.frozen(kw_only=True)
+class Env:
+    """[env]: environment of the Ray job (values must not be secrets)."""
+
+    vars: dict[str, str] = setting(factory=dict, doc="Extra environment variables for every Ray worker.")
+    forward: list[str] = setting(factory=lambda: ["WANDB_ENTITY"],
+                                 doc="Variables copied from the launching shell when set.")
+
+@attrs.frozen(kw_only=True)
+class KubeRay:
+    """[kuberay]: the KubeRay RayJob that `acrl-compile --target kuberay` writes (rayjob.yaml)."""
+
+    image: str | None = setting(None, doc="Container image of the Ray head and workers, with slime (at slime.dir), "
+                                          "Megatron-LM (at slime.megatron_dir), sglang and the rollout integration "
+                                          "installed. Required for --target kuberay.")
+    secret: str = setting("acrl-secrets", doc="Kubernetes Secret the job's secrets are read from, one key per "
+                                              "variable (wandb.key_env, env.forward, AWS_*); never inlined.")
+    namespace: str | None = setting(None, doc="Namespace of the ConfigMap and the RayJob (default: the one "
+                                              "`kubectl apply` uses).")
+    service_account: str | None = setting(None, doc="Service account of the Ray pods. On EKS, one annotated with an "
+                                                    "IAM role (IRSA) gives the job its AWS credentials: the pods then "
+                                                    "read no AWS_* keys from the Secret.")
+
+@attrs.frozen(kw_only=True)
+class Slime:
+    """[slime]: the slime checkout the bundle targets."""
+
+    dir: str = setting("/root/slime", doc="slime checkout on the cluster.")
+    megatron_dir: str = setting("/root/Megatron-LM", doc="Megatron-LM checkout on the cluster.")
+    commit: str = setting(TOOLKIT_SLIME_COMMIT, doc="slime commit the bundle targets (flags differ between "
+                                                    "commits); defaults to agentcore-rl-toolkit's pin.")
