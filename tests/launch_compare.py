@@ -25,10 +25,14 @@ CATEGORIES = {
     "flag-value": "a flag both sides pass, with other values (after argparse's last-wins)",
     "flag-original-only": "a flag only the original passes, not restating slime's default",
     "flag-bundle-only": "a flag only the bundle passes, not restating slime's default",
+    "custom-config": "a key of the original's --custom-config-path file that the bundle's lacks or sets otherwise "
+                     "(the paths differ by design: the bundle writes its own file)",
     "runtime-env": "a runtime-env variable the original sets that the bundle lacks or sets otherwise",
     "pythonpath": "a PYTHONPATH entry of the original's runtime env that the bundle's lacks",
     "runtime-env-key": "a --runtime-env-json key other than env_vars (working_dir, pip, ...) that differs",
     "ray-start": "`ray start --head`: --num-gpus or an address option (node ip, port, dashboard host/port)",
+    "start-env": "a variable the original exported before `ray start --head` that the bundle's head lacks or sets "
+                 "otherwise (Ray's processes, the job's included, inherit it)",
 }
 RESULT_CATEGORIES = frozenset(CATEGORIES)
 # One-sided flags the criterion allows whatever their value: acrl's --megatron-to-hf-mode (slime 624b824 has no
@@ -58,6 +62,10 @@ class Launch:
 
     start: tuple[str, ...] | None = None  # `ray start --head ...` argv, without "ray"
     submit: tuple[str, ...] | None = None  # `ray job submit ...` argv, without "ray"
+    # the variables `ray start --head` saw that the script exported (not the environment it was given)
+    exported: tuple[tuple[str, str], ...] = ()
+    start_env: tuple[tuple[str, str], ...] = ()  # all that `ray start --head` saw
+    custom_config: Mapping[str, Any] | None = None  # the --custom-config-path file, read (None: none or unreadable)
 
     @property
     def program(self) -> list[str]:
@@ -155,11 +163,39 @@ def slime_defaults(slime_dir: Path) -> dict[str, Default]:
     return out
 
 
+def layer_pattern(word: str) -> list[int] | None:
+    """A Megatron layer pattern such as --moe-layer-freq's "[1]*48" or "([0]*3+[1]*58)" as the list Megatron makes of
+    it (Megatron-LM 1dcf0daf megatron/training/arguments.py moe_freq_type: a string with '[' is eval'ed); only
+    lists of integers, '*' and '+' are read, anything else is None."""
+    def value(node: ast.expr) -> list[int] | int:
+        if isinstance(node, ast.List) and all(isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts):
+            return [e.value for e in node.elts if isinstance(e, ast.Constant)]
+        if isinstance(node, ast.Constant) and type(node.value) is int and node.value <= 100_000:
+            return int(node.value)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Add):
+            left, right = value(node.left), value(node.right)
+            if isinstance(node.op, ast.Add) and isinstance(left, list) and isinstance(right, list):
+                return left + right
+            if isinstance(node.op, ast.Mult) and isinstance(left, list) and isinstance(right, int) and right <= 10_000:
+                return left * right
+        raise ValueError(word)
+    if "[" not in word:
+        return None
+    try:
+        out = value(ast.parse(word.strip(), mode="eval").body)
+    except (SyntaxError, ValueError):
+        return None
+    return out if isinstance(out, list) else None
+
+
 def _normal(words: Sequence[str], kind: str | None = None) -> list[Any]:
     """Words as argparse's type converts them: a number-looking word compares as a number ("1" == "1.0"), unless
-    the flag's type is str."""
+    the flag's type is str; a layer pattern ("[1]*4") as the list it makes."""
     out: list[Any] = []
     for word in words:
+        if (pattern := layer_pattern(word)) is not None:
+            out.append(pattern)
+            continue
         if kind == "str":
             out.append(word)
             continue
@@ -185,23 +221,21 @@ def restates_default(flag: str, words: Sequence[str], defaults: Mapping[str, Def
     return _normal(list(words), default.kind) == _normal([str(v) for v in value], default.kind)
 
 
-def _steps_consistent(bundle: Mapping[str, list[str]], original: Mapping[str, list[str]]) -> bool:
-    """An explicit --num-steps-per-rollout agrees with the original's --global-batch-size: slime derives
-    global_batch_size = rollout_batch_size * n_samples_per_prompt // num_steps_per_rollout
-    (slime 624b824 slime/utils/arguments.py, slime_validate_args)."""
-    def number(flags: Mapping[str, list[str]], flag: str, default: int | None) -> int | None:
+def global_batch(flags: Mapping[str, list[str]]) -> int | None:
+    """The global batch size slime trains with: --global-batch-size, or with --num-steps-per-rollout
+    rollout_batch_size * n_samples_per_prompt // num_steps_per_rollout (slime 624b824
+    slime/utils/arguments.py:1971-1979, which asserts the two agree when both are given)."""
+    def number(flag: str, default: int | None = None) -> int | None:
         words = flags.get(flag)
         try:
             return int(float(words[-1])) if words else default
         except ValueError:
             return None
-    steps = number(bundle, "--num-steps-per-rollout", None)
-    batch = number(original, "--rollout-batch-size", None) or number(bundle, "--rollout-batch-size", None)
-    samples = number(original, "--n-samples-per-prompt", None) or number(bundle, "--n-samples-per-prompt", 1)
-    gbs = number(original, "--global-batch-size", None)
-    if not steps or batch is None or samples is None:
-        return False
-    return gbs is None or batch * samples // steps == gbs
+    steps, batch, samples = (number("--num-steps-per-rollout"), number("--rollout-batch-size"),
+                             number("--n-samples-per-prompt", 1))
+    if steps and batch is not None and samples is not None:
+        return batch * samples // steps
+    return number("--global-batch-size")
 
 
 def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default]) -> list[Mismatch]:
@@ -219,17 +253,25 @@ def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default]) -
     if not same_script or ("/" in theirs_entry[1] and theirs_entry[1] != ours_entry[1]):
         out.append(Mismatch("entrypoint", "script", theirs_entry[1], ours_entry[1]))
     theirs, ours = flags_of(original.program), flags_of(bundle.program)
-    out += _compare_flags(theirs, ours, defaults)
+    out += _compare_flags(theirs, ours, defaults, (original.custom_config, bundle.custom_config))
     out += _compare_env(original.runtime_env, bundle.runtime_env)
     out += _compare_start(original.start, bundle.start)
+    ours_env = dict(bundle.start_env)
+    out += [Mismatch("start-env", name, value, ours_env.get(name))
+            for name, value in original.exported if ours_env.get(name) != value]
     order = list(CATEGORIES)
     return sorted(out, key=lambda m: order.index(m.category))
 
 
-def _compare_flags(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]],
-                   defaults: Mapping[str, Default]) -> list[Mismatch]:
+def _compare_flags(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]], defaults: Mapping[str, Default],
+                   configs: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] = (None, None)) -> list[Mismatch]:
     out = []
     for flag in [*theirs, *(f for f in ours if f not in theirs)]:
+        if flag == "--custom-config-path" and flag in theirs and flag in ours and configs[0] is not None \
+                and configs[1] is not None:
+            out += [Mismatch("custom-config", key, value, configs[1].get(key))
+                    for key, value in configs[0].items() if configs[1].get(key) != value]
+            continue
         if flag in theirs and flag in ours:
             kind = defaults[flag].kind if flag in defaults else None
             if _normal(theirs[flag], kind) != _normal(ours[flag], kind):
@@ -238,10 +280,9 @@ def _compare_flags(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]
         words = theirs.get(flag, ours.get(flag, []))
         if flag in ALWAYS_ALLOWED or restates_default(flag, words, defaults):
             continue
-        if flag == "--num-steps-per-rollout" and flag in ours and _steps_consistent(ours, theirs):
-            continue
-        if flag == "--global-batch-size" and flag in theirs and _steps_consistent(ours, theirs):
-            continue  # the bundle says the same with --num-steps-per-rollout
+        if flag in ("--num-steps-per-rollout", "--global-batch-size") and global_batch(theirs) is not None \
+                and global_batch(theirs) == global_batch(ours):
+            continue  # the same global batch, said the other way
         if flag in theirs:
             out.append(Mismatch("flag-original-only", flag, theirs[flag], None))
         else:

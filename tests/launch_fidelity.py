@@ -30,13 +30,16 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from launch_compare import CATEGORIES, Default, Launch, Mismatch, compare, slime_defaults  # noqa: E402
+from launch_compare import CATEGORIES, Default, Launch, Mismatch, compare, flags_of, slime_defaults  # noqa: E402
 
 SHIMS = Path(__file__).resolve().parent / "shims"
 SHIM_NAMES = ("ray", "pkill", "pgrep", "nvidia-smi")
-STANDIN_NAMES = ("python", "ssh", "sleep", "hostname")
+STANDIN_NAMES = ("python", "ssh", "sleep", "hostname", "pip")
+# Variables bash itself sets in every child's environment: not the script's exports.
+_BASH_SET = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
 SYSTEM_PATH = "/usr/bin:/bin"
 TOOLKIT_EXAMPLE = Path("src/agentcore_rl_toolkit/backends/slime/examples/math_agent")
 # The [agentcore] table --patch-agentcore adds (the example spec's values): a spec edit, reported as such.
@@ -103,7 +106,7 @@ def make_bin(root: Path) -> Path:
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True)
     for name, source in [*((n, SHIMS / n) for n in SHIM_NAMES), *((n, SHIMS / "launch" / n) for n in STANDIN_NAMES),
-                         ("python3", SHIMS / "launch" / "python")]:
+                         ("python3", SHIMS / "launch" / "python"), ("pip3", SHIMS / "launch" / "pip")]:
         text = source.read_text(encoding="utf-8")
         if text.startswith("#!/usr/bin/env python3"):
             text = f"#!{sys.executable}" + text[len("#!/usr/bin/env python3"):]
@@ -119,7 +122,8 @@ def run_under_standins(argv: Sequence[str], *, bin_dir: Path, cwd: Path, work: P
     log = work / "calls.jsonl"
     log.unlink(missing_ok=True)
     full = {"PATH": f"{bin_dir}:{SYSTEM_PATH}", "HOME": str(work), "LANG": "C.UTF-8", "ACRL_SHIM_LOG": str(log),
-            "ACRL_SHIM_NODE_IP": HEAD_IP, "ACRL_RUN_ID": "fidelity.1", "TMPDIR": str(work), **env}
+            "ACRL_SHIM_NODE_IP": HEAD_IP, "ACRL_RUN_ID": "fidelity.1", "TMPDIR": str(work),
+            "ACRL_SHIM_RECORD_ENV": "all", **env}
     try:
         proc = subprocess.run(list(argv), cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout,
                               check=False)
@@ -127,15 +131,34 @@ def run_under_standins(argv: Sequence[str], *, bin_dir: Path, cwd: Path, work: P
     except subprocess.TimeoutExpired as exc:
         rc, stderr = 124, str(exc.stderr or "")
     calls = tuple(json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()) if log.exists() else ()
-    return Side(rc, launch_of(calls), calls, "\n".join(stderr.splitlines()[-15:]))
+    launch = launch_of(calls, full)
+    return Side(rc, attrs.evolve(launch, custom_config=_custom_config(launch, cwd)), calls,
+                "\n".join(stderr.splitlines()[-15:]))
 
 
-def launch_of(calls: Sequence[Mapping[str, Any]]) -> Launch:
-    """The first `ray start --head` and the last `ray job submit` the stand-ins recorded."""
-    starts = [c["argv"][1:] for c in calls if c["argv"][:3] == ["ray", "start", "--head"]
-              or (c["argv"][:2] == ["ray", "start"] and "--head" in c["argv"])]
+def _custom_config(launch: Launch, cwd: Path) -> dict[str, Any] | None:
+    """The --custom-config-path file the launch names, read (relative to the job's working_dir, else ``cwd``)."""
+    words = flags_of(launch.program).get("--custom-config-path")
+    if not words:
+        return None
+    folder = Path(launch.runtime_env.get("working_dir") or cwd)
+    try:
+        data = yaml.safe_load((folder / words[-1]).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def launch_of(calls: Sequence[Mapping[str, Any]], given: Mapping[str, str]) -> Launch:
+    """The first `ray start --head` (its argv, and what the script exported to it: the variables it saw that
+    ``given``, the run's environment, did not hold so) and the last `ray job submit` the stand-ins recorded."""
+    starts = [c for c in calls if c["argv"][:2] == ["ray", "start"] and "--head" in c["argv"]]
     submits = [c["argv"][1:] for c in calls if c["argv"][:3] == ["ray", "job", "submit"]]
-    return Launch(tuple(starts[0]) if starts else None, tuple(submits[-1]) if submits else None)
+    env: dict[str, str] = starts[0].get("env", {}) if starts else {}
+    exported = tuple(sorted((k, v) for k, v in env.items() if v is not None and given.get(k) != v
+                            and k not in _BASH_SET))
+    return Launch(tuple(starts[0]["argv"][1:]) if starts else None, tuple(submits[-1]) if submits else None,
+                  exported, tuple(sorted((k, v) for k, v in env.items() if v is not None)))
 
 
 def _acrl(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -227,7 +250,7 @@ def table(results: Sequence[Result]) -> str:
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         counts = Counter(m.category for m in r.mismatches)
-        verdict = "yes" if r.reproduces else ("patched" if r.patched and not r.mismatches else "no")
+        verdict = "yes" if r.reproduces else "no (patched spec)" if r.patched else "no"
         cells = [r.script, _rc(r.import_rc), _rc(r.compile_rc),
                  *(str(counts.get(c, "")) if r.bundle else "-" for c in CATEGORIES), verdict,
                  r.problem.replace("|", "/")]
