@@ -33,7 +33,7 @@ import attrs
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from launch_compare import CATEGORIES, Default, Launch, Mismatch, compare, flags_of, slime_defaults  # noqa: E402
+from launch_compare import CATEGORIES, Default, Launch, Mismatch, compare, flags_of, slime_defaults
 
 SHIMS = Path(__file__).resolve().parent / "shims"
 SHIM_NAMES = ("ray", "pkill", "pgrep", "nvidia-smi")
@@ -95,7 +95,8 @@ class Result:
     def as_json(self) -> dict[str, Any]:
         return {"script": self.script, "env": self.env, "import_rc": self.import_rc, "compile_rc": self.compile_rc,
                 "patched_agentcore": self.patched, "reproduces": self.reproduces, "problem": self.problem,
-                "original_rc": self.original.returncode, "bundle_rc": self.bundle and self.bundle.returncode,
+                "original_rc": self.original.returncode, "original_launched": bool(self.original.launch.program),
+                "bundle_rc": self.bundle and self.bundle.returncode,
                 "counts": dict(Counter(m.category for m in self.mismatches)),
                 "mismatches": [m.as_json() for m in self.mismatches]}
 
