@@ -169,7 +169,7 @@ def layer_pattern(word: str) -> list[int] | None:
     lists of integers, '*' and '+' are read, anything else is None."""
     def value(node: ast.expr) -> list[int] | int:
         if isinstance(node, ast.List) and all(isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts):
-            return [e.value for e in node.elts if isinstance(e, ast.Constant)]
+            return [int(e.value) for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, int)]
         if isinstance(node, ast.Constant) and type(node.value) is int and node.value <= 100_000:
             return int(node.value)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Add):
