@@ -22,7 +22,7 @@ from launch_compare import Default, Launch, Mismatch, compare, layer_pattern, op
 from launch_fidelity import COMMON_ENV, HEAD_IP, Result, check_script, make_bin, run_under_standins
 
 from acrl.compiler._pipeline.model_args.catalog import entry
-from conftest import REPO
+from conftest import REPO, SLIME_HEAD
 
 FIXTURES = REPO / "tests" / "fixtures" / "train_sh"
 SUBMIT = ("job", "submit", "--address=http://127.0.0.1:8265")
@@ -303,11 +303,18 @@ SLIME_DIR = os.environ.get("ACRL_SLIME_DIR")
 def test_slimes_scripts_through_the_harness(tmp_path: Path) -> None:
     """Every run-*.sh launches under the stand-ins (the harness's own correctness) and gets a row; the table is
     printed (`pytest -s`). Whether they reproduce is the harness's verdict, not asserted here."""
+    slime = Path(str(SLIME_DIR))
+    if not (slime / "scripts").is_dir():  # a git directory (as tests/test_slime_facts.py takes): the targeted commit
+        slime = tmp_path / "slime"
+        slime.mkdir()
+        archive = subprocess.run(["git", "--git-dir", str(SLIME_DIR), "archive", SLIME_HEAD, "scripts", "slime"],
+                                 capture_output=True, check=True, timeout=300).stdout
+        subprocess.run(["tar", "-x", "-C", str(slime)], input=archive, check=True, timeout=300)
     out = tmp_path / "fidelity.json"
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "launch_fidelity.py"), "--slime-dir", str(SLIME_DIR),
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "launch_fidelity.py"), "--slime-dir", str(slime),
                            "--json", str(out)], capture_output=True, text=True, timeout=1800, check=False)
     print(proc.stdout)
     results = json.loads(out.read_text(encoding="utf-8"))["results"]
-    assert len(results) == len(list(Path(str(SLIME_DIR), "scripts").glob("run-*.sh")))
+    assert len(results) == len(list((slime / "scripts").glob("run-*.sh")))
     assert [r["script"] for r in results if not r["original_launched"]] == []
     assert proc.returncode == (0 if all(r["reproduces"] for r in results) else 1)
