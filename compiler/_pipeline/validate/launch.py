@@ -98,9 +98,9 @@ def _launch_applies(ctx: Context) -> Iterator[Finding]:
              "[cluster] start_ray_head = false: train.sh starts no head")
     for key, given in (("node_ip_address", c.node_ip_address is not None), ("ray_start_args", bool(c.ray_start_args))):
         if given and (not local_head or not c.start_ray_head):
-            yield Finding(f"[cluster] {key} has no effect: {where}", f"remove [cluster] {key}",
+            yield Finding(f"it has no effect: {where}", f"remove [cluster] {key}",
                           keys=(f"cluster.{key}",))
     if c.env and c.address is not None:
-        yield Finding(f"[cluster] env has no effect: {where}, whose nodes acrl does not start",
+        yield Finding(f"it has no effect: {where}, whose nodes acrl does not start",
                       "export the variables on the cluster's nodes before their `ray start`, or, for the job's "
                       "processes only, use [env] vars", keys=("cluster.env",))
