@@ -635,11 +635,12 @@ def test_runtime_env_json_maps_to_env_vars_and_megatron_dir(tmp_path: Path) -> N
     path = LAUNCH / "run-launch.sh"
     imported = import_train_sh(path)
     spec = imported.spec
-    assert spec["env"] == {"vars": {"NVSHMEM_DISABLE_NCCL": "1"}}  # not HF_TOKEN, not what acrl sets itself
+    # not HF_TOKEN, not what acrl sets itself; PYTHONPATH's entry after Megatron's, in its place
+    assert spec["env"] == {"vars": {"NVSHMEM_DISABLE_NCCL": "1"}, "pythonpath": ["/root/extra"]}
     assert spec["slime"]["megatron_dir"] == "/root/Megatron-LM"
     assert "hf_abcdefghijklmnopqrstuvwxyz" not in render_spec(imported)
     assert kinds_at(imported, path, line_of(path, 'HF_TOKEN')) == ["difference"]
-    assert kinds_at(imported, path, line_of(path, 'PYTHONPATH')) == ["difference"]  # /root/extra: no key
+    assert kinds_at(imported, path, line_of(path, 'PYTHONPATH')) == []  # every entry mapped
     assert kinds_at(imported, path, line_of(path, 'CUDA_DEVICE_MAX_CONNECTIONS')) == ["default"]  # acrl sets it
     assert kinds_at(imported, path, line_of(path, 'NCCL_NVLS_ENABLE')) == ["unresolved"]  # HAS_NVLINK: in an if
     assert kinds_at(imported, path, line_of(path, 'pip')) == ["difference"]
@@ -657,8 +658,10 @@ def test_ray_start_head_options_map_to_cluster_keys() -> None:
     cluster = imported.spec["cluster"]
     assert (cluster["gpus_per_node"], cluster["head_port"], cluster["dashboard_host"], cluster["dashboard_port"]) \
         == (4, 6380, "0.0.0.0", 8266)
+    # --node-ip-address ${MASTER_ADDR} (MASTER_ADDR defaulting to 127.0.0.1), the other option as written
+    assert (cluster["node_ip_address"], cluster["ray_start_args"]) == ("127.0.0.1", ["--temp-dir", "/tmp/ray"])
     start = line_of(path, "ray start --head")
-    assert sorted(kinds_at(imported, path, start)) == ["default", "difference"]  # --node-ip-address, --temp-dir
+    assert kinds_at(imported, path, start) == ["default"]  # node_ip_address: MASTER_ADDR at run time overrides it
 
 
 def test_what_the_launch_cannot_map_is_a_note_naming_the_line() -> None:
@@ -667,9 +670,11 @@ def test_what_the_launch_cannot_map_is_a_note_naming_the_line() -> None:
     assert kinds_at(imported, path, line_of(path, "for WORKER_IP")) == ["difference"]  # the ssh loop
     assert kinds_at(imported, path, line_of(path, "<<EOF_CONFIG")) == ["difference"]  # the here-document
     assert kinds_at(imported, path, line_of(path, 'if [ -n "${DEBUG')) == ["difference"]  # flags in an if
-    assert kinds_at(imported, path, line_of(path, "export RAY_EXPERIMENTAL")) == ["difference"]
-    assert kinds_at(imported, path, line_of(path, "export MASTER_ADDR")) == ["default"]  # read at run time
-    assert kinds_at(imported, path, line_of(path, "export PYTHONUNBUFFERED")) == []  # acrl's train.sh sets it
+    assert kinds_at(imported, path, line_of(path, "export RAY_EXPERIMENTAL")) == []  # [cluster] env
+    assert imported.spec["cluster"]["env"] == {"RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES": "1"}
+    # read at run time; its default, 127.0.0.1, became [cluster] node_ip_address
+    assert kinds_at(imported, path, line_of(path, "export MASTER_ADDR")) == ["default", "default"]
+    assert kinds_at(imported, path, line_of(path, "export PYTHONUNBUFFERED")) == ["default"]  # acrl's train.sh sets it
     assert kinds_at(imported, path, line_of(path, "HAS_NVLINK=1")) == []  # the if holds no flag or ray command
 
 
@@ -681,7 +686,7 @@ def test_runtime_env_written_as_a_here_document() -> None:
     assert spec["env"] == {"vars": {"GLOO_SOCKET_IFNAME": "eth0", "CUDA_DEVICE_MAX_CONNECTIONS": "2"}}
     assert spec["slime"]["megatron_dir"] == "/opt/Megatron-LM"
     assert "dashboard_host" not in spec.get("cluster", {}) and "gpus_per_node" not in spec.get("cluster", {})
-    assert kinds_at(imported, path, line_of(path, "ray start")) == ["difference"]  # 10.0.0.1: no key holds it
+    assert kinds_at(imported, path, line_of(path, "ray start")) == ["difference"]  # dashboard_host 10.0.0.1: no key
     assert kinds_at(imported, path, line_of(path, '"working_dir"')) == ["difference"]
     assert kinds_at(imported, path, line_of(path, '"MASTER_ADDR"')) == ["default"]
     assert kinds_at(imported, path, line_of(path, "<<EOF_JSON")) == []  # read: not noted as a here-document

@@ -162,7 +162,10 @@ class _Reader:
                 if self._is_assignment(word):
                     self._assign(word, export=export)
                     if export:
-                        self.launch.exports.append((word.raw.split("=", 1)[0].rstrip("+"), word.line))
+                        exported = word.raw.split("=", 1)[0].rstrip("+")
+                        value = self.shell.env.get(exported)
+                        self.launch.exports.append((exported, word.line, value.texts[0] if value is not None
+                                                    and not value.is_array and len(value.texts) == 1 else None))
                 elif export and word.literal in self.shell.env:
                     self.shell.env[word.literal].exported = True
         elif name == "unset":
