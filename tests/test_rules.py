@@ -91,7 +91,7 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"cluster": {"ray_start_args": ["--dashboard-agent-grpc-port=1"]}},
                   {"cluster": {"ray_start_args": ["--block"]}},
                   {"cluster": {"node_ip_address": "10.0.0.1; reboot"}}, {"cluster": {"env": {"MASTER_ADDR": "x"}}},
-                  {"cluster": {"env": {"ACRL_RAY_TIMEOUT": "5"}}}, {"env": {"pythonpath": ["relative/dir"]}},
+                  {"cluster": {"env": {"RAY_ADDRESS": "http://h:8265"}}}, {"env": {"pythonpath": ["relative/dir"]}},
                   {"env": {"pythonpath_before_megatron": ["/a:/b"]}}],
     "ACRL-L002": [{"cluster": {"address": "http://head:8265", "node_ip_address": "10.0.0.1"}},
                   {"cluster": {"start_ray_head": False, "ray_start_args": ["--num-cpus", "4"]}},

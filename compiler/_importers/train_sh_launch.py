@@ -362,7 +362,7 @@ class Launched:
     @staticmethod
     def _node_env(launch: Launch, name: str, value: Text | None, line: int) -> None:
         """An export before the script's `ray start --head`: the head's Ray processes inherit it -> [cluster] env."""
-        why = LAUNCH_VARIABLES.get(name) or ("acrl's own variable" if name.startswith("ACRL_") else None)
+        why = LAUNCH_VARIABLES.get(name)
         if why is not None:
             launch.note("difference", f"export {name} before `ray start`: the launch reads it itself ({why}); "
                                       "not imported", line)

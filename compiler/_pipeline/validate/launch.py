@@ -45,7 +45,8 @@ def _launch_keys(ctx: Context) -> Iterator[Finding]:
     """[cluster] ray_start_args must not give the options train.sh computes (--head, --num-gpus, --port,
     --dashboard-*, --node-ip-address, --address, --block, --disable-usage-stats, --include-dashboard) and must
     start with an option; [cluster] node_ip_address is an IP address or a host name; [cluster] env must not set the
-    variables the launch reads (MASTER_ADDR, WORKER_IP, RAY_ADDRESS, RAY_API_SERVER_ADDRESS, ACRL_*); [env]
+    variables the launch reads (MASTER_ADDR, WORKER_IP, RAY_ADDRESS, RAY_API_SERVER_ADDRESS: the Ray processes
+    would inherit them); [env]
     pythonpath entries are absolute paths without ':' (PYTHONPATH's separator). No value may hold a NUL byte."""
     c, e = ctx.spec.cluster, ctx.spec.env
     args = c.ray_start_args
@@ -67,8 +68,7 @@ def _launch_keys(ctx: Context) -> Iterator[Finding]:
                       "give the head's address, e.g. 10.0.0.1 (letters, digits, '.', ':', '_' and '-')",
                       keys=("cluster.node_ip_address",))
     for name, value in c.env.items():
-        why = LAUNCH_VARIABLES.get(name) or ("acrl's own variables configure train.sh and join.sh at run time"
-                                             if name.startswith("ACRL_") else None)
+        why = LAUNCH_VARIABLES.get(name)
         if why:
             yield Finding(f"{name} is read by the launch itself; it cannot be part of the Ray nodes' environment",
                           f"remove it: {why}", keys=(f"cluster.env.{name}",))
