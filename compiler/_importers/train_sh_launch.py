@@ -13,11 +13,11 @@ from typing import Any
 
 import attrs
 
+from .._pipeline.validate.launch import COMPUTED_OPTIONS, LAUNCH_VARIABLES, NODE_ADDRESS
 from .._secrets import ENV_NAME, looks_secret_value
 from .._shell.eval import MARK, Shell, Text
 from .._shell.lexer import Word
 from .._spec.flags import is_secret_env_name
-from .._pipeline.validate.launch import COMPUTED_OPTIONS, LAUNCH_VARIABLES, NODE_ADDRESS
 from .._spec.tables import MAX_NODE_GPUS
 from .train_sh_map import SpecBuilder
 
@@ -235,7 +235,7 @@ class Launch:
                                     "it; join nodes with the bundle's join.sh", line)
             return
         extra: list[str] = []
-        for flag, value, inline in options:
+        for flag, value, joined in options:
             if flag in _HEAD_ACRL and flag != "--block":
                 continue
             if flag in _HEAD_KEYS and value is not None:
@@ -253,7 +253,7 @@ class Launch:
             else:
                 if value is not None:
                     self.builder.notes += value.notes
-                extra += [flag] if value is None else [f"{flag}={value.text}"] if inline else [flag, value.text]
+                extra += [flag] if value is None else [f"{flag}={value.text}"] if joined else [flag, value.text]
         if extra:
             self.builder.set("cluster.ray_start_args", extra)
 

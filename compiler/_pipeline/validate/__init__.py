@@ -9,5 +9,5 @@ Imports ``_spec``, ``_pipeline`` stages before it (parse, argv, model_args), ``e
 from . import algorithm, batch, cluster, engine, eval, flags, kuberay, launch, model, parallel, secrets, toolkit
 from .engine import RULES, Context, Rule, validate
 
-__all__ = ["RULES", "Context", "Rule", "algorithm", "batch", "cluster", "engine", "eval", "flags", "kuberay", "launch", "model",
-           "parallel", "secrets", "toolkit", "validate"]
+__all__ = ["RULES", "Context", "Rule", "algorithm", "batch", "cluster", "engine", "eval", "flags", "kuberay", "launch",
+           "model", "parallel", "secrets", "toolkit", "validate"]

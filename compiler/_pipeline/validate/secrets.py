@@ -20,7 +20,8 @@ from ..model_args.resolve import ENV_NAME, script_env_problems
 from .engine import FLAG_TABLES, Context, Finding, rule, spec_strings
 
 
-@rule("ACRL-S001", "error", ["env.vars", "cluster.env", "env.forward", "model.script_env"], "no secrets in the job environment")
+@rule("ACRL-S001", "error", ["env.vars", "cluster.env", "env.forward", "model.script_env"],
+      "no secrets in the job environment")
 def _secret_env(ctx: Context) -> Iterator[Finding]:
     """[env] vars, [cluster] env and [model] script_env names must not look like secrets (they are written into
     train.sh, join.sh, the Ray job's metadata and the model script's environment); [env] forward must not name a
@@ -68,7 +69,8 @@ def _env_names(ctx: Context) -> Iterator[Finding]:
         yield Finding(message, hint, keys=(f"model.script_env.{name}",))
 
 
-@rule("ACRL-S003", "error", ["cluster.address", "env.vars", "cluster.env", "model.script_env", "extra.flags", "extra.args"],
+@rule("ACRL-S003", "error", ["cluster.address", "env.vars", "cluster.env", "model.script_env", "extra.flags",
+                            "extra.args"],
       "no credentials in spec values")
 def _value_credentials(ctx: Context) -> Iterator[Finding]:
     """No string value of the spec may hold a credential: a URL or address with user:password@ ([cluster] address,
