@@ -51,6 +51,9 @@ LAUNCH_LINES = (
     (re.compile(r"^\s*if \[\[ -n \$\{(\w+):-\} \]\]; then$"), WANDB_KEY, "if <W&B key variable is set>; then"),
     (re.compile(r'^\s*log "W&B off: (\w+) is not set"$'), WANDB_KEY, "log <W&B off>"),
     (re.compile(r"^\s*deadline=\$\(\(SECONDS \+ (\d+)\)\)$"), RAY_STOP_TIMEOUT, "deadline=<Ray stop timeout>"),
+    # [cluster] node_ip_address: `MASTER_ADDR=${MASTER_ADDR:-'<address>'}` (empty: only MASTER_ADDR, nodes join)
+    (re.compile(r"^\s*MASTER_ADDR=\$\{MASTER_ADDR:-(.*)\}$"), "head address (unless MASTER_ADDR is set)",
+     "MASTER_ADDR=${MASTER_ADDR:-<launch setting head address>}"),
 )
 # The line after `deadline=...`: its message repeats the timeout, so it is a placeholder only.
 DEADLINE_DIE = re.compile(r'^\s*\(\(SECONDS < deadline\)\) \|\| die "[^"$`\\]*"$')
@@ -61,11 +64,17 @@ DEADLINE_DIE_PLACEHOLDER = "((SECONDS < deadline)) || die <Ray stop timeout>"
 RAY_ADDRESS = re.compile(r"^\s*CLUSTER_ADDRESS=(.*)$")
 RAY_ADDRESS_OVERRIDE = "ACRL_RAY_ADDRESS"
 RAY_START = re.compile(r"^\s*ray start --head (.*)$")
+# [cluster] env: `NODE_ENV=(` alone on its line, one `NAME=value` word a line, `)` alone: the environment
+# `ray start` gets (train.sh's head; join.sh's nodes). Each is the launch setting "Ray nodes' env NAME".
+NODE_ENV_OPEN = re.compile(r"^\s*NODE_ENV=\($")
+NODE_ENV_CLOSE = re.compile(r"^\s*\)$")
+NODE_ENV_SETTING = "Ray nodes' env "
 
 # The Ray job's environment: `RUNTIME_ENV_JSON=$(NAME=value ... python3 -c '...')`, whose Python
-# body starts from the literal `env = {...}` and adds the spec's [env] vars (ACRL_ENV_VARS, JSON),
+# body starts from the literal `env = {...}` (PYTHONPATH from ACRL_MEGATRON_DIR, or ACRL_PYTHONPATH when
+# [env] pythonpath entries surround Megatron's) and adds the spec's [env] vars (ACRL_ENV_VARS, JSON),
 # the forwarded names (ACRL_FORWARD, space-separated) and the pinned CUDA variables (ACRL_PIN_CUDA).
 RUNTIME_ENV = "RUNTIME_ENV_JSON"
-ENV_ASSIGNMENTS = frozenset({"ACRL_ENV_VARS", "ACRL_FORWARD", "ACRL_PIN_CUDA"})
+ENV_ASSIGNMENTS = frozenset({"ACRL_ENV_VARS", "ACRL_FORWARD", "ACRL_PIN_CUDA", "ACRL_PYTHONPATH"})
 BASE_ENV = re.compile(r'^env = \{(.*)\}$', re.M)
 BASE_ENV_PAIR = re.compile(r'"(\w+)": (?:"([^"\\]*)"|os\.environ\["(\w+)"\])')

@@ -318,7 +318,11 @@ CONSTRAINED = {"agentcore.runtime_arn:value", "agentcore.gateway_log_level:value
                "agentcore.reward_postprocessing:value", "model.args_source:value", "model.hf_config:value",
                "model.megatron_to_hf_mode:value", "sglang.log_level:value", "sglang.log_level_http:value",
                "algorithm.advantage_estimator:value", "algorithm.kl_loss_type:value", "train.mode:value",
-               "train.lr_decay_style:value", "train.attention_backend:value", "cluster.dashboard_host:value"}
+               "train.lr_decay_style:value", "train.attention_backend:value", "cluster.dashboard_host:value",
+               # absolute paths only (ACRL-L001): "acrl-plain" is refused
+               "env.pythonpath:item", "env.pythonpath_before_megatron:item",
+               # options only (ACRL-L001): "acrl-plain" would be a positional argument of `ray start`
+               "cluster.ray_start_args:item"}
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> Toolbox:
     return make_toolbox(tmp_path_factory.mktemp("toolbox"))
@@ -400,6 +404,11 @@ def check_hostile(slot: Slot, text: str, root: Path, toolbox: Toolbox, *, full_r
         assert run.returncode == 0, run.stderr[-2000:]
         assert parsed_slime_argv(run) == expected
         assert run.runtime_env["env_vars"].items() >= bundle.spec.env.vars.items()
+        for start in run.find("ray", "start"):  # the local head: [cluster] ray_start_args and env, verbatim
+            assert start["argv"][len(start["argv"]) - len(bundle.spec.cluster.ray_start_args):] == \
+                bundle.spec.cluster.ray_start_args
+            assert start["env"]["ACRL_TEST_NAME"] == bundle.spec.cluster.env.get(SAMPLE_KEY)
+        assert len(run.find("ray", "start")) == (bundle.spec.cluster.address is None)
     assert not list(canary.iterdir()), "a spec value ran a command"
     return "compiled"
 
@@ -417,10 +426,11 @@ def check_join_sh(data: dict[str, Any], root: Path, toolbox: Toolbox) -> None:
     joined = run_bash(["bash", str(out / "join.sh"), "10.0.0.1"], root / "w4",
                       make_env(toolbox, log, root / "w4", {"ACRL_NODE_GPUS": str(bundle.spec.cluster.gpus_per_node)}))
     assert joined.returncode == 0, joined.stderr[-2000:]
-    starts = [c["argv"] for c in map(json.loads, log.read_text(encoding="utf-8").splitlines())
+    starts = [c for c in map(json.loads, log.read_text(encoding="utf-8").splitlines())
               if c["argv"][:2] == ["ray", "start"]]
-    assert starts == [["ray", "start", "--address=10.0.0.1:6379", "--num-gpus", str(bundle.spec.cluster.gpus_per_node),
-                       "--disable-usage-stats"]]
+    assert [c["argv"] for c in starts] == [["ray", "start", "--address=10.0.0.1:6379", "--num-gpus",
+                                           str(bundle.spec.cluster.gpus_per_node), "--disable-usage-stats"]]
+    assert starts[0]["env"]["ACRL_TEST_NAME"] == bundle.spec.cluster.env.get(SAMPLE_KEY)  # [cluster] env, verbatim
 
 
 def check_kuberay(data: dict[str, Any], root: Path, run_env: dict[str, str]) -> None:
@@ -481,7 +491,7 @@ PATH_LIKE = {"cuda.home:value"}
 # refused with a located error, which check_hostile asserts.
 VALIDATED = {"experiment.id:value", "agentcore.s3_bucket:value", "model.type:value", "wandb.key_env:value",
              "kuberay.secret:value", "kuberay.namespace:value", "kuberay.service_account:value",
-             "cluster.address:value", "slime.commit:value"}
+             "cluster.address:value", "slime.commit:value", "cluster.node_ip_address:value"}
 
 
 FRAGMENTS = [*HOSTILE[:-1], "'", '"', "$", "`", "\n", "\r", "\x00", "\t", "#", ";", "|", "&", "(", ")", "{", "}",

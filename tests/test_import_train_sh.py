@@ -635,11 +635,12 @@ def test_runtime_env_json_maps_to_env_vars_and_megatron_dir(tmp_path: Path) -> N
     path = LAUNCH / "run-launch.sh"
     imported = import_train_sh(path)
     spec = imported.spec
-    assert spec["env"] == {"vars": {"NVSHMEM_DISABLE_NCCL": "1"}}  # not HF_TOKEN, not what acrl sets itself
+    # not HF_TOKEN, not what acrl sets itself; PYTHONPATH's entry after Megatron's, in its place
+    assert spec["env"] == {"vars": {"NVSHMEM_DISABLE_NCCL": "1"}, "pythonpath": ["/root/extra"]}
     assert spec["slime"]["megatron_dir"] == "/root/Megatron-LM"
     assert "hf_abcdefghijklmnopqrstuvwxyz" not in render_spec(imported)
     assert kinds_at(imported, path, line_of(path, 'HF_TOKEN')) == ["difference"]
-    assert kinds_at(imported, path, line_of(path, 'PYTHONPATH')) == ["difference"]  # /root/extra: no key
+    assert kinds_at(imported, path, line_of(path, 'PYTHONPATH')) == []  # every entry mapped
     assert kinds_at(imported, path, line_of(path, 'CUDA_DEVICE_MAX_CONNECTIONS')) == ["default"]  # acrl sets it
     assert kinds_at(imported, path, line_of(path, 'NCCL_NVLS_ENABLE')) == ["unresolved"]  # HAS_NVLINK: in an if
     assert kinds_at(imported, path, line_of(path, 'pip')) == ["difference"]
@@ -657,8 +658,10 @@ def test_ray_start_head_options_map_to_cluster_keys() -> None:
     cluster = imported.spec["cluster"]
     assert (cluster["gpus_per_node"], cluster["head_port"], cluster["dashboard_host"], cluster["dashboard_port"]) \
         == (4, 6380, "0.0.0.0", 8266)
+    # --node-ip-address ${MASTER_ADDR} (MASTER_ADDR defaulting to 127.0.0.1), the other option as written
+    assert (cluster["node_ip_address"], cluster["ray_start_args"]) == ("127.0.0.1", ["--temp-dir", "/tmp/ray"])
     start = line_of(path, "ray start --head")
-    assert sorted(kinds_at(imported, path, start)) == ["default", "difference"]  # --node-ip-address, --temp-dir
+    assert kinds_at(imported, path, start) == ["default"]  # node_ip_address: MASTER_ADDR at run time overrides it
 
 
 def test_what_the_launch_cannot_map_is_a_note_naming_the_line() -> None:
@@ -667,9 +670,11 @@ def test_what_the_launch_cannot_map_is_a_note_naming_the_line() -> None:
     assert kinds_at(imported, path, line_of(path, "for WORKER_IP")) == ["difference"]  # the ssh loop
     assert kinds_at(imported, path, line_of(path, "<<EOF_CONFIG")) == ["difference"]  # the here-document
     assert kinds_at(imported, path, line_of(path, 'if [ -n "${DEBUG')) == ["difference"]  # flags in an if
-    assert kinds_at(imported, path, line_of(path, "export RAY_EXPERIMENTAL")) == ["difference"]
-    assert kinds_at(imported, path, line_of(path, "export MASTER_ADDR")) == ["default"]  # read at run time
-    assert kinds_at(imported, path, line_of(path, "export PYTHONUNBUFFERED")) == []  # acrl's train.sh sets it
+    assert kinds_at(imported, path, line_of(path, "export RAY_EXPERIMENTAL")) == []  # [cluster] env
+    assert imported.spec["cluster"]["env"] == {"RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES": "1"}
+    # read at run time; its default, 127.0.0.1, became [cluster] node_ip_address
+    assert kinds_at(imported, path, line_of(path, "export MASTER_ADDR")) == ["default", "default"]
+    assert kinds_at(imported, path, line_of(path, "export PYTHONUNBUFFERED")) == ["default"]  # acrl's train.sh sets it
     assert kinds_at(imported, path, line_of(path, "HAS_NVLINK=1")) == []  # the if holds no flag or ray command
 
 
@@ -681,7 +686,7 @@ def test_runtime_env_written_as_a_here_document() -> None:
     assert spec["env"] == {"vars": {"GLOO_SOCKET_IFNAME": "eth0", "CUDA_DEVICE_MAX_CONNECTIONS": "2"}}
     assert spec["slime"]["megatron_dir"] == "/opt/Megatron-LM"
     assert "dashboard_host" not in spec.get("cluster", {}) and "gpus_per_node" not in spec.get("cluster", {})
-    assert kinds_at(imported, path, line_of(path, "ray start")) == ["difference"]  # 10.0.0.1: no key holds it
+    assert kinds_at(imported, path, line_of(path, "ray start")) == ["difference"]  # dashboard_host 10.0.0.1: no key
     assert kinds_at(imported, path, line_of(path, '"working_dir"')) == ["difference"]
     assert kinds_at(imported, path, line_of(path, '"MASTER_ADDR"')) == ["default"]
     assert kinds_at(imported, path, line_of(path, "<<EOF_JSON")) == []  # read: not noted as a here-document
@@ -721,3 +726,104 @@ def test_runtime_env_variable_names_it_cannot_set_are_notes(tmp_path: Path) -> N
     imported = import_train_sh(path)
     assert imported.spec["env"] == {"vars": {"OK": "1"}}
     assert kinds_at(imported, path, 1) == ["difference"] * 3
+
+
+@pytest.mark.parametrize("how", ["option", "variable"])
+def test_model_script_from_the_slime_checkout_tells_which_flags_are_model_args(how: str, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The script sources scripts/models/<x>.sh beside itself on the cluster, absent here: this machine's slime
+    checkout (--slime-checkout / ACRL_SLIME_CHECKOUT, compiler/_slime/checkout.py) has it."""
+    from acrl.compiler._slime.checkout import set_from_options  # lazy: the option, as acrl's command line sets it
+
+    checkout = tmp_path / "slime"
+    (checkout / "scripts" / "models").mkdir(parents=True)
+    (checkout / "scripts" / "models" / "tiny-moe.sh").write_text(
+        "MODEL_ARGS=(\n   --num-layers 2\n   --moe-token-dispatcher-type alltoall\n)\n", encoding="utf-8")
+    (tmp_path / "run").mkdir()
+    path = script(tmp_path / "run", 'SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" &>/dev/null && pwd)"\n'
+                  'source "${SCRIPT_DIR}/models/tiny-moe.sh"\n' + SUBMIT +
+                  "  ${MODEL_ARGS[@]} \\\n  --moe-token-dispatcher-type flex --lr 1e-6\n", "run-tiny.sh")
+    monkeypatch.delenv("ACRL_SLIME_CHECKOUT", raising=False)
+    without = import_train_sh(path)  # no checkout: the repeated flag is not known to be MODEL_ARGS'
+    assert without.spec["extra"]["flags"] == {"--moe-token-dispatcher-type": "flex"}
+    if how == "option":
+        set_from_options(str(checkout), None)
+    else:
+        monkeypatch.setenv("ACRL_SLIME_CHECKOUT", str(checkout))
+    try:
+        imported = import_train_sh(path)
+    finally:
+        set_from_options(None, None)
+    assert imported.spec["model"] == {"type": "tiny-moe", "overrides": {"moe-token-dispatcher-type": "flex"}}
+    assert "extra" not in imported.spec
+    assert subjects(imported, "difference")["--moe-token-dispatcher-type"] == f"{path}:5"
+
+
+@pytest.mark.parametrize(("pythonpath", "before", "after", "megatron"), [
+    ("/root/slime:/root/Megatron-LM/", ["/root/slime"], None, "/root/Megatron-LM"),  # the SFT scripts' order
+    ("/a:/opt/Megatron-LM:/b:/c", ["/a"], ["/b", "/c"], "/opt/Megatron-LM"),
+    ("/root/Megatron-LM/:/root/extra", None, ["/root/extra"], "/root/Megatron-LM"),
+])
+def test_pythonpath_entries_keep_their_place_around_megatron(pythonpath: str, before: list[str] | None,
+                                                            after: list[str] | None, megatron: str,
+                                                            tmp_path: Path) -> None:
+    path = script(tmp_path, f"E='{{\"env_vars\": {{\"PYTHONPATH\": \"{pythonpath}\"}}}}'\n"
+                            'ray job submit --runtime-env-json "$E" -- python3 /root/slime/train.py --lr 1\n')
+    imported = import_train_sh(path)
+    env = imported.spec.get("env", {})
+    assert (env.get("pythonpath_before_megatron"), env.get("pythonpath")) == (before, after)
+    assert imported.spec["slime"]["megatron_dir"] == megatron
+    assert kinds_at(imported, path, 1) == []
+
+
+@pytest.mark.parametrize(("pythonpath", "kinds"), [("/x:/y", ["difference"]), ("rel/dir:/root/Megatron-LM",
+                                                                                ["difference"])])
+def test_pythonpath_the_spec_cannot_hold_as_written_is_a_note(pythonpath: str, kinds: list[str],
+                                                              tmp_path: Path) -> None:
+    path = script(tmp_path, f"E='{{\"env_vars\": {{\"PYTHONPATH\": \"{pythonpath}\"}}}}'\n"
+                            'ray job submit --runtime-env-json "$E" -- python3 /root/slime/train.py --lr 1\n')
+    imported = import_train_sh(path)
+    assert kinds_at(imported, path, 1) == kinds
+    assert "rel/dir" not in json.dumps(imported.spec)
+
+
+def test_exports_before_the_head_become_cluster_env_and_the_rest_are_notes() -> None:
+    path = LAUNCH / "run-amd-launch.sh"
+    imported = import_train_sh(path)
+    assert imported.spec["cluster"]["env"] == {"RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES": "1",
+                                               "HIP_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
+    assert imported.spec["env"] == {"pythonpath_before_megatron": ["/root/slime"], "vars": {"NCCL_DEBUG": "WARN"}}
+    assert kinds_at(imported, path, line_of(path, "export NODE_RANK_FILE")) == ["unresolved"]  # $(hostname)
+    assert kinds_at(imported, path, line_of(path, "export LATE_SETTING")) == ["difference"]  # after the head
+    assert kinds_at(imported, path, line_of(path, "export PYTHONUNBUFFERED")) == ["default"]  # acrl does it
+    start = line_of(path, "ray start --head")
+    assert kinds_at(imported, path, start) == ["default"]  # node_ip_address, overridden by MASTER_ADDR
+    assert imported.spec["cluster"]["ray_start_args"] == ["--num-cpus", "64", "--temp-dir=/tmp/ray_amd"]
+
+
+@pytest.mark.parametrize(("exports", "kind"), [("export WORKER_IP=10.0.0.2", "difference"),
+                                               ("export RAY_ADDRESS=http://h:8265", "difference"),
+                                               ("export HF_NOTES=hf_abcdefghijklmnopqrstuvwxyz0123456789",
+                                                "difference"),
+                                               ("export NODE_X=\"$(hostname)\"", "unresolved")])
+def test_exports_before_the_head_the_spec_cannot_take_are_notes(exports: str, kind: str, tmp_path: Path) -> None:
+    path = script(tmp_path, f"{exports}\nray start --head --num-gpus 8\n" + SUBMIT + " --lr 1\n")
+    imported = import_train_sh(path)
+    assert "env" not in imported.spec["cluster"]
+    assert kinds_at(imported, path, 1) == [kind]
+    assert "hf_abcdefghijklmnopqrstuvwxyz" not in render_spec(imported)
+
+
+@pytest.mark.parametrize(("options", "args", "kinds"), [
+    ("--block --num-cpus=4", ["--num-cpus=4"], ["difference"]),  # --block: acrl's train.sh must go on
+    ("--dashboard-agent-grpc-port 1 --resources '{\"x\": 1}'", ["--resources", '{"x": 1}'], ["difference"]),
+    ("--object-store-memory ${UNSET_MEMORY} --num-cpus 8", ["--num-cpus", "8"], ["unresolved"]),
+    ("--node-ip-address ${UNSET_IP}", None, ["unresolved"]),
+])
+def test_other_head_options_become_ray_start_args(options: str, args: list[str] | None, kinds: list[str],
+                                                  tmp_path: Path) -> None:
+    path = script(tmp_path, f"ray start --head --num-gpus 8 {options}\n" + SUBMIT + " --lr 1\n")
+    imported = import_train_sh(path)
+    assert imported.spec["cluster"].get("ray_start_args") == args
+    assert "node_ip_address" not in imported.spec["cluster"]
+    assert kinds_at(imported, path, 1) == kinds

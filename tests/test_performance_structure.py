@@ -20,7 +20,8 @@ EVERYTHING_SET: dict[str, Any] = {
               "hf_config": str(REPO / "tests" / "fixtures" / "hf" / "Qwen2.5-3B-Instruct" / "config.json")},
     "data": {"label_key": "label", "metadata_key": "meta"},
     "cluster": {"colocate": False, "rollout_num_gpus": 4, "address": "http://head:8265", "num_nodes": 1,
-                "actor_num_nodes": 1, "actor_num_gpus_per_node": 4},
+                "actor_num_nodes": 1, "actor_num_gpus_per_node": 4, "node_ip_address": "10.0.0.1",
+                "ray_start_args": ["--num-cpus", "4"], "env": {"HIP_VISIBLE_DEVICES": "0"}},
     "rollout": {"max_prompt_len": 10, "max_context_len": 100, "top_p": 0.5, "over_sampling_batch_size": 64,
                 "custom_generate_function_path": "a.b", "custom_rm_path": "c.d"},
     "sglang": {"context_length": 100, "reasoning_parser": "qwen3"},
@@ -31,7 +32,7 @@ EVERYTHING_SET: dict[str, Any] = {
     "checkpoint": {"save": "/ckpt", "save_interval": 5, "save_hf": "/hf/{rollout_id}"},
     "cuda": {"home": "/usr/local/cuda"},
     "wandb": {"project": "p", "group": "g"},
-    "env": {"vars": {"X": "1"}, "forward": ["A", "B"]},
+    "env": {"vars": {"X": "1"}, "forward": ["A", "B"], "pythonpath": ["/p"], "pythonpath_before_megatron": ["/q"]},
     "kuberay": {"image": "registry.example/slime:v1", "namespace": "rl", "service_account": "slime-irsa"},
     "extra": {"flags": {"--a": True, "--b": 1, "--c": 0.5, "--d": "x", "--e": [1, 2.5, "z"]}, "args": ["--f", "1"]},
 }

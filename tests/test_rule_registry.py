@@ -16,7 +16,7 @@ from acrl.compiler._pipeline.validate.engine import ORDER, Context, Finding, rul
 
 # The module of each id prefix (the docs/rules.md sections).
 FAMILY = {"P": "parallel", "C": "cluster", "B": "batch", "A": "algorithm", "E": "eval", "T": "toolkit", "F": "flags",
-          "S": "secrets", "K": "kuberay", "M": "model"}
+          "S": "secrets", "K": "kuberay", "M": "model", "L": "launch"}
 
 
 def _prefix(rule_id: str) -> str:

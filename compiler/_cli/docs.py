@@ -20,7 +20,7 @@ _SECTIONS = {
     "P": "Cluster and parallelism", "C": "Placement on the cluster (docs/cluster.md)", "B": "Batch arithmetic",
     "A": "Algorithm", "E": "Evaluation and checkpoints",
     "T": "The toolkit (AgentCore Runtime, gateway, naming)", "F": "Flags", "S": "Security", "M": "Model architecture",
-    "K": "KubeRay (--target kuberay)",
+    "K": "KubeRay (--target kuberay)", "L": "Launch: the Ray nodes acrl starts and the job's PYTHONPATH",
 }
 
 

@@ -162,7 +162,10 @@ class _Reader:
                 if self._is_assignment(word):
                     self._assign(word, export=export)
                     if export:
-                        self.launch.exports.append((word.raw.split("=", 1)[0].rstrip("+"), word.line))
+                        exported = word.raw.split("=", 1)[0].rstrip("+")
+                        value = self.shell.env.get(exported)
+                        self.launch.exports.append((exported, word.line, value.texts[0] if value is not None
+                                                    and not value.is_array and len(value.texts) == 1 else None))
                 elif export and word.literal in self.shell.env:
                     self.shell.env[word.literal].exported = True
         elif name == "unset":
@@ -317,7 +320,9 @@ def _build(reader: _Reader, torch_memory_saver: bool, acrl_made: bool) -> Import
     model_type = reader.model_type
     inline = {t.text.split("=", 1)[0]: t.line for t in model_tokens if t.text.startswith("--")}
     known = known_model_flags(model_type.text if model_type is not None and not model_type.problem else None,
-                              reader.model_script, model_type.line if model_type is not None else 0, inline)
+                              reader.model_script, model_type.line if model_type is not None else 0, inline,
+                              builder.spec["slime"].get("dir", "/root/slime"),
+                              builder.spec["slime"].get("megatron_dir", "/root/Megatron-LM"))
     builder.flags([*(attrs.evolve(o, before_model=True) for o in before), *after], known)
     spec = builder.finish()
     spec = copy.deepcopy(spec)

@@ -1,8 +1,9 @@
 """The job's environment and launch in `acrl import train-sh`: the ``--runtime-env-json`` of ``ray job submit``
-(its ``env_vars`` -> ``[env] vars`` and ``[slime] megatron_dir``), the options of ``ray start --head`` that
-``[cluster]`` has keys for, and a note naming the line for what the spec cannot hold (an ssh loop starting
-workers, a here-document, an ``if``/``case`` holding flags or ray commands, an ``export`` for the script's own
-Ray head). Nothing is dropped silently."""
+(its ``env_vars`` -> ``[env] vars``; its PYTHONPATH -> ``[slime] megatron_dir`` and ``[env] pythonpath`` /
+``pythonpath_before_megatron``, in the script's order), the options of ``ray start --head`` (``[cluster]`` keys,
+``node_ip_address``, the others ``ray_start_args``), the exports before it (``[cluster] env``), and a note naming
+the line for what the spec cannot hold (an ssh loop starting workers, a here-document, an ``if``/``case`` holding
+flags or ray commands, a value only the running script knows). Nothing is dropped silently."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from .._pipeline.validate.launch import COMPUTED_OPTIONS, LAUNCH_VARIABLES, NODE_ADDRESS
 from .._secrets import ENV_NAME, looks_secret_value
 from .._shell.eval import MARK, Shell, Text
 from .._shell.lexer import Word
@@ -21,8 +23,8 @@ from .train_sh_map import SpecBuilder
 
 # what acrl's train.sh puts in the job's runtime env itself (templates/train.sh.jinja, RUNTIME_ENV_JSON)
 ACRL_RUNTIME_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
-# variables acrl's train.sh exports itself before its Ray head starts
-ACRL_EXPORTS = frozenset({"PYTHONUNBUFFERED", "no_proxy", "PATH"})
+# variables acrl's train.sh exports itself before its Ray head starts (templates/train.sh.jinja)
+ACRL_EXPORTS = frozenset({"PYTHONUNBUFFERED", "no_proxy"})
 _HEREDOC = re.compile(r"(?<![<\w])<<-?[ \t]*(['\"]?)([A-Za-z_][\w-]*)\1")
 _CAT_HEREDOC = re.compile(r"\$\(\s*cat\s*<<-?[ \t]*(['\"]?)([A-Za-z_][\w-]*)\1[ \t]*\n(.*?)\n[ \t]*\2[ \t]*\n\s*\)$",
                           re.DOTALL)
@@ -182,9 +184,14 @@ class Launch:
             self.builder.spec.setdefault("env", {}).setdefault("vars", {})[name] = value
 
     def _pythonpath(self, value: str, line: int) -> None:
-        others = []
+        """Megatron's entry -> [slime] megatron_dir; the others, in the script's order, -> [env]
+        pythonpath_before_megatron (before it) and pythonpath (after it, or all of them without it)."""
+        before: list[str] = []
+        after: list[str] = []
+        seen_megatron = False
         for entry in filter(None, value.split(":")):
-            if "megatron" in entry.lower():
+            if "megatron" in entry.lower() and not seen_megatron:
+                seen_megatron = True
                 megatron = entry.rstrip("/") or entry
                 known = self.builder.spec["slime"].get("megatron_dir")
                 if known is not None and known.rstrip("/") != megatron:
@@ -192,41 +199,73 @@ class Launch:
                                             "[slime] megatron_dir keeps MEGATRON_DIR", line)
                 else:
                     self.builder.spec["slime"]["megatron_dir"] = megatron
+            elif not entry.startswith("/"):
+                self.note("difference", f"env_vars PYTHONPATH: {entry} is not an absolute path (the job runs in the "
+                                        "bundle's folder); not imported: add its absolute path to [env] pythonpath",
+                          line)
             else:
-                others.append(entry)
-        if others:
-            self.note("difference", f"env_vars PYTHONPATH: {':'.join(others)} has no spec key (acrl's train.sh "
-                                    "sets PYTHONPATH to [slime] megatron_dir); install it on the cluster", line)
+                (after if seen_megatron else before).append(entry)
+        if not seen_megatron:
+            after, before = before, []
+            self.note("difference", "env_vars PYTHONPATH: no Megatron-LM entry; acrl's train.sh puts [slime] "
+                                    "megatron_dir first", line)
+        env = self.builder.spec.setdefault("env", {})
+        for key, entries in (("pythonpath_before_megatron", before), ("pythonpath", after)):
+            if entries:
+                env[key] = entries
 
     def ray_start(self, words: list[Word], line: int) -> None:
-        """A top-level ``ray start``: the head's options that [cluster] has keys for, a note for the others."""
-        options: list[tuple[str, Text | None]] = []
+        """A top-level ``ray start``: the head's options that [cluster] has keys for, --node-ip-address ->
+        node_ip_address, the others -> ray_start_args as written (``--x=v`` or ``--x v``), a note for a value only
+        the running script knows and for the options acrl computes without a key."""
+        options: list[tuple[str, Text | None, bool]] = []  # flag, value, written as --flag=value
         for word in words[2:]:
             text = self.shell.scalar(word)
             if text.problem and word.raw.startswith("--") and word.literal is None:  # --flag=$UNKNOWN
-                options.append((word.raw.split("=", 1)[0], text))
+                options.append((word.raw.split("=", 1)[0], text, True))
             elif text.text.startswith("--") and not text.problem:
                 name, equals, inline = text.text.partition("=")
-                options.append((name, attrs.evolve(text, text=inline) if equals else None))
+                options.append((name, attrs.evolve(text, text=inline) if equals else None, bool(equals)))
             elif options and options[-1][1] is None:
-                options[-1] = (options[-1][0], text)
-        if not any(flag == "--head" for flag, _ in options):
+                options[-1] = (options[-1][0], text, False)
+            else:
+                self.note("difference", f"ray start: {text.text or word.raw!r} is not an option; not imported", line)
+        if not any(flag == "--head" for flag, _, _ in options):
             self.note("difference", "ray start without --head (a node joining a cluster): the spec has no key for "
                                     "it; join nodes with the bundle's join.sh", line)
             return
-        for flag, value in options:
-            if flag in _HEAD_ACRL:
+        extra: list[str] = []
+        for flag, value, joined in options:
+            if flag in _HEAD_ACRL and flag != "--block":
                 continue
-            if flag == "--node-ip-address":
-                self.note("default", "ray start --node-ip-address: train.sh reads MASTER_ADDR at run time for the "
-                                     "head's address", line)
-            elif flag in _HEAD_KEYS and value is not None:
+            if flag in _HEAD_KEYS and value is not None:
                 self._head_key(flag, value, line)
             elif flag in _HEAD_KEYS:
                 self.note("difference", f"ray start {flag} without a value: not imported", line)
+            elif flag == "--node-ip-address":
+                self._node_ip_address(value, line)
+            elif value is not None and value.problem:
+                self.builder.note("unresolved", f"ray start {flag}: {value.problem}; set [cluster] ray_start_args "
+                                                "by hand", attrs.evolve(value, line=line))
+            elif flag in COMPUTED_OPTIONS or flag.startswith("--dashboard"):
+                self.note("difference", f"ray start {flag}: acrl computes the head's options itself "
+                                        "([cluster] ray_start_args cannot hold it); not imported", line)
             else:
-                self.note("difference", f"ray start {flag}: the spec has no key for it; acrl's train.sh starts "
-                                        "the head without it", line)
+                if value is not None:
+                    self.builder.notes += value.notes
+                extra += [flag] if value is None else [f"{flag}={value.text}"] if joined else [flag, value.text]
+        if extra:
+            self.builder.set("cluster.ray_start_args", extra)
+
+    def _node_ip_address(self, value: Text | None, line: int) -> None:
+        if value is None or value.problem or not NODE_ADDRESS.fullmatch(value.text):
+            why = value.problem if value is not None and value.problem else "not an IP address or a host name"
+            self.note("unresolved", f"ray start --node-ip-address: {why}; train.sh passes MASTER_ADDR at run time "
+                                    "when it is set, or set [cluster] node_ip_address", line)
+            return
+        self.builder.set("cluster.node_ip_address", value.text, value)
+        self.note("default", f"ray start --node-ip-address {value.text}: [cluster] node_ip_address; MASTER_ADDR at "
+                             "run time overrides it", line)
 
     def _head_key(self, flag: str, value: Text, line: int) -> None:
         path, default = _HEAD_KEYS[flag]
@@ -255,7 +294,7 @@ class Launched:
     """What the reader saw of the launch while walking the script; mapped by :meth:`finish`."""
 
     assigned: dict[str, Word] = attrs.Factory(dict)
-    exports: list[tuple[str, int]] = attrs.Factory(list)  # live exports: name, line
+    exports: list[tuple[str, int, Text | None]] = attrs.Factory(list)  # live exports: name, line, its value
     heredocs: list[int] = attrs.Factory(list)
     starts: list[tuple[list[Word], int]] = attrs.Factory(list)  # top-level `ray start`
     notes: list[tuple[str, str, int]] = attrs.Factory(list)  # kind, message, line
@@ -296,18 +335,22 @@ class Launched:
             return
         for words, line in self.starts:
             launch.ray_start(words, line)
-        first_start = min((line for _, line in self.starts), default=None)
-        for name, line in self.exports:
-            cuda = name in ("LD_LIBRARY_PATH", "CUDA_HOME") and "home" in builder.spec["cuda"]
-            if name in ACRL_EXPORTS or name in launch.names or cuda or is_secret_env_name(name):
+        first_start = min((line for words, line in self.starts if any(w.literal == "--head" for w in words)),
+                          default=None)
+        for name, line, value in self.exports:
+            cuda = name in ("LD_LIBRARY_PATH", "CUDA_HOME", "PATH") and "home" in builder.spec["cuda"]
+            if cuda or is_secret_env_name(name):
                 continue
-            if name == "MASTER_ADDR":
+            if name in ACRL_EXPORTS:
+                launch.note("default", f"export {name}: acrl's train.sh exports it itself", line)
+            elif name == "MASTER_ADDR":
                 launch.note("default", "export MASTER_ADDR: train.sh reads MASTER_ADDR at run time", line)
-            else:
-                before = " before `ray start`: the script's own Ray head inherits it" if first_start and \
-                    line < first_start else ": the shell that submits the job has it, not the job"
-                launch.note("difference", f"export {name}{before}; the spec has no key for it: export it where "
-                                          "train.sh runs, or put it in [env] vars if the job needs it", line)
+            elif first_start and line < first_start:
+                self._node_env(launch, name, value, line)
+            elif name not in launch.names:
+                launch.note("difference", f"export {name}: the shell that submits the job has it, not the job; the "
+                                          "spec has no key for it: export it where train.sh runs, or put it in [env] "
+                                          "vars if the job needs it", line)
         json_lines = {w.line for name, w in self.assigned.items() if _CAT_HEREDOC.search(w.raw)}
         for line in self.heredocs:
             if line not in json_lines:
@@ -315,3 +358,21 @@ class Launched:
                                           "does not read it; carry what it holds over by hand", line)
         for kind, message, line in self.notes:
             launch.note(kind, message, line)
+
+    @staticmethod
+    def _node_env(launch: Launch, name: str, value: Text | None, line: int) -> None:
+        """An export before the script's `ray start --head`: the head's Ray processes inherit it -> [cluster] env."""
+        why = LAUNCH_VARIABLES.get(name)
+        if why is not None:
+            launch.note("difference", f"export {name} before `ray start`: the launch reads it itself ({why}); "
+                                      "not imported", line)
+        elif value is None or value.problem or MARK in value.text:
+            problem = value.problem if value is not None and value.problem else "its value is not one string"
+            launch.note("unresolved", f"export {name} before `ray start`: {problem}; set [cluster] env {name} "
+                                      "by hand", line)
+        elif value.secret or looks_secret_value(value.text, name):
+            launch.note("difference", f"export {name} before `ray start`: it looks secret: its value is not copied "
+                                      "into the spec; export it on the cluster's nodes instead", line)
+        else:
+            launch.builder.spec["cluster"].setdefault("env", {})[name] = value.text
+            launch.builder.notes += value.notes

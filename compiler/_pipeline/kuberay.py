@@ -59,6 +59,12 @@ def entrypoint(spec: Spec, argv: list[str]) -> str:
     return shlex.join(["bash", "-c", body, "acrl", *command])
 
 
+def pythonpath(spec: Spec) -> str:
+    """The Ray job's PYTHONPATH, as train.sh builds it: [env] pythonpath_before_megatron, Megatron-LM's dir, then
+    [env] pythonpath."""
+    return ":".join([*spec.env.pythonpath_before_megatron, spec.slime.megatron_dir, *spec.env.pythonpath])
+
+
 def _secret_env(spec: Spec) -> list[dict[str, Any]]:
     # With a service account (IRSA on EKS) AWS credentials come from its role: keys from the Secret would
     # take precedence over it in boto3's credential chain, so none are referenced.
@@ -74,7 +80,8 @@ def _pod(spec: Spec, config_map: str, role: str, gpus: int) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": f"ray-{role}",
         "image": spec.kuberay.image,
-        "env": _secret_env(spec),
+        # [cluster] env first: the environment of the pod's Ray processes, as train.sh gives its head's
+        "env": [*({"name": name, "value": value} for name, value in spec.cluster.env.items()), *_secret_env(spec)],
         "volumeMounts": [{"name": "acrl-config", "mountPath": CONFIG_MOUNT, "readOnly": True},
                          {"name": "dshm", "mountPath": "/dev/shm"}],
     }
@@ -96,7 +103,7 @@ def rayjob_documents(spec: Spec, argv: list[str], custom_config: bytes) -> list[
     config_map = f"{name}-config"
     labels = {"app.kubernetes.io/managed-by": "acrl"}
     namespace = {"namespace": spec.kuberay.namespace} if spec.kuberay.namespace else {}
-    env_vars = {"PYTHONPATH": spec.slime.megatron_dir, "CUDA_DEVICE_MAX_CONNECTIONS": "1", **spec.env.vars}
+    env_vars = {"PYTHONPATH": pythonpath(spec), "CUDA_DEVICE_MAX_CONNECTIONS": "1", **spec.env.vars}
     gpus = spec.cluster.gpus_per_node
     replicas = worker_replicas(spec)
     return [

@@ -34,11 +34,12 @@ TEMPLATE_VARIABLES = {
         "cuda_home", "fix_torch_memory_saver", "wandb_key_env", "wandb_args", "ray_address",
         "stop_stale_processes", "ray_stop_timeout", "start_ray_head", "head_gpus", "dashboard_port",
         "env_vars_json", "forward", "secret_policy_json", "forward_check", "dashboard_host", "head_port", "join",
-        "num_nodes", "group_gpus",
+        "num_nodes", "group_gpus", "node_ip_address", "ray_start_args", "node_env", "pythonpath_before",
+        "pythonpath_after",
     }),
     "join.sh.jinja": frozenset({
         "acrl_version", "exp_id", "num_nodes", "gpus_per_node", "head_port", "stop_stale_processes",
-        "ray_stop_timeout",
+        "ray_stop_timeout", "node_env",
     }),
     "model_args.sh.jinja": frozenset({
         "acrl_version", "model_type", "provenance_source", "provenance_from", "provenance_sha256",
@@ -220,6 +221,11 @@ def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
         "forward": spec.env.forward,
         "secret_policy_json": json.dumps(runtime_policy(spec.wandb.key_env), sort_keys=True),
         "forward_check": RUNTIME_FORWARD_CHECK.rstrip("\n"),
+        "node_ip_address": c.node_ip_address or "",
+        "ray_start_args": c.ray_start_args,
+        "node_env": list(c.env.items()),
+        "pythonpath_before": spec.env.pythonpath_before_megatron,
+        "pythonpath_after": spec.env.pythonpath,
     })
 
 
@@ -234,6 +240,7 @@ def join_sh(spec: Spec) -> bytes:
         "head_port": c.head_port,
         "stop_stale_processes": c.stop_stale_processes,
         "ray_stop_timeout": c.ray_stop_timeout,
+        "node_env": list(c.env.items()),
     })
 
 

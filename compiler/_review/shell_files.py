@@ -112,8 +112,11 @@ def read_train_sh(source: str) -> TrainSh:
             if not key:
                 continue
             launch[key] = setting if key not in launch or launch[key] == setting else f"{launch[key]} | {setting}"
+    _node_env(lines, launch, placeholders)
     runtime_env, env_lines = _runtime_env(source, launch)
     for number, line in enumerate(lines):
+        if structure.BASE_ENV.fullmatch(line):  # read into runtime_env; which variable holds PYTHONPATH is not a change
+            placeholders[number] = "env = {<runtime env base>}"
         if line in env_lines:
             names = " ".join(w.partition("=")[0] for w in _texts(line.rstrip().removesuffix("\\")) or ())
             placeholders[number] = f"{_indent(line)}<runtime env: {names}>"
@@ -211,6 +214,27 @@ def _launch_setting(line: str) -> tuple[str, str, str] | None:
     return None
 
 
+def _node_env(lines: list[str], launch: dict[str, str], placeholders: dict[int, str]) -> None:
+    """[cluster] env's ``NODE_ENV=(`` ... ``)`` block: each ``NAME=value`` a launch setting, the block one
+    placeholder line."""
+    for number, line in enumerate(lines):
+        if not structure.NODE_ENV_OPEN.match(line) or number in placeholders:
+            continue
+        end = next((n for n in range(number + 1, len(lines)) if structure.NODE_ENV_CLOSE.match(lines[n])), None)
+        if end is None:
+            return
+        for inner in range(number + 1, end):
+            words = _texts(lines[inner])
+            if not words or len(words) != 1 or "=" not in words[0]:
+                return  # not the shape train.sh writes: the lines stay script lines
+        for inner in range(number + 1, end):
+            name, _, value = (_texts(lines[inner]) or [""])[0].partition("=")
+            launch[structure.NODE_ENV_SETTING + name] = value
+            placeholders[inner] = ""
+        placeholders[number] = f"{_indent(line)}NODE_ENV=(<launch setting Ray nodes' env>)"
+        placeholders[end] = ""
+
+
 def _default_of(word: Word, variable: str) -> str | None:
     """The default of a word that is exactly ``${variable:-default}`` (its quotes removed), else None."""
     if len(word.parts) != 1 or word.parts[0][0] != "var" or not word.parts[0][1].startswith(f"{variable}:-"):
@@ -232,7 +256,8 @@ def _runtime_env(source: str, launch: Mapping[str, str]) -> tuple[dict[str, str]
     base = structure.BASE_ENV.search(source[match.end():])
     for name, literal, variable in structure.BASE_ENV_PAIR.findall(base.group(1) if base else ""):
         value = literal if not variable else assigned.get(variable, f"${variable}")
-        env[name] = launch.get(value[1:], value) if value.startswith("$") else value
+        # a $NAME inside (ACRL_PYTHONPATH's "$MEGATRON_DIR") is the launch setting NAME
+        env[name] = re.sub(r"\$(\w+)", lambda m: launch.get(m.group(1), m.group(0)), value)
     try:
         extra = json.loads(assigned.get("ACRL_ENV_VARS", "{}"))
     except json.JSONDecodeError:

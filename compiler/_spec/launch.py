@@ -56,6 +56,19 @@ class Cluster:
     head_port: int = setting(6379, ge=1, le=65535, doc="GCS port of the local Ray head, where other nodes join "
                                                        "(join.sh); passed as --port when num_nodes > 1 or not 6379.")
     ray_stop_timeout: int = setting(60, doc="Seconds to wait for stale Ray processes to exit.", ge=1)
+    node_ip_address: str | None = setting(None, doc=(
+        "Address of the local head (`ray start --head --node-ip-address`, as slime's scripts pass "
+        "${MASTER_ADDR:-127.0.0.1}); MASTER_ADDR at run time overrides it. Unset: MASTER_ADDR when set and other "
+        "nodes join, else the address Ray chooses."))
+    ray_start_args: list[str] = setting(factory=list, doc=(
+        "Further options of the local head's `ray start --head`, verbatim and shell-quoted (e.g. [\"--num-cpus\", "
+        "\"64\"]); not those acrl computes (--head, --num-gpus, --port, --dashboard-*, --node-ip-address, "
+        "--address, --block, --disable-usage-stats). join.sh's nodes do not get them."))
+    env: dict[str, str] = setting(factory=dict, doc=(
+        "Environment of the Ray nodes acrl starts (values must not be secrets): exported before the local head's "
+        "`ray start --head` (train.sh) and each other node's `ray start --address` (join.sh), so that Ray's "
+        "daemons and every worker process on the node inherit it (e.g. AMD's HIP_VISIBLE_DEVICES and "
+        "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES); the pods' env with --target kuberay."))
 
 @attrs.frozen(kw_only=True)
 class Cuda:
@@ -82,6 +95,12 @@ class Env:
     vars: dict[str, str] = setting(factory=dict, doc="Extra environment variables for every Ray worker.")
     forward: list[str] = setting(factory=lambda: ["WANDB_ENTITY"],
                                  doc="Variables copied from the launching shell when set.")
+    pythonpath: list[str] = setting(factory=list, doc=(
+        "Further PYTHONPATH entries of the Ray job, in order, after Megatron-LM's ([slime] megatron_dir), e.g. "
+        "[\"/root/slime\"]."))
+    pythonpath_before_megatron: list[str] = setting(factory=list, doc=(
+        "PYTHONPATH entries of the Ray job that come before Megatron-LM's, in order (a script's "
+        "\"PYTHONPATH\": \"/root/slime:/root/Megatron-LM/\" is [\"/root/slime\"] here)."))
 
 @attrs.frozen(kw_only=True)
 class KubeRay:

@@ -2,7 +2,8 @@
 kept in the order of ``ORDER`` (docs/rules.md and the diagnostics come out in that order);
 ``validate`` runs them and points each finding at the spec; ``spec_secrets`` masks what looks
 secret in every message. The rules themselves live one module per id prefix: parallel (P),
-batch (B), algorithm (A), eval (E), toolkit (T), flags (F), secrets (S), kuberay (K), model (M).
+batch (B), algorithm (A), eval (E), toolkit (T), flags (F), secrets (S), kuberay (K), model (M),
+launch (L).
 
 Each rule has a stable id, a severity, the spec keys it concerns (the message points at the first
 one the spec wrote), and a check that yields findings with a fix hint. Sources: what slime,
@@ -38,6 +39,7 @@ ORDER = (
     "ACRL-P001", "ACRL-P002", "ACRL-P003", "ACRL-P004", "ACRL-P005", "ACRL-P006", "ACRL-P007", "ACRL-P008",
     "ACRL-P009",
     "ACRL-C001", "ACRL-C002", "ACRL-C003", "ACRL-C004", "ACRL-C005", "ACRL-C006", "ACRL-C007", "ACRL-C008",
+    "ACRL-L001", "ACRL-L002",
     "ACRL-B001", "ACRL-B002", "ACRL-B003", "ACRL-B004", "ACRL-B005", "ACRL-B006",
     "ACRL-A001", "ACRL-A002", "ACRL-A003", "ACRL-A004",
     "ACRL-E001", "ACRL-E002", "ACRL-E003",
@@ -213,7 +215,7 @@ def spec_secrets(spec: Spec) -> set[str]:
     found = {text for key, name, text in spec_strings(spec) if looks_secret_value(text, name)}
     if not is_env_name(spec.wandb.key_env):
         found.add(spec.wandb.key_env)
-    for names in (spec.env.vars, spec.model.script_env):  # the value of a secret-named variable
+    for names in (spec.env.vars, spec.cluster.env, spec.model.script_env):  # the value of a secret-named variable
         found |= {v for k, v in names.items() if is_secret_name(k) or k.upper() == spec.wandb.key_env.upper()}
     tokens: list[str] = [*spec.extra.args]
     for table in (spec.extra.flags, spec.model.args, spec.model.overrides):

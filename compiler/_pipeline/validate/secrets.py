@@ -20,14 +20,16 @@ from ..model_args.resolve import ENV_NAME, script_env_problems
 from .engine import FLAG_TABLES, Context, Finding, rule, spec_strings
 
 
-@rule("ACRL-S001", "error", ["env.vars", "env.forward", "model.script_env"], "no secrets in the job environment")
+@rule("ACRL-S001", "error", ["env.vars", "cluster.env", "env.forward", "model.script_env"],
+      "no secrets in the job environment")
 def _secret_env(ctx: Context) -> Iterator[Finding]:
-    """[env] vars and [model] script_env names must not look like secrets (they are written into train.sh, the Ray
-    job's metadata and the model script's environment); [env] forward must not name a secret, the W&B key's
-    variable ([wandb] key_env), ACRL_RAY_ADDRESS / RAY_ADDRESS (which may hold user:password) or AWS_*: train.sh
-    would copy its value into the Ray job's metadata."""
+    """[env] vars, [cluster] env and [model] script_env names must not look like secrets (they are written into
+    train.sh, join.sh, the Ray job's metadata and the model script's environment); [env] forward must not name a
+    secret, the W&B key's variable ([wandb] key_env), ACRL_RAY_ADDRESS / RAY_ADDRESS (which may hold user:password)
+    or AWS_*: train.sh would copy its value into the Ray job's metadata."""
     key_env = ctx.spec.wandb.key_env
-    for table, names in (("env.vars", ctx.spec.env.vars), ("model.script_env", ctx.spec.model.script_env)):
+    for table, names in (("env.vars", ctx.spec.env.vars), ("cluster.env", ctx.spec.cluster.env),
+                         ("model.script_env", ctx.spec.model.script_env)):
         for name in names:
             if is_secret_name(name) or name.upper() == key_env.upper():
                 yield Finding(f"{name} looks like a secret: [{table.split('.')[0]}] {table.split('.')[1]} are "
@@ -42,6 +44,7 @@ def _secret_env(ctx: Context) -> Iterator[Finding]:
                           "remove it from [env] forward and export it on the cluster (a local head started by "
                           "train.sh inherits the launching shell's environment)", keys=(f"env.forward.{i}",))
     yield from _env_names_valid([*((n, f"env.vars.{n}") for n in ctx.spec.env.vars),
+                                 *((n, f"cluster.env.{n}") for n in ctx.spec.cluster.env),
                                  *((n, f"env.forward.{i}") for i, n in enumerate(ctx.spec.env.forward))])
 
 
@@ -66,7 +69,8 @@ def _env_names(ctx: Context) -> Iterator[Finding]:
         yield Finding(message, hint, keys=(f"model.script_env.{name}",))
 
 
-@rule("ACRL-S003", "error", ["cluster.address", "env.vars", "model.script_env", "extra.flags", "extra.args"],
+@rule("ACRL-S003", "error", ["cluster.address", "env.vars", "cluster.env", "model.script_env", "extra.flags",
+                            "extra.args"],
       "no credentials in spec values")
 def _value_credentials(ctx: Context) -> Iterator[Finding]:
     """No string value of the spec may hold a credential: a URL or address with user:password@ ([cluster] address,
