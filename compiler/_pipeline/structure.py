@@ -20,6 +20,7 @@ import cattrs
 from cattrs.cols import list_structure_factory
 from cattrs.errors import AttributeValidationNote, ForbiddenExtraKeysError, IterableValidationNote
 
+from .._spec import profiles
 from .._spec.setting import FlagValue
 from .._spec.tables import Spec
 from ..errors import Diagnostic
@@ -160,11 +161,36 @@ def converter() -> cattrs.Converter:
 def structure(source: SpecSource) -> tuple[Spec | None, list[Diagnostic]]:
     """Structure ``source.data`` into a Spec. Returns (spec or None, diagnostics)."""
     ranges = [*_range_diagnostics(source, source.data, Spec, ()), *_path_diagnostics(source)]
+    ranges += _missing_agentcore(source)
     try:
         spec = converter().structure(dict(source.data), Spec)
     except Exception as exc:  # cattrs raises exception groups; translate every leaf
         return None, _in_file_order([*_diagnostics(source, exc, (), Spec), *ranges])
-    return (None if ranges else spec), ranges
+    if ranges:
+        return None, ranges
+    return profiles.apply(spec, spec.experiment.integration, functools.partial(is_set, source.data)), []
+
+
+def _missing_agentcore(source: SpecSource) -> list[Diagnostic]:
+    """[agentcore] is required with integration = "agentcore" (the default): ACRL-I001, reported with the other
+    missing tables (validate/integration.py holds the rule for a Spec built otherwise)."""
+    experiment = source.data.get("experiment")
+    integration = experiment.get("integration", "agentcore") if isinstance(experiment, Mapping) else "agentcore"
+    if integration != "agentcore" or "agentcore" in source.data:
+        return []
+    return [source.diagnostic((), "missing required table [agentcore]", rule="ACRL-I001", hint=(
+        'add an [agentcore] table, or set [experiment] integration = "slime" for slime\'s own rollout'))]
+
+
+def is_set(data: Mapping[str, Any], path: KeyPath) -> bool:
+    """Whether the spec's data (the file, its bases, --set and a sweep point, merged) sets the key ``path``: the
+    integration profile (compiler/_spec/profiles.py) supplies only the keys it does not."""
+    node: Any = data
+    for step in path:
+        if not isinstance(node, Mapping) or step not in node:
+            return False
+        node = node[step]
+    return True
 
 
 def _in_file_order(diagnostics: list[Diagnostic]) -> list[Diagnostic]:

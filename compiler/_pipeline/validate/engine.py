@@ -2,7 +2,7 @@
 kept in the order of ``ORDER`` (docs/rules.md and the diagnostics come out in that order);
 ``validate`` runs them and points each finding at the spec; ``spec_secrets`` masks what looks
 secret in every message. The rules themselves live one module per id prefix: parallel (P),
-batch (B), algorithm (A), eval (E), toolkit (T), flags (F), secrets (S), kuberay (K), model (M).
+batch (B), algorithm (A), eval (E), integration (I), toolkit (T), flags (F), secrets (S), kuberay (K), model (M).
 
 Each rule has a stable id, a severity, the spec keys it concerns (the message points at the first
 one the spec wrote), and a check that yields findings with a fix hint. Sources: what slime,
@@ -41,6 +41,7 @@ ORDER = (
     "ACRL-B001", "ACRL-B002", "ACRL-B003", "ACRL-B004", "ACRL-B005", "ACRL-B006",
     "ACRL-A001", "ACRL-A002", "ACRL-A003", "ACRL-A004",
     "ACRL-E001", "ACRL-E002", "ACRL-E003",
+    "ACRL-I001", "ACRL-I002", "ACRL-I003",
     "ACRL-T001", "ACRL-T002", "ACRL-T003", "ACRL-T004", "ACRL-T005",
     "ACRL-M009",
     "ACRL-F001", "ACRL-F002", "ACRL-F003", "ACRL-F004", "ACRL-F005",
