@@ -105,6 +105,8 @@ PROFILE: tuple[ProfileValue, ...] = (
     # sglang: not passed, sglang's own default (computed from the GPU for the memory fraction and the graph sizes)
     _row("sglang.mem_fraction_static", 0.7, None, "sglang", f"{_SGLANG}: mem_fraction_static None (auto)"),
     _row("sglang.tool_call_parser", "qwen", None, "sglang", f"{_SGLANG}: tool_call_parser None"),
+    _row("sglang.data_parallel_size", 1, None, "sglang", f"{_SGLANG}: dp_size 1 (--sglang-data-parallel-size is "
+         "its alias)"),
     _row("sglang.cuda_graph_max_bs", 32, None, "sglang", f"{_SGLANG}: cuda_graph_max_bs None (auto)"),
     _row("sglang.log_level", "warning", None, "sglang", f"{_SGLANG}: log_level 'info'"),
     _row("sglang.log_level_http", "warning", None, "sglang", f"{_SGLANG}: log_level_http None (log_level's)"),

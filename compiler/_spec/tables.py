@@ -179,7 +179,7 @@ class Sglang:
                                     flag="--sglang-tool-call-parser")
     reasoning_parser: str | None = setting(None, doc="Reasoning parser (splits <think> blocks).",
                                            flag="--sglang-reasoning-parser")
-    data_parallel_size: int = setting(1, doc="SGLang data parallel size.",
+    data_parallel_size: int | None = setting(1, doc="SGLang data parallel size.",
                                       flag="--sglang-data-parallel-size", ge=1)
     cuda_graph_max_bs: int | None = setting(32, doc="Largest batch captured in a CUDA graph.",
                                      flag="--sglang-cuda-graph-max-bs", ge=1)
