@@ -30,9 +30,10 @@ from test_train_sh import (
     run_train_sh,
 )
 
-from acrl.compiler import Spec, SpecError, compile_spec, write
+from acrl.compiler import SpecError, compile_spec, write
 from acrl.compiler._pipeline.kuberay import rayjob_documents
 from acrl.compiler._pipeline.render import custom_config, environment
+from acrl.compiler._spec.tables import table_types
 from conftest import MINIMAL, merge
 
 BIN = Path(sys.executable).parent
@@ -293,9 +294,8 @@ def _list_of_str(tp: Any) -> bool:
 def string_slots() -> list[Slot]:
     """Every place of the spec a string can go, from its attrs classes: a field added later is here too."""
     slots = []
-    for table in attrs.fields(Spec):
-        assert isinstance(table.type, type) and attrs.has(table.type)
-        for field in attrs.fields(table.type):
+    for table in table_types().values():
+        for field in attrs.fields(table):
             tp = field.type
             if typing.get_origin(tp) is dict:
                 value_type = typing.get_args(tp)[1]

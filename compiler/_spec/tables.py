@@ -8,6 +8,7 @@ docs and the argv builder all read it; nothing else restates it.
 
 
 import re
+import typing
 from typing import Any, Literal
 
 import attrs
@@ -300,3 +301,13 @@ class Spec:
     env: Env = setting(factory=Env, doc="Environment of the Ray job.")
     kuberay: KubeRay = setting(factory=KubeRay, doc="The KubeRay RayJob (--target kuberay).")
     extra: Extra = setting(factory=Extra, doc="Escape hatch for other flags.")
+
+
+def table_types() -> dict[str, type]:
+    """Each top-level table's name and attrs class, in the spec's order ([agentcore]'s too, whose field is
+    ``AgentCore | None``)."""
+    out: dict[str, type] = {}
+    for field in attrs.fields(Spec):
+        args = [a for a in typing.get_args(field.type) if a is not type(None)]
+        out[field.name] = typing.cast(type, args[0] if args else field.type)
+    return out

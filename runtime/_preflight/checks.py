@@ -251,7 +251,11 @@ def check_cuda_home(info: BundleInfo) -> str:
 
 
 def _runtime_arn(info: BundleInfo) -> tuple[str, str]:
-    """The AgentCore runtime ARN of the bundle and the region it names."""
+    """The AgentCore runtime ARN of the bundle and the region it names; the AWS checks are skipped for a bundle
+    without [agentcore] (integration "slime" or "custom": no AgentCore runtime, no rollout bucket)."""
+    if info.get("agentcore") is None:
+        integration = info.get("experiment.integration", "agentcore")
+        raise CheckSkipped(f'integration = "{integration}": the bundle uses no AgentCore runtime and no S3 bucket')
     arn = str(info.get("agentcore.runtime_arn", ""))
     try:
         return arn, _aws.region_from_arn(arn)
