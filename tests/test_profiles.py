@@ -255,7 +255,8 @@ def test_import_chooses_the_profile(flags: str, integration: str, tmp_path: Path
     imported = import_train_sh(path)
     assert imported.spec.get("experiment", {}).get("integration", "agentcore") == integration
     assert "agentcore" not in imported.spec
-    passes = {n.message.split()[5].rstrip(":") for n in imported.notes if n.message.startswith("the script does not pass")}
+    passes = {n.message.split()[5].rstrip(":") for n in imported.notes
+              if n.message.startswith("the script does not pass")}
     if integration == "agentcore":
         assert {"--sglang-tool-call-parser", "--eps-clip-high", "--attention-backend"} <= passes
     else:
