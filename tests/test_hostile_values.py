@@ -294,20 +294,20 @@ def _list_of_str(tp: Any) -> bool:
 def string_slots() -> list[Slot]:
     """Every place of the spec a string can go, from its attrs classes: a field added later is here too."""
     slots = []
-    for table in table_types().values():
+    for table_name, table in table_types().items():
         for field in attrs.fields(table):
             tp = field.type
             if typing.get_origin(tp) is dict:
                 value_type = typing.get_args(tp)[1]
-                slots.append(Slot(table.name, field.name, "key"))
+                slots.append(Slot(table_name, field.name, "key"))
                 if _admits(value_type, str):
-                    slots.append(Slot(table.name, field.name, "table-value"))
+                    slots.append(Slot(table_name, field.name, "table-value"))
                 if _list_of_str(value_type):
-                    slots.append(Slot(table.name, field.name, "table-item"))
+                    slots.append(Slot(table_name, field.name, "table-item"))
             elif _list_of_str(tp):
-                slots.append(Slot(table.name, field.name, "item"))
+                slots.append(Slot(table_name, field.name, "item"))
             elif _admits(tp, str):
-                slots.append(Slot(table.name, field.name, "value"))
+                slots.append(Slot(table_name, field.name, "value"))
     return slots
 
 
@@ -318,7 +318,8 @@ CONSTRAINED = {"agentcore.runtime_arn:value", "agentcore.gateway_log_level:value
                "agentcore.reward_postprocessing:value", "model.args_source:value", "model.hf_config:value",
                "model.megatron_to_hf_mode:value", "sglang.log_level:value", "sglang.log_level_http:value",
                "algorithm.advantage_estimator:value", "algorithm.kl_loss_type:value", "train.mode:value",
-               "train.lr_decay_style:value", "train.attention_backend:value", "cluster.dashboard_host:value"}
+               "train.lr_decay_style:value", "train.attention_backend:value", "cluster.dashboard_host:value",
+               "experiment.integration:value"}
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> Toolbox:
     return make_toolbox(tmp_path_factory.mktemp("toolbox"))
