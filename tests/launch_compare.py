@@ -1,0 +1,331 @@
+"""The comparison half of the import-fidelity harness (tests/launch_fidelity.py, issue 14 "Result"): two recorded
+launches, the original script's and its imported bundle's, compared as slime and Ray would see them.
+
+A launch is what the recording stand-ins saw: the `ray start --head` argv and the `ray job submit` argv (with its
+--runtime-env-json). The comparison is pure (no files, no processes), so tests/test_launch_fidelity.py checks it
+directly. Every difference is a Mismatch with a category from CATEGORIES; the Result criterion holds when there is
+none in RESULT_CATEGORIES.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+# The categories, in report order, with what each means.
+CATEGORIES = {
+    "run": "a side did not launch (no `ray job submit` recorded, or the script failed before it)",
+    "entrypoint": "the program after `--`: interpreter, train.py vs train_async.py, its directory",
+    "flag-value": "a flag both sides pass, with other values (after argparse's last-wins)",
+    "flag-original-only": "a flag only the original passes, not restating slime's default",
+    "flag-bundle-only": "a flag only the bundle passes, not restating slime's default",
+    "custom-config": "a key of the original's --custom-config-path file that the bundle's lacks or sets otherwise "
+                     "(the paths differ by design: the bundle writes its own file)",
+    "runtime-env": "a runtime-env variable the original sets that the bundle lacks or sets otherwise",
+    "pythonpath": "a PYTHONPATH entry of the original's runtime env that the bundle's lacks",
+    "runtime-env-key": "a --runtime-env-json key other than env_vars (working_dir, pip, ...) that differs",
+    "ray-start": "`ray start --head`: --num-gpus or an address option (node ip, port, dashboard host/port)",
+    "start-env": "a variable the original exported before `ray start --head` that the bundle's head lacks or sets "
+                 "otherwise (Ray's processes, the job's included, inherit it)",
+}
+RESULT_CATEGORIES = frozenset(CATEGORIES)
+# One-sided flags the criterion allows whatever their value: acrl's --megatron-to-hf-mode (slime 624b824 has no
+# such flag any more; the toolkit's pinned slime does), and --num-steps-per-rollout where it agrees with the batch.
+ALWAYS_ALLOWED = frozenset({"--megatron-to-hf-mode"})
+RAY_START_OPTIONS = ("--num-gpus", "--node-ip-address", "--port", "--dashboard-host", "--dashboard-port")
+# Ray's own defaults of those options (ray/python/ray/scripts/scripts.py, `ray start`): an option given on one
+# side only restates them when it has this value.
+RAY_START_DEFAULTS = {"--port": "6379", "--dashboard-port": "8265", "--dashboard-host": "127.0.0.1"}
+_NEGATIVE_NUMBER = re.compile(r"^-\.?\d")
+
+
+@attrs.frozen
+class Mismatch:
+    category: str
+    subject: str  # the flag, variable or option
+    original: Any
+    bundle: Any
+
+    def as_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class Launch:
+    """What the stand-ins recorded of one run; None where the command was never run."""
+
+    start: tuple[str, ...] | None = None  # `ray start --head ...` argv, without "ray"
+    submit: tuple[str, ...] | None = None  # `ray job submit ...` argv, without "ray"
+    # the variables `ray start --head` saw that the script exported (not the environment it was given)
+    exported: tuple[tuple[str, str], ...] = ()
+    start_env: tuple[tuple[str, str], ...] = ()  # all that `ray start --head` saw
+    custom_config: Mapping[str, Any] | None = None  # the --custom-config-path file, read (None: none or unreadable)
+
+    @property
+    def program(self) -> list[str]:
+        """What `ray job submit` runs: everything after its `--`."""
+        if self.submit is None or "--" not in self.submit:
+            return []
+        return list(self.submit[self.submit.index("--") + 1:])
+
+    @property
+    def runtime_env(self) -> dict[str, Any]:
+        value = options(list(self.submit[:self.submit.index("--")] if self.submit and "--" in self.submit
+                             else self.submit or ())).get("--runtime-env-json")
+        if not value:
+            return {}
+        parsed = json.loads(value[-1])
+        return parsed if isinstance(parsed, dict) else {}
+
+
+@attrs.frozen
+class Default:
+    """A slime flag's default as argparse keeps it: ``value`` when absent; ``flag`` is True for a flag taking no
+    value (store_true/store_false), whose presence stores ``not value``."""
+
+    value: Any
+    bare: bool = False
+    kind: str | None = None  # "int", "float", "str" where add_argument names its type
+
+
+def options(tokens: Sequence[str]) -> dict[str, list[str]]:
+    """Tokens as argparse reads them: ``--flag v1 v2`` and ``--flag=v``; a repeated flag keeps its last values.
+    A token starting with '-' followed by a digit is a value (a negative number), as argparse reads it when no
+    option looks like a number."""
+    out: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for token in tokens:
+        if token.startswith("-") and not _NEGATIVE_NUMBER.match(token) and token not in ("-", "--"):
+            name, eq, value = token.partition("=")
+            current = [value] if eq else []
+            out.pop(name, None)  # last wins, and the dict keeps the last position
+            out[name] = current
+        elif current is not None:
+            current.append(token)
+    return out
+
+
+def entrypoint(program: Sequence[str]) -> tuple[str, str]:
+    """(interpreter, script) of the program after `--`: ``python3 /root/slime/train.py ...``."""
+    for i, word in enumerate(program):
+        if word.endswith(".py"):
+            return (Path(program[i - 1]).name if i else "", word)
+    return ("", "")
+
+
+def flags_of(program: Sequence[str]) -> dict[str, list[str]]:
+    """The flags after the entry script, MODEL_ARGS included: what slime's parsers see."""
+    _, script = entrypoint(program)
+    rest = list(program)[list(program).index(script) + 1:] if script else list(program)
+    return options(rest)
+
+
+def slime_defaults(slime_dir: Path) -> dict[str, Default]:
+    """Each flag slime/utils/arguments.py defines or resets (``parser.add_argument(...)``,
+    ``reset_arg(parser, NAME, ...)``, slime 624b824 slime/utils/arguments.py:19-32), with its default as a literal;
+    store_true without default= is False, store_false True. Flags whose default is not a literal are left out."""
+    tree = ast.parse((slime_dir / "slime" / "utils" / "arguments.py").read_text(encoding="utf-8"))
+    out: dict[str, Default] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        args = node.args[1:] if name == "reset_arg" else node.args if name == "add_argument" else None
+        if args is None:
+            continue
+        names = [a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                 and a.value.startswith("--")]
+        keywords = {k.arg: k.value for k in node.keywords if k.arg}
+        action = keywords.get("action")
+        action_name = action.value if isinstance(action, ast.Constant) else None
+        kind_node = keywords.get("type")
+        kind = kind_node.id if isinstance(kind_node, ast.Name) and kind_node.id in ("int", "float", "str") else None
+        try:
+            if "default" in keywords:
+                value = ast.literal_eval(keywords["default"])
+            elif action_name in ("store_true", "store_false"):
+                value = action_name == "store_false"
+            elif action is None:
+                value = None
+            else:
+                continue
+        except ValueError:
+            continue
+        for flag in names:
+            out[flag] = Default(value, action_name in ("store_true", "store_false"), kind)
+    return out
+
+
+def layer_pattern(word: str) -> list[int] | None:
+    """A Megatron layer pattern such as --moe-layer-freq's "[1]*48" or "([0]*3+[1]*58)" as the list Megatron makes of
+    it (Megatron-LM 1dcf0daf megatron/training/arguments.py moe_freq_type: a string with '[' is eval'ed); only
+    lists of integers, '*' and '+' are read, anything else is None."""
+    def value(node: ast.expr) -> list[int] | int:
+        if isinstance(node, ast.List) and all(isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts):
+            return [int(e.value) for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, int)]
+        if isinstance(node, ast.Constant) and type(node.value) is int and node.value <= 100_000:
+            return int(node.value)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Add):
+            left, right = value(node.left), value(node.right)
+            if isinstance(node.op, ast.Add) and isinstance(left, list) and isinstance(right, list):
+                return left + right
+            if isinstance(node.op, ast.Mult) and isinstance(left, list) and isinstance(right, int) and right <= 10_000:
+                return left * right
+        raise ValueError(word)
+    if "[" not in word:
+        return None
+    try:
+        out = value(ast.parse(word.strip(), mode="eval").body)
+    except (SyntaxError, ValueError):
+        return None
+    return out if isinstance(out, list) else None
+
+
+def _normal(words: Sequence[str], kind: str | None = None) -> list[Any]:
+    """Words as argparse's type converts them: a number-looking word compares as a number ("1" == "1.0"), unless
+    the flag's type is str; a layer pattern ("[1]*4") as the list it makes."""
+    out: list[Any] = []
+    for word in words:
+        if (pattern := layer_pattern(word)) is not None:
+            out.append(pattern)
+            continue
+        if kind == "str":
+            out.append(word)
+            continue
+        try:
+            out.append(float(word))
+        except ValueError:
+            out.append(word)
+    return out
+
+
+def restates_default(flag: str, words: Sequence[str], defaults: Mapping[str, Default]) -> bool:
+    """Whether passing ``flag words`` leaves slime's args as leaving it out would."""
+    default = defaults.get(flag)
+    if default is None:
+        return False
+    if default.bare:
+        return False  # present stores the opposite of the default
+    if default.value is None:
+        return False
+    value = default.value if isinstance(default.value, list) else [default.value]
+    if isinstance(default.value, bool) or not all(isinstance(v, int | float | str) for v in value):
+        return False
+    return _normal(list(words), default.kind) == _normal([str(v) for v in value], default.kind)
+
+
+def global_batch(flags: Mapping[str, list[str]]) -> int | None:
+    """The global batch size slime trains with: --global-batch-size, or with --num-steps-per-rollout
+    rollout_batch_size * n_samples_per_prompt // num_steps_per_rollout (slime 624b824
+    slime/utils/arguments.py:1971-1979, which asserts the two agree when both are given)."""
+    def number(flag: str, default: int | None = None) -> int | None:
+        words = flags.get(flag)
+        try:
+            return int(float(words[-1])) if words else default
+        except ValueError:
+            return None
+    steps, batch, samples = (number("--num-steps-per-rollout"), number("--rollout-batch-size"),
+                             number("--n-samples-per-prompt", 1))
+    if steps and batch is not None and samples is not None:
+        return batch * samples // steps
+    return number("--global-batch-size")
+
+
+def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default]) -> list[Mismatch]:
+    """Every difference between the two launches that the Result criterion does not allow, in category order."""
+    out: list[Mismatch] = []
+    for side, launch in (("original", original), ("bundle", bundle)):
+        if not launch.program:
+            out.append(Mismatch("run", "ray job submit", side == "bundle" or None, side == "original" or None))
+    if out:
+        return out
+    theirs_entry, ours_entry = entrypoint(original.program), entrypoint(bundle.program)
+    if theirs_entry[0] != ours_entry[0]:
+        out.append(Mismatch("entrypoint", "interpreter", theirs_entry[0], ours_entry[0]))
+    same_script = Path(theirs_entry[1]).name == Path(ours_entry[1]).name
+    if not same_script or ("/" in theirs_entry[1] and theirs_entry[1] != ours_entry[1]):
+        out.append(Mismatch("entrypoint", "script", theirs_entry[1], ours_entry[1]))
+    theirs, ours = flags_of(original.program), flags_of(bundle.program)
+    out += _compare_flags(theirs, ours, defaults, (original.custom_config, bundle.custom_config))
+    out += _compare_env(original.runtime_env, bundle.runtime_env)
+    out += _compare_start(original.start, bundle.start)
+    ours_env = dict(bundle.start_env)
+    out += [Mismatch("start-env", name, value, ours_env.get(name))
+            for name, value in original.exported if ours_env.get(name) != value]
+    order = list(CATEGORIES)
+    return sorted(out, key=lambda m: order.index(m.category))
+
+
+def _compare_flags(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]], defaults: Mapping[str, Default],
+                   configs: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] = (None, None)) -> list[Mismatch]:
+    out = []
+    for flag in [*theirs, *(f for f in ours if f not in theirs)]:
+        if flag == "--custom-config-path" and flag in theirs and flag in ours and configs[0] is not None \
+                and configs[1] is not None:
+            out += [Mismatch("custom-config", key, value, configs[1].get(key))
+                    for key, value in configs[0].items() if configs[1].get(key) != value]
+            continue
+        if flag in theirs and flag in ours:
+            kind = defaults[flag].kind if flag in defaults else None
+            if _normal(theirs[flag], kind) != _normal(ours[flag], kind):
+                out.append(Mismatch("flag-value", flag, theirs[flag], ours[flag]))
+            continue
+        words = theirs.get(flag, ours.get(flag, []))
+        if flag in ALWAYS_ALLOWED or restates_default(flag, words, defaults):
+            continue
+        if flag in ("--num-steps-per-rollout", "--global-batch-size") and global_batch(theirs) is not None \
+                and global_batch(theirs) == global_batch(ours):
+            continue  # the same global batch, said the other way
+        if flag in theirs:
+            out.append(Mismatch("flag-original-only", flag, theirs[flag], None))
+        else:
+            out.append(Mismatch("flag-bundle-only", flag, None, ours[flag]))
+    return out
+
+
+def _entries(pythonpath: str) -> list[str]:
+    """PYTHONPATH's entries; a trailing '/' names the same folder."""
+    return [e.rstrip("/") or "/" for e in pythonpath.split(":") if e]
+
+
+def _compare_env(theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> list[Mismatch]:
+    out = []
+    their_vars, our_vars = theirs.get("env_vars") or {}, ours.get("env_vars") or {}
+    for name, value in their_vars.items():
+        if name == "PYTHONPATH":
+            have = _entries(str(our_vars.get(name, "")))
+            out += [Mismatch("pythonpath", entry, entry, our_vars.get(name))
+                    for entry in _entries(str(value)) if entry not in have]
+        elif name not in our_vars or str(our_vars[name]) != str(value):
+            out.append(Mismatch("runtime-env", name, value, our_vars.get(name)))
+    for key in sorted(set(theirs) | set(ours)):
+        if key != "env_vars" and theirs.get(key) != ours.get(key):
+            out.append(Mismatch("runtime-env-key", key, theirs.get(key), ours.get(key)))
+    return out
+
+
+def _compare_start(theirs: Sequence[str] | None, ours: Sequence[str] | None) -> list[Mismatch]:
+    def head(argv: Sequence[str] | None) -> dict[str, list[str]] | None:
+        return options(argv) if argv is not None else None
+    their_opts, our_opts = head(theirs), head(ours)
+    if their_opts is None or our_opts is None:
+        if (their_opts is None) != (our_opts is None):
+            return [Mismatch("ray-start", "ray start --head", theirs and list(theirs), ours and list(ours))]
+        return []
+    out = []
+    for option in RAY_START_OPTIONS:
+        a, b = their_opts.get(option), our_opts.get(option)
+        if a == b:
+            continue
+        default = RAY_START_DEFAULTS.get(option)
+        if default is not None and (a or [default]) == (b or [default]):
+            continue
+        out.append(Mismatch("ray-start", option, a, b))
+    return out

@@ -1,0 +1,309 @@
+"""The import-fidelity harness (issue 14, "Result"): does `acrl import train-sh` + `acrl-compile` reproduce a launch?
+
+For one launch script it (a) runs the ORIGINAL with bash under recording stand-ins (tests/shims: ray, pkill, pgrep,
+nvidia-smi; tests/shims/launch: python, ssh, sleep, hostname), from a temporary copy of its folder tree, with a PATH
+of the stand-ins then /usr/bin:/bin only, so nothing real is stopped, killed or started; (b) imports it with
+`acrl import train-sh SCRIPT --env NAME=VALUE ...` (only --env values) and compiles the spec with no edit, then runs
+the bundle's train.sh under the same stand-ins; (c) compares the two recorded launches (tests/launch_compare.py).
+
+    python tests/launch_fidelity.py --slime-dir DIR [--toolkit-dir DIR] [--json OUT] [--patch-agentcore] [SCRIPT...]
+
+DIR is a slime tree holding scripts/ (and slime/utils/arguments.py, for slime's defaults); --toolkit-dir an
+agentcore-rl-toolkit tree. --patch-agentcore adds a hand-written [agentcore] table to an imported spec that has none
+(a spec edit, so the result is NOT the Result criterion's: every row says so). The exit status is 0 when every
+script reproduces, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from launch_compare import CATEGORIES, Default, Launch, Mismatch, compare, flags_of, slime_defaults
+
+SHIMS = Path(__file__).resolve().parent / "shims"
+SHIM_NAMES = ("ray", "pkill", "pgrep", "nvidia-smi")
+STANDIN_NAMES = ("python", "ssh", "sleep", "hostname", "pip")
+# Variables bash itself sets in every child's environment: not the script's exports.
+_BASH_SET = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
+SYSTEM_PATH = "/usr/bin:/bin"
+TOOLKIT_EXAMPLE = Path("src/agentcore_rl_toolkit/backends/slime/examples/math_agent")
+# The [agentcore] table --patch-agentcore adds (the example spec's values): a spec edit, reported as such.
+AGENTCORE_PATCH = ('\n[agentcore]  # added by launch_fidelity.py --patch-agentcore: NOT part of the import\n'
+                   'runtime_arn = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/math_agent-a1B2c3D4e5"\n'
+                   's3_bucket = "acrl-fidelity-rollouts"\n')
+_RULE = re.compile(r"\((ACRL-[A-Z]+\d+)\)")
+HEAD_IP = "10.11.12.13"  # what the ray shim reports as the head's address (ACRL_SHIM_NODE_IP)
+# The values a user gives each script: what it reads from its environment, and what it computes from the machine
+# (nvidia-smi's GPU count and NVLink: the stand-in reports 8 GPUs, all NVLink) that `acrl import` cannot evaluate.
+# The multi-node scripts read MASTER_ADDR (the head's address) and a checkpoint folder with no default.
+COMMON_ENV = {"DETECTED_GPUS": "8", "HAS_NVLINK": "1"}
+MULTI_NODE_ENV = {"MASTER_ADDR": HEAD_IP, "BASE_FOLDER": "/root", "BASE_DIR": "/root", "MLP_WORKER_0_HOST": HEAD_IP}
+SCRIPT_ENV: dict[str, dict[str, str]] = {
+    **{name: MULTI_NODE_ENV for name in (
+        "run-qwen3-235B-A22B.sh", "run-qwen3-235B-A22B-sft.sh", "run-glm4.7-355B-A32B.sh", "run-glm5-744B-A40B.sh",
+        "run-glm5.2-744B-A40B.sh", "run-kimi-k2-Instruct.sh", "run-kimi-k2-Thinking.sh", "run-deepseek-r1.sh",
+        "run-qwen3-next-80B-A3B.sh", "run-qwen3.5-27B.sh", "run-qwen3.5-35B-A3B-sft.sh")},
+    "train.sh": {"MODEL_DIR": "/root/Qwen3-4B", "TRAIN_DATA_PATH": "/root/gsm8k/train.jsonl",
+                 "VAL_DATA_PATH": "/root/gsm8k/test.jsonl", "MODEL_TYPE": "qwen3-4B"},
+}
+# Scripts that source their model script relative to slime's root (${SCRIPT_DIR}/scripts/models/...): run, as
+# their author does, from a copy at the root of the slime tree.
+AT_SLIME_ROOT = frozenset({"run-qwen2.5-0.5B-reproducibility.sh"})
+
+
+@attrs.frozen
+class Side:
+    """One run under the stand-ins."""
+
+    returncode: int
+    launch: Launch
+    calls: tuple[dict[str, Any], ...]
+    stderr_tail: str
+
+
+@attrs.frozen
+class Result:
+    script: str
+    env: dict[str, str]
+    original: Side
+    import_rc: int | None
+    compile_rc: int | None
+    bundle: Side | None
+    mismatches: tuple[Mismatch, ...]
+    patched: bool
+    problem: str = ""  # why the import or compile failed, its last lines
+
+    @property
+    def reproduces(self) -> bool:
+        return not self.patched and self.import_rc == 0 and self.compile_rc == 0 and not self.mismatches
+
+    def as_json(self) -> dict[str, Any]:
+        return {"script": self.script, "env": self.env, "import_rc": self.import_rc, "compile_rc": self.compile_rc,
+                "patched_agentcore": self.patched, "reproduces": self.reproduces, "problem": self.problem,
+                "original_rc": self.original.returncode, "original_launched": bool(self.original.launch.program),
+                "bundle_rc": self.bundle and self.bundle.returncode,
+                "counts": dict(Counter(m.category for m in self.mismatches)),
+                "mismatches": [m.as_json() for m in self.mismatches]}
+
+
+def make_bin(root: Path) -> Path:
+    """The stand-ins in one folder, each Python one's first line naming this interpreter (so that `env python3`
+    never finds the python stand-in)."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir(parents=True)
+    for name, source in [*((n, SHIMS / n) for n in SHIM_NAMES), *((n, SHIMS / "launch" / n) for n in STANDIN_NAMES),
+                         ("python3", SHIMS / "launch" / "python"), ("pip3", SHIMS / "launch" / "pip")]:
+        text = source.read_text(encoding="utf-8")
+        if text.startswith("#!/usr/bin/env python3"):
+            text = f"#!{sys.executable}" + text[len("#!/usr/bin/env python3"):]
+        (bin_dir / name).write_text(text, encoding="utf-8")
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def run_under_standins(argv: Sequence[str], *, bin_dir: Path, cwd: Path, work: Path, env: Mapping[str, str],
+                       timeout: float = 60) -> Side:
+    """Run ``argv`` (``bash SCRIPT``) with only the stand-ins and the system folders on PATH."""
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "calls.jsonl"
+    log.unlink(missing_ok=True)
+    full = {"PATH": f"{bin_dir}:{SYSTEM_PATH}", "HOME": str(work), "LANG": "C.UTF-8", "ACRL_SHIM_LOG": str(log),
+            "ACRL_SHIM_NODE_IP": HEAD_IP, "ACRL_RUN_ID": "fidelity.1", "TMPDIR": str(work),
+            "ACRL_SHIM_RECORD_ENV": "all", **env}
+    try:
+        proc = subprocess.run(list(argv), cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+        rc, stderr = proc.returncode, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        rc, stderr = 124, str(exc.stderr or "")
+    calls = tuple(json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()) if log.exists() else ()
+    launch = launch_of(calls, full)
+    return Side(rc, attrs.evolve(launch, custom_config=_custom_config(launch, cwd)), calls,
+                "\n".join(stderr.splitlines()[-15:]))
+
+
+def _custom_config(launch: Launch, cwd: Path) -> dict[str, Any] | None:
+    """The --custom-config-path file the launch names, read (relative to the job's working_dir, else ``cwd``)."""
+    words = flags_of(launch.program).get("--custom-config-path")
+    if not words:
+        return None
+    folder = Path(launch.runtime_env.get("working_dir") or cwd)
+    try:
+        data = yaml.safe_load((folder / words[-1]).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def launch_of(calls: Sequence[Mapping[str, Any]], given: Mapping[str, str]) -> Launch:
+    """The first `ray start --head` (its argv, and what the script exported to it: the variables it saw that
+    ``given``, the run's environment, did not hold so) and the last `ray job submit` the stand-ins recorded."""
+    starts = [c for c in calls if c["argv"][:2] == ["ray", "start"] and "--head" in c["argv"]]
+    submits = [c["argv"][1:] for c in calls if c["argv"][:3] == ["ray", "job", "submit"]]
+    env: dict[str, str] = starts[0].get("env", {}) if starts else {}
+    exported = tuple(sorted((k, v) for k, v in env.items() if v is not None and given.get(k) != v
+                            and k not in _BASH_SET))
+    return Launch(tuple(starts[0]["argv"][1:]) if starts else None, tuple(submits[-1]) if submits else None,
+                  exported, tuple(sorted((k, v) for k, v in env.items() if v is not None)))
+
+
+def _acrl(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    code = ("import sys; from acrl.runtime._cli import main; sys.exit(main())" if args[0] != "acrl-compile" else
+            "import sys; from acrl.compiler._cli.main import compile_main; sys.exit(compile_main())")
+    rest = list(args[1:]) if args[0] == "acrl-compile" else list(args)
+    return subprocess.run([sys.executable, "-c", code, *rest], cwd=cwd, env=dict(env), capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+def check_script(script: Path, tree: Path, *, slime_dir: Path | None, defaults: Mapping[str, Default],
+                 env: Mapping[str, str], patch_agentcore: bool = False, work: Path) -> Result:
+    """Run ``script`` (inside ``tree``, already a temporary copy) and its imported bundle; compare."""
+    bin_dir = make_bin(work)
+    original = run_under_standins(["bash", str(script)], bin_dir=bin_dir, cwd=script.parent, work=work / "original",
+                                  env=env)
+    tool_env = {"PATH": os.environ.get("PATH", SYSTEM_PATH), "HOME": str(work / "home"), "LANG": "C.UTF-8"}
+    checkout = ["--slime-checkout", str(slime_dir)] if slime_dir is not None else []
+    spec = work / "spec.toml"
+    imported = _acrl(["import", "train-sh", str(script), *(f"--env={k}={v}" for k, v in env.items()),
+                      "-o", str(spec), "--force", *checkout], tool_env, work)
+    problem = "" if spec.exists() else _errors(imported.stderr)
+    patched = False
+    if patch_agentcore and spec.exists() and "\n[agentcore]" not in spec.read_text(encoding="utf-8"):
+        spec.write_text(spec.read_text(encoding="utf-8") + AGENTCORE_PATCH, encoding="utf-8")
+        patched = True
+    compile_rc: int | None = None
+    bundle: Side | None = None
+    if spec.exists():
+        compiled = _acrl(["acrl-compile", str(spec), "-o", str(work / "bundle"), "--force", *checkout], tool_env, work)
+        compile_rc = compiled.returncode
+        if compile_rc:
+            problem = _errors(compiled.stderr)
+        else:
+            bundle = run_under_standins(["bash", str(work / "bundle" / "train.sh")], bin_dir=bin_dir,
+                                        cwd=work / "bundle", work=work / "bundle-run", env=env)
+    mismatches = compare(original.launch, bundle.launch, defaults) if bundle is not None else []
+    return Result(script.name, dict(env), original, imported.returncode, compile_rc, bundle, tuple(mismatches),
+                  patched, problem)
+
+
+def _errors(stderr: str) -> str:
+    """The errors' rule ids (or their text where they have none), as a short list."""
+    lines = [line for line in stderr.splitlines() if ": error: " in line]
+    ids = [m.group(1) if (m := _RULE.search(line)) else line.split(": error: ", 1)[1] for line in lines]
+    return "; ".join(dict.fromkeys(ids)) or "\n".join(stderr.splitlines()[-3:])
+
+
+def slime_scripts(slime_dir: Path) -> list[str]:
+    return sorted(p.name for p in (slime_dir / "scripts").glob("run-*.sh"))
+
+
+def check_slime_script(name: str, slime_dir: Path, defaults: Mapping[str, Default], *, patch_agentcore: bool,
+                       work: Path, env: Mapping[str, str] | None = None) -> Result:
+    """One of slime's scripts/run-*.sh, run from a copy of slime's scripts/ (and, for AT_SLIME_ROOT, from a copy at
+    the tree's root)."""
+    tree = work / "slime"
+    shutil.copytree(slime_dir / "scripts", tree / "scripts", symlinks=True)
+    script = tree / "scripts" / name
+    if name in AT_SLIME_ROOT:
+        script = Path(shutil.copy(script, tree / name))
+    values = {**COMMON_ENV, **SCRIPT_ENV.get(name, {}), **(env or {})}
+    return check_script(script, tree, slime_dir=slime_dir if (slime_dir / "slime").is_dir() else None,
+                        defaults=defaults, env=values, patch_agentcore=patch_agentcore, work=work / "run")
+
+
+def check_toolkit_example(toolkit_dir: Path, slime_dir: Path, defaults: Mapping[str, Default], *,
+                          patch_agentcore: bool, work: Path) -> Result:
+    """The toolkit's examples/math_agent/train.sh, from a copy of its folder with config.yaml made from
+    config.yaml.example as its comment says (the ARN and bucket filled in), SLIME_DIR a copy of slime's scripts."""
+    tree = work / "toolkit"
+    shutil.copytree(toolkit_dir / TOOLKIT_EXAMPLE, tree)
+    example = (tree / "config.yaml.example").read_text(encoding="utf-8")
+    (tree / "config.yaml").write_text(
+        example.replace("arn:aws:bedrock-agentcore:<region>:<account-id>:runtime/<runtime-name>-<id>",
+                        "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/math_agent-a1B2c3D4e5")
+        .replace("your-s3-bucket-name", "acrl-fidelity-rollouts"), encoding="utf-8")
+    shutil.copytree(slime_dir / "scripts", work / "slime" / "scripts", symlinks=True)
+    values = {**COMMON_ENV, **SCRIPT_ENV["train.sh"], "SLIME_DIR": str(work / "slime")}
+    result = check_script(tree / "train.sh", tree, slime_dir=slime_dir if (slime_dir / "slime").is_dir() else None,
+                          defaults=defaults, env=values, patch_agentcore=patch_agentcore, work=work / "run")
+    return attrs.evolve(result, script="toolkit:math_agent/train.sh")
+
+
+def table(results: Sequence[Result]) -> str:
+    """The markdown table: script, import and compile exit, mismatches by category."""
+    short = {c: c.replace("flag-", "").replace("runtime-env", "renv") for c in CATEGORIES}
+    head = ["script", "import", "compile", *short.values(), "reproduces", "why it does not compile"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        counts = Counter(m.category for m in r.mismatches)
+        verdict = "yes" if r.reproduces else "no (patched spec)" if r.patched else "no"
+        cells = [r.script, _rc(r.import_rc), _rc(r.compile_rc),
+                 *(str(counts.get(c, "")) if r.bundle else "-" for c in CATEGORIES), verdict,
+                 r.problem.replace("|", "/")]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def _status(result: Result) -> str:
+    if result.bundle is None:
+        return f"import exit {result.import_rc}, compile exit {_rc(result.compile_rc)}: {result.problem}"
+    return f"{len(result.mismatches)} mismatches" + (" (spec patched)" if result.patched else "")
+
+
+def _rc(rc: int | None) -> str:
+    return "-" if rc is None else str(rc)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--slime-dir", type=Path, required=True, help="a slime tree with scripts/ (and slime/)")
+    parser.add_argument("--toolkit-dir", type=Path, help="an agentcore-rl-toolkit tree: also its example train.sh")
+    parser.add_argument("--json", type=Path, help="write every mismatch here")
+    parser.add_argument("--patch-agentcore", action="store_true",
+                        help="add a hand-written [agentcore] table to specs without one (a spec EDIT: reported)")
+    parser.add_argument("scripts", nargs="*", help="only these run-*.sh (default: all)")
+    args = parser.parse_args(argv)
+    if not (args.slime_dir / "scripts").is_dir():
+        parser.error(f"--slime-dir {args.slime_dir}: no scripts/ folder there (a slime checkout, or "
+                     "`git archive COMMIT scripts slime | tar -x -C DIR`)")
+    if args.toolkit_dir is not None and not (args.toolkit_dir / TOOLKIT_EXAMPLE / "train.sh").is_file():
+        parser.error(f"--toolkit-dir {args.toolkit_dir}: no {TOOLKIT_EXAMPLE}/train.sh there")
+    defaults = slime_defaults(args.slime_dir) if (args.slime_dir / "slime").is_dir() else {}
+    results = []
+    with tempfile.TemporaryDirectory(prefix="acrl-fidelity-") as tmp:
+        for i, name in enumerate(args.scripts or slime_scripts(args.slime_dir)):
+            results.append(check_slime_script(name, args.slime_dir, defaults, patch_agentcore=args.patch_agentcore,
+                                              work=Path(tmp) / str(i)))
+            print(f"{name}: {_status(results[-1])}", file=sys.stderr)
+        if args.toolkit_dir is not None:
+            results.append(check_toolkit_example(args.toolkit_dir, args.slime_dir, defaults,
+                                                 patch_agentcore=args.patch_agentcore, work=Path(tmp) / "toolkit"))
+    if args.patch_agentcore:
+        print("NOTE: --patch-agentcore: specs without [agentcore] were EDITED before compiling; these rows do not "
+              "measure the Result criterion (import + compile with no edit).")
+    print(table(results))
+    print(f"\n{sum(r.reproduces for r in results)} of {len(results)} reproduce the original launch")
+    if args.json is not None:
+        args.json.write_text(json.dumps({"patched_agentcore": args.patch_agentcore, "defaults": len(defaults),
+                                         "results": [r.as_json() for r in results]}, indent=1) + "\n",
+                             encoding="utf-8")
+    return 0 if all(r.reproduces for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
