@@ -164,8 +164,25 @@ def test_notes_list_every_value_the_profile_supplied(write_spec: SpecWriter) -> 
     noted = [n.split(" = ", 1)[0] for n in bundle.notes if "integration profile's default" in n]
     supplied = [r.key for r in profiles.PROFILE if r.key not in ("cluster.colocate", "sglang.tool_call_parser")]
     assert noted == supplied
-    (summary,) = [n for n in compile_spec(write_spec({})).notes if n.startswith("the agentcore integration")]
-    assert all(f"{r.key} = " in summary for r in profiles.PROFILE)
+    custom = compile_spec(write_spec(merge(SLIME, {"experiment": {"integration": "custom"},
+                                                   "rollout": {"custom_rm_path": "my.rm.score"}})))
+    assert [n.split(" = ", 1)[0] for n in custom.notes if "custom integration profile's default" in n] == \
+        [r.key for r in profiles.PROFILE if r.key != "cluster.colocate"]
+
+
+def test_agentcore_is_the_baseline_no_note_and_documented_defaults(write_spec: SpecWriter) -> None:
+    """The agentcore profile's values are the keys' documented defaults: the compile notes none of them (an existing
+    spec's output is unchanged), explain shows them as "default" and the argv origin is the key."""
+    path = write_spec({})
+    bundle = compile_spec(path)
+    assert not [n for n in bundle.notes if "integration profile" in n]
+    keys = {i.name: i for i in explain_path(path).keys}
+    kinds = {r.key: keys[r.key].origin.kind for r in profiles.PROFILE}
+    assert "profile" not in kinds.values() and kinds["sglang.tool_call_parser"] == kinds["parallel.tensor"] == "default"
+    assert keys["sglang.tool_call_parser"].origin.text == "default"
+    origins = {a.flag: a.source for g in bundle.groups for a in g.args}
+    assert origins["--tensor-model-parallel-size"].kind == "key"
+    assert origins["--sglang-tool-call-parser"].text == "sglang.tool_call_parser"
 
 
 def test_a_key_the_spec_sets_wins_over_the_profile(write_spec: SpecWriter, tmp_path: Path) -> None:

@@ -201,7 +201,10 @@ def resolved_spec(spec: Spec, model_args: ModelArgs) -> Spec:
 
 
 def supplied_keys(source: SpecSource, spec: Spec) -> frozenset[str]:
-    """The keys whose value ``spec``'s integration profile supplied: those its source does not set."""
+    """The keys whose value ``spec``'s integration profile supplied: those its source does not set; none for
+    "agentcore", whose values are the keys' documented defaults."""
+    if spec.experiment.integration == DEFAULT_INTEGRATION:
+        return frozenset()
     return frozenset(key for key, _ in profiles.supplied(spec.experiment.integration,
                                                          functools.partial(is_set, source.data)))
 

@@ -178,7 +178,8 @@ def _missing_agentcore(source: SpecSource) -> list[Diagnostic]:
     integration = experiment.get("integration", "agentcore") if isinstance(experiment, Mapping) else "agentcore"
     if integration != "agentcore" or "agentcore" in source.data:
         return []
-    return [source.diagnostic((), "missing required table [agentcore]", rule="ACRL-I001", hint=(
+    key = ("experiment", "integration") if ("experiment", "integration") in source.positions else ()
+    return [source.diagnostic(key, "missing required table [agentcore]", rule="ACRL-I001", hint=(
         'add an [agentcore] table, or set [experiment] integration = "slime" for slime\'s own rollout'))]
 
 

@@ -93,10 +93,9 @@ def key_items(source: SpecSource, written: Spec, resolved: Spec, *, in_bundle: b
     for path, value, field in _leaves(resolved, ()):
         name = ".".join(map(str, path))
         origin = _key_origin(source, path, name, _lookup(written, path), value, in_bundle)
-        if origin.kind == "default" and name in profile:  # a value the integration profile supplied
-            row = profile[name]
-            why = "the toolkit's recipe" if integration == "agentcore" else row.where
-            origin = Origin("profile", f"default of the {integration} integration profile ({why})")
+        if origin.kind == "default" and name in profile and integration != profiles.DEFAULT_INTEGRATION:
+            # a value the slime or custom profile supplied (agentcore's are the keys' documented defaults)
+            origin = Origin("profile", f"default of the {integration} integration profile ({profile[name].where})")
         doc = " ".join(field.metadata.get("doc", "").split())
         note = f"written to custom_config.yaml as {written_to[name]}" if name in written_to else ""
         if len(path) == 3:  # an entry of a table such as [model.args]

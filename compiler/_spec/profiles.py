@@ -155,13 +155,9 @@ def shown(value: Any) -> str:
 
 
 def notes(integration: Integration, is_set: Callable[[tuple[str, ...]], bool]) -> tuple[str, ...]:
-    """The compile output's notes of the values ``integration`` supplied: one per value for slime and custom; one
-    listing them all for agentcore, the default, whose values are the toolkit's recipe."""
-    pairs = list(supplied(integration, is_set))
-    if not pairs:
+    """The compile output's notes of the values ``integration`` supplied, one per value for slime and custom; none
+    for agentcore, the baseline: its values are the keys' documented defaults (the field defaults of tables.py)."""
+    if integration == DEFAULT_INTEGRATION:
         return ()
-    if integration == "agentcore":
-        return ("the agentcore integration profile (the toolkit's recipe, not slime's defaults; [experiment] "
-                "integration = \"slime\" gives slime's) supplied " + ", ".join(f"{k} = {shown(v)}" for k, v in pairs),)
     return tuple(f"{key} = {shown(value)}: the {integration} integration profile's default ({by_key()[key].where})"
-                 for key, value in pairs)
+                 for key, value in supplied(integration, is_set))
