@@ -121,12 +121,25 @@ def test_parse_defaults_reads_literals_actions_and_lines() -> None:
               'p.add_argument("--b", action="store_true")\n'
               'p.add_argument("--c", "--cc", default=os.environ.get("X"))\n'
               'p.add_argument("--a", default=4)\n'
-              'p.add_argument("positional")\n')
+              'p.add_argument("positional")\n'
+              # slime resets Megatron's defaults (624b824 slime/utils/arguments.py:19-32, --lr at :880)
+              'reset_arg(p, "--lr", type=float, default=1e-6)\n'
+              'reset_arg(\n    p,\n    "--async-save",\n    action="store_true",\n)\n')
     assert default_facts.parse_defaults(source) == {
         "--a": {"line": 1, "aliases": [], "default": 3, "type": "int", "also": [4]},
         "--b": {"line": 2, "aliases": [], "action": "store_true", "default": False},
         "--c": {"line": 3, "aliases": ["--cc"], "expression": "os.environ.get('X')"},
+        "--lr": {"line": 6, "aliases": [], "via": "reset_arg", "default": 1e-6, "type": "float"},
+        "--async-save": {"line": 7, "aliases": [], "via": "reset_arg", "action": "store_true", "default": False},
     }
+
+
+def test_slimes_resets_of_megatron_defaults_are_read() -> None:
+    """slime 624b824 slime/utils/arguments.py:880 reset_arg(parser, "--lr", type=float, default=1e-6), :877 --seed."""
+    facts = defaults(SLIME_HEAD)
+    assert (facts["--lr"]["line"], facts["--lr"]["default"], facts["--lr"]["via"]) == (880, 1e-6, "reset_arg")
+    assert (facts["--seed"]["line"], facts["--seed"]["default"]) == (877, 1234)
+    assert facts["--micro-batch-size"]["default"] == 1 and facts["--custom-config-path"]["default"] is None
 
 
 # --- each profile's argv -----------------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
 """slime's own flag defaults, read from its argument parser with ``ast`` (nothing of slime is imported or run).
 
 ``python -m acrl.compiler._slime.default_facts SLIME_DIR --commit REV -o DIR`` writes ``DIR/slime_defaults.json``:
-every ``add_argument`` call of slime/utils/arguments.py at that commit, by flag, with its other option strings,
+every ``add_argument`` call of slime/utils/arguments.py at that commit, and every ``reset_arg(parser, "--flag",
+...)`` call (slime 624b824 slime/utils/arguments.py:19-32: it sets the default of a flag Megatron-LM already
+defines, such as ``--lr``'s 1e-6 at line 880, or adds the flag when none does; recorded with ``"via":
+"reset_arg"``), by flag, with its other option strings,
 its default (a literal; a non-literal default is recorded as its source text under ``"expression"``), its
 ``action`` (store_true / store_false defaults are False / True when not written), ``type`` and ``choices`` where
 they are literal, and the line of the call. The integration profiles' slime values (compiler/_spec/profiles.py)
@@ -37,22 +40,31 @@ def _literal(node: ast.AST | None) -> tuple[bool, Any]:
         return False, None
 
 
+def _called(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
 def parse_defaults(source: str) -> dict[str, dict[str, Any]]:
-    """Every ``*.add_argument("--flag", ...)`` call of ``source``: {flag: fact}, in the order of the file. A flag
-    added twice (slime adds some in branches) keeps its first call, and the later lines are listed in
-    ``"also"``."""
+    """Every ``*.add_argument("--flag", ...)`` and ``reset_arg(parser, "--flag", ...)`` call of ``source``: {flag:
+    fact}, in the order of the file. A flag added twice (slime adds some in branches) keeps its first call, and the
+    later lines are listed in ``"also"``. A reset_arg call's default is the flag's default (slime resets it on
+    Megatron's flag, or adds the flag with it); without ``default=`` it reads as add_argument's would."""
+    calls = [node for node in ast.walk(ast.parse(source))
+             if isinstance(node, ast.Call) and _called(node) in ("add_argument", "reset_arg")]
     out: dict[str, dict[str, Any]] = {}
-    for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "add_argument"):
-            continue
-        names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):  # the file's order, not ast.walk's
+        reset = _called(node) == "reset_arg"
+        names = [a.value for a in node.args[1 if reset else 0:]
+                 if isinstance(a, ast.Constant) and isinstance(a.value, str)]
         flags = [n for n in names if n.startswith("--")]
         if not flags:
             continue
         keywords = {k.arg: k.value for k in node.keywords if k.arg is not None}
         action_ok, action = _literal(keywords.get("action"))
         fact: dict[str, Any] = {"line": node.lineno, "aliases": [n for n in names if n != flags[0]]}
+        if reset:
+            fact["via"] = "reset_arg"
         if action_ok and isinstance(action, str):
             fact["action"] = action
         if "default" in keywords:
@@ -89,7 +101,7 @@ def generate(slime_dir: Path, rev: str | None, out_dir: Path, argv: Sequence[str
     git_dir = _git_dir(slime_dir)
     commit = _git(git_dir, "rev-parse", "--verify", f"{rev or 'HEAD'}^{{commit}}").decode().strip()
     provenance = {**_provenance(git_dir, commit, argv), "generator": " ".join([GENERATOR, *argv]),
-                  "from": f"{SLIME_ARGUMENTS_PY}: every add_argument call, read with ast"}
+                  "from": f"{SLIME_ARGUMENTS_PY}: every add_argument and reset_arg call, read with ast"}
     data = {"provenance": provenance, "flags": slime_defaults(slime_dir, commit)}
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "slime_defaults.json"
