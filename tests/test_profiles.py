@@ -19,6 +19,8 @@ import yaml
 from acrl.compiler import SpecError, compile_spec, write
 from acrl.compiler._importers.base import render_spec
 from acrl.compiler._importers.train_sh import import_train_sh
+from acrl.compiler._pipeline.layers import load_spec
+from acrl.compiler._pipeline.sweep import compile_points, sweep_points
 from acrl.compiler._review.explain import explain_bundle, explain_path
 from acrl.compiler._slime import default_facts
 from acrl.compiler._spec import profiles
@@ -226,6 +228,21 @@ def test_agentcore_table_is_required_by_default(write_spec: SpecWriter) -> None:
         compile_spec(write_spec({"agentcore": None}))
     (d,) = info.value.diagnostics
     assert d.rule == "ACRL-I001" and 'integration = "slime"' in d.hint
+
+
+def test_optional_agentcore_is_still_a_table_to_ranges_set_and_sweeps(write_spec: SpecWriter, tmp_path: Path) -> None:
+    """[agentcore] is ``AgentCore | None`` now: its keys keep their bounds, --set, a sweep and did-you-mean."""
+    with pytest.raises(SpecError) as info:
+        compile_spec(write_spec({"agentcore": {"timeout": 0}}))
+    assert [(d.key, d.line is not None) for d in info.value.diagnostics] == [("agentcore.timeout", True)]
+    bundle = compile_spec(write_spec({}), overrides=("agentcore.timeout=901",))
+    assert bundle.spec.agentcore is not None and bundle.spec.agentcore.timeout == 901
+    with pytest.raises(SpecError) as info:
+        compile_spec(write_spec({}), overrides=("agentcore.timout=901",))
+    assert 'did you mean "timeout"' in info.value.diagnostics[0].hint
+    source, points = sweep_points(load_spec(write_spec({"sweep": {"grid": {"agentcore.max_concurrent": [10, 20]}}})))
+    swept = [r.bundle for r in compile_points(source, points)]
+    assert [b.spec.agentcore.max_concurrent for b in swept] == [10, 20]  # type: ignore[union-attr]
 
 
 def test_custom_needs_one_of_its_functions(write_spec: SpecWriter) -> None:

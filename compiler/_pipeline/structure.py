@@ -22,7 +22,7 @@ from cattrs.errors import AttributeValidationNote, ForbiddenExtraKeysError, Iter
 
 from .._spec import profiles
 from .._spec.setting import FlagValue
-from .._spec.tables import Spec
+from .._spec.tables import Spec, table_class
 from ..errors import Diagnostic
 from .parse import KeyPath, SpecSource
 
@@ -315,9 +315,7 @@ def _values_at(data: Any, key: KeyPath, path: KeyPath) -> Iterator[tuple[KeyPath
 
 
 def _attrs_class(tp: Any) -> Any:
-    if isinstance(tp, type) and attrs.has(tp):
-        return tp
-    return None
+    return table_class(tp)  # [agentcore]'s ``AgentCore | None`` too
 
 
 def unstructure(spec: Spec) -> dict[str, Any]:

@@ -303,6 +303,14 @@ class Spec:
     extra: Extra = setting(factory=Extra, doc="Escape hatch for other flags.")
 
 
+def table_class(tp: Any) -> type | None:
+    """The attrs class of a field's type: the class itself, or ``T`` of ``T | None`` (a table a profile may leave
+    out, as [agentcore]); None for any other type."""
+    if isinstance(tp, type) and attrs.has(tp):
+        return tp
+    return next((a for a in typing.get_args(tp) if isinstance(a, type) and attrs.has(a)), None)
+
+
 def table_types() -> dict[str, type]:
     """Each top-level table's name and attrs class, in the spec's order ([agentcore]'s too, whose field is
     ``AgentCore | None``)."""

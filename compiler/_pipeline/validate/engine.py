@@ -22,7 +22,7 @@ import attrs
 
 from ..._secrets import is_credential_flag, is_env_name, is_secret_name, looks_secret_value, redact
 from ..._spec.flags import flags_in, normalize_flag, parse_flags
-from ..._spec.tables import Spec
+from ..._spec.tables import Spec, table_class
 from ...errors import Diagnostic
 from .. import placement_spec
 from ..argv import ArgGroup, actor_gpus, rollout_gpus
@@ -200,9 +200,9 @@ def validate(source: SpecSource, ctx: Context, *, before_sourcing: bool | None =
 def _tables() -> tuple[str, ...]:
     """"table.key." of every free-form table of the spec ([model.overrides], [env.vars], ...): a name after it is
     one key, whatever dots it holds."""
-    tables = [table for table in attrs.fields(Spec) if isinstance(table.type, type) and attrs.has(table.type)]
-    return tuple(f"{table.name}.{field.name}." for table in tables
-                 for field in attrs.fields(typing.cast(type, table.type)) if typing.get_origin(field.type) is dict)
+    tables = [(table.name, cls) for table in attrs.fields(Spec) if (cls := table_class(table.type)) is not None]
+    return tuple(f"{name}.{field.name}." for name, cls in tables
+                 for field in attrs.fields(cls) if typing.get_origin(field.type) is dict)
 
 
 _TABLES = _tables()
