@@ -9,8 +9,9 @@ the bundle's train.sh under the same stand-ins; (c) compares the two recorded la
     python tests/launch_fidelity.py --slime-dir DIR [--toolkit-dir DIR] [--json OUT] [--patch-agentcore] [SCRIPT...]
 
 DIR is a slime tree holding scripts/ (and slime/utils/arguments.py, for slime's defaults); --toolkit-dir an
-agentcore-rl-toolkit tree. --patch-agentcore adds a hand-written [agentcore] table to an imported spec that has none
-(a spec edit, so the result is NOT the Result criterion's: every row says so). The exit status is 0 when every
+agentcore-rl-toolkit tree. --patch-agentcore adds a hand-written [agentcore] table to an imported spec of integration
+"agentcore" that has none (a spec edit, so the result is NOT the Result criterion's: every such row says so; a script
+imported as integration "slime" or "custom" needs no table and is never patched). The exit status is 0 when every
 script reproduces, else 1.
 """
 
@@ -24,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -183,7 +185,7 @@ def check_script(script: Path, tree: Path, *, slime_dir: Path | None, defaults: 
                       "-o", str(spec), "--force", *checkout], tool_env, work)
     problem = "" if spec.exists() else _errors(imported.stderr)
     patched = False
-    if patch_agentcore and spec.exists() and "\n[agentcore]" not in spec.read_text(encoding="utf-8"):
+    if patch_agentcore and spec.exists() and _needs_agentcore(spec.read_text(encoding="utf-8")):
         spec.write_text(spec.read_text(encoding="utf-8") + AGENTCORE_PATCH, encoding="utf-8")
         patched = True
     compile_rc: int | None = None
@@ -199,6 +201,18 @@ def check_script(script: Path, tree: Path, *, slime_dir: Path | None, defaults: 
     mismatches = compare(original.launch, bundle.launch, defaults) if bundle is not None else []
     return Result(script.name, dict(env), original, imported.returncode, compile_rc, bundle, tuple(mismatches),
                   patched, problem)
+
+
+def _needs_agentcore(spec_text: str) -> bool:
+    """Whether the imported spec chose integration "agentcore" (the default) and has no [agentcore] table: only then
+    does --patch-agentcore add one (a slime or custom spec compiles without, and refuses one: ACRL-I002)."""
+    try:
+        data = tomllib.loads(spec_text)
+    except tomllib.TOMLDecodeError:
+        return False
+    experiment = data.get("experiment")
+    integration = experiment.get("integration", "agentcore") if isinstance(experiment, dict) else "agentcore"
+    return integration == "agentcore" and "agentcore" not in data
 
 
 def _errors(stderr: str) -> str:

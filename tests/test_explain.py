@@ -16,6 +16,7 @@ from acrl.compiler import UsageError, read_spec
 from acrl.compiler._cli.main import acrl_main
 from acrl.compiler._review.explain import Explanation, Item, explain_bundle, explain_path, explain_spec
 from acrl.compiler._review.view import read_view
+from acrl.compiler._spec import profiles
 from conftest import EXAMPLE_SPECS, REPO, SpecWriter
 
 GOLDEN = REPO / "tests" / "golden"
@@ -59,6 +60,9 @@ def test_every_resolved_value_is_explained(spec: Path, bundle: Path) -> None:
     explained = explain_path(spec)
     resolved = flatten(tomllib.loads((bundle / "spec.toml").read_text(encoding="utf-8")))
     keys = by_name(explained.keys)
+    # spec.toml leaves out integration = "agentcore", the default (a bundle compiled before profiles reads the same)
+    assert ("experiment.integration" in resolved) == (keys["experiment.integration"].value != "agentcore")
+    resolved.setdefault("experiment.integration", "agentcore")
     assert {name: item.value for name, item in keys.items() if item.value is not None} == resolved
     assert all(item.doc for item in explained.keys)
 
@@ -67,14 +71,20 @@ def test_every_resolved_value_is_explained(spec: Path, bundle: Path) -> None:
 def test_a_written_value_points_at_its_line_and_the_others_are_defaults_or_derived(spec: Path) -> None:
     source = read_spec(spec)
     lines = source.text.splitlines()
-    for item in explain_spec(source).keys:
+    explained = explain_spec(source).keys
+    integration = by_name(explained)["experiment.integration"].value
+    supplied = {key for key in profiles.by_key() if tuple(key.split(".")) not in source.positions}
+    for item in explained:
         path = tuple(item.name.split(".", 2)) if item.name.startswith(("model.args.", "model.overrides.")) \
             else tuple(item.name.split("."))
         if path in source.positions and item.origin.kind == "spec":
             assert item.origin.file == str(spec) and item.origin.text == f"{spec} line {item.origin.line}"
             assert item.origin.line is not None
             assert lines[item.origin.line - 1].lstrip().startswith((path[-1], f'"{path[-1]}"', "["))
-        else:
+        elif integration != "agentcore" and item.name in supplied:  # the slime or custom profile's value
+            assert item.origin.kind == "profile", item
+            assert item.origin.text.startswith(f"default of the {integration} integration profile (")
+        else:  # agentcore's values are the keys' documented defaults
             assert item.origin.kind in ("default", "derived"), item
             assert path not in source.positions or item.origin.kind == "derived"
 
@@ -108,8 +118,13 @@ def test_a_value_written_as_auto_says_where_and_what_it_resolved_to(write_spec: 
 
 @pytest.mark.parametrize("bundle", [b for _, b in PAIRS], ids=ids)
 def test_every_custom_config_key_is_named_by_the_key_it_comes_from(bundle: Path) -> None:
+    explained = explain_bundle(bundle)
+    keys = explained.keys
+    if by_name(keys)["experiment.integration"].value != "agentcore":  # no custom config: no key is written to one
+        assert not (bundle / "custom_config.yaml").exists() and "--custom-config-path" not in by_name(explained.flags)
+        assert not [i for i in keys if "custom_config.yaml" in i.note]
+        return
     config = yaml.safe_load((bundle / "custom_config.yaml").read_text(encoding="utf-8"))
-    keys = explain_bundle(bundle).keys
     written = {i.note.removeprefix("written to custom_config.yaml as "): i.value for i in keys
                if i.note.startswith("written to custom_config.yaml")}
     assert written == config
@@ -177,9 +192,16 @@ def test_a_bundle_is_explained_from_its_resolved_spec_toml(bundle: Path) -> None
     assert explained.kind == "bundle"
     assert explained.notes[0] == f"values are those of {bundle}/spec.toml, the spec as acrl resolved it when it " \
                                  f"compiled {bundle.name}.toml"
+    integration = by_name(explained.keys)["experiment.integration"].value
     for item in explained.keys:
+        if item.value is None and integration != "agentcore" and item.name in profiles.by_key():
+            assert item.origin.kind == "profile", item  # the slime or custom profile left it unset
+            continue
         if item.value is None:  # TOML has no null: an unset key is not in spec.toml
             assert item.origin.text == "default: unset"
+            continue
+        if item.name == "experiment.integration" and integration == "agentcore":  # spec.toml leaves the default out
+            assert item.origin.text == "default"
             continue
         assert item.origin.kind == "bundle", item
         assert item.origin.text == f"bundle {bundle}/spec.toml line {item.origin.line}"

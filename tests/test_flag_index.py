@@ -14,7 +14,7 @@ from acrl.compiler import compile_spec
 from acrl.compiler._importers.flag_index import CoerceError, canonical_int, coerce, extra_value, flag_index
 from acrl.compiler._pipeline.argv import build_argv
 from acrl.compiler._spec.flags import flag_tokens
-from acrl.compiler._spec.tables import Spec
+from acrl.compiler._spec.tables import Spec, table_types
 from conftest import EXAMPLE_SPECS, MINIMAL, merge
 
 # Every optional key set, so that build_argv passes every flag a key can set.
@@ -40,7 +40,7 @@ EVERYTHING: dict[str, Any] = {
 def test_every_flag_a_key_sets_maps_back_to_that_key() -> None:
     # built without the compiler's cross-field rules (kl_coef with kl_loss_coef is rejected there)
     data = merge(MINIMAL, EVERYTHING)
-    spec = Spec(**{f.name: f.type(**data.get(f.name, {})) for f in attrs.fields(Spec)})  # type: ignore[misc]
+    spec = Spec(**{name: cl(**data.get(name, {})) for name, cl in table_types().items()})
     index = flag_index()
     seen = set()
     for group in build_argv(spec):

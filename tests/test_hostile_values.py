@@ -30,9 +30,10 @@ from test_train_sh import (
     run_train_sh,
 )
 
-from acrl.compiler import Spec, SpecError, compile_spec, write
+from acrl.compiler import SpecError, compile_spec, write
 from acrl.compiler._pipeline.kuberay import rayjob_documents
 from acrl.compiler._pipeline.render import custom_config, environment
+from acrl.compiler._spec.tables import table_types
 from conftest import MINIMAL, merge
 
 BIN = Path(sys.executable).parent
@@ -293,21 +294,20 @@ def _list_of_str(tp: Any) -> bool:
 def string_slots() -> list[Slot]:
     """Every place of the spec a string can go, from its attrs classes: a field added later is here too."""
     slots = []
-    for table in attrs.fields(Spec):
-        assert isinstance(table.type, type) and attrs.has(table.type)
-        for field in attrs.fields(table.type):
+    for table_name, table in table_types().items():
+        for field in attrs.fields(table):
             tp = field.type
             if typing.get_origin(tp) is dict:
                 value_type = typing.get_args(tp)[1]
-                slots.append(Slot(table.name, field.name, "key"))
+                slots.append(Slot(table_name, field.name, "key"))
                 if _admits(value_type, str):
-                    slots.append(Slot(table.name, field.name, "table-value"))
+                    slots.append(Slot(table_name, field.name, "table-value"))
                 if _list_of_str(value_type):
-                    slots.append(Slot(table.name, field.name, "table-item"))
+                    slots.append(Slot(table_name, field.name, "table-item"))
             elif _list_of_str(tp):
-                slots.append(Slot(table.name, field.name, "item"))
+                slots.append(Slot(table_name, field.name, "item"))
             elif _admits(tp, str):
-                slots.append(Slot(table.name, field.name, "value"))
+                slots.append(Slot(table_name, field.name, "value"))
     return slots
 
 
@@ -322,7 +322,8 @@ CONSTRAINED = {"agentcore.runtime_arn:value", "agentcore.gateway_log_level:value
                # absolute paths only (ACRL-L001): "acrl-plain" is refused
                "env.pythonpath:item", "env.pythonpath_before_megatron:item",
                # options only (ACRL-L001): "acrl-plain" would be a positional argument of `ray start`
-               "cluster.ray_start_args:item"}
+               "cluster.ray_start_args:item",
+               "experiment.integration:value"}
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> Toolbox:
     return make_toolbox(tmp_path_factory.mktemp("toolbox"))

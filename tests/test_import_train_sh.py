@@ -149,9 +149,11 @@ def test_round_trip_golden(golden: Path, tmp_path: Path, toolbox: Toolbox) -> No
 @pytest.mark.parametrize("spec", EXAMPLE_SPECS, ids=[p.stem for p in EXAMPLE_SPECS])
 def test_round_trip_example_specs(spec: Path, tmp_path: Path, toolbox: Toolbox) -> None:
     compile_into(spec, tmp_path / "bundle")
-    original, again, _ = _round_trip(tmp_path / "bundle", tmp_path, toolbox)
+    original, again, imported = _round_trip(tmp_path / "bundle", tmp_path, toolbox)
     assert again == original
-    assert "--custom-config-path" in original and len(original) > 60
+    integration = tomllib.loads(spec.read_text(encoding="utf-8"))["experiment"].get("integration", "agentcore")
+    assert imported.spec["experiment"].get("integration", "agentcore") == integration  # the profile is recognized
+    assert ("--custom-config-path" in original) == (integration == "agentcore") and len(original) > 60
 
 
 def test_round_trip_keeps_extra_flags_and_wandb(tmp_path: Path, toolbox: Toolbox, write_spec: Any) -> None:
@@ -202,7 +204,8 @@ def test_a_ray_address_with_a_password_is_copied_without_it(address: str, tmp_pa
 def test_arithmetic_it_cannot_evaluate(tmp_path: Path) -> None:
     path = script(tmp_path, SUBMIT + "  --num-rollout $((N * 2)) \\\n  --seed $((1 << 4))\n")
     imported = import_train_sh(path)
-    assert imported.spec["experiment"] == {"id": "train"}  # neither --num-rollout nor --seed; the id from train.sh
+    # neither --num-rollout nor --seed; the id from train.sh; no rollout function: slime's own (integration "slime")
+    assert imported.spec["experiment"] == {"id": "train", "integration": "slime"}
     where = {n.where: n.message.split(": ")[:2] for n in notes(imported, "unresolved")}
     assert where[f"{path}:2"] == ["--num-rollout", "line 2"] and where[f"{path}:3"] == ["--seed", "line 3"]
 
@@ -371,12 +374,11 @@ def test_slime_example_shape_run_qwen3_4b(tmp_path: Path) -> None:
                                                       n.message or "--colocate" in n.message]
     assert spec["eval"]["datasets"] == {"aime": "/root/aime-2024/aime-2024.jsonl"}
     assert spec["algorithm"]["use_kl_loss"] is True and spec["train"]["num_steps_per_rollout"] == 1
-    problems = ""
-    try:
-        compile_spec(tmp_path / "spec.toml", data=render_spec(imported).encode())
-    except AcrlError as exc:
-        problems = str(exc)
-    assert spec["experiment"]["id"] == "run-qwen3-4B" and "[agentcore]" in problems and "[model]" not in problems
+    # slime's own rollout and reward: integration "slime", which compiles as imported (no [agentcore] needed)
+    assert spec["experiment"]["id"] == "run-qwen3-4B" and spec["experiment"]["integration"] == "slime"
+    assert "agentcore" not in spec
+    bundle = compile_spec(tmp_path / "spec.toml", data=render_spec(imported).encode())
+    assert "custom_config.yaml" not in bundle.files and "--custom-config-path" not in bundle.argv()
     assert "[experiment]" in subjects(imported, "default")  # the id made from the file name is noted
 
 
@@ -412,9 +414,10 @@ AGENTCORE = {"runtime_arn": "arn:aws:bedrock-agentcore:us-west-2:123456789012:ru
 
 
 def _compiled_argv(imported: Imported, tmp_path: Path, toolbox: Toolbox, name: str = "b") -> list[str]:
-    """The imported spec (with an [agentcore] table, which every spec needs today) compiled, and the argv its
-    train.sh would submit (ACRL_PRINT_ARGV=1)."""
-    spec = {**imported.spec, "agentcore": AGENTCORE}
+    """The imported spec compiled (with an [agentcore] table where the import chose integration "agentcore", which
+    needs one), and the argv its train.sh would submit (ACRL_PRINT_ARGV=1)."""
+    agentcore = imported.spec.get("experiment", {}).get("integration", "agentcore") == "agentcore"
+    spec = {**imported.spec, "agentcore": AGENTCORE} if agentcore else imported.spec
     spec_path = tmp_path / f"{name}.toml"
     spec_path.write_text(render_spec(Imported(spec, imported.notes, imported.source)), encoding="utf-8")
     compile_into(spec_path, tmp_path / name)
@@ -578,13 +581,14 @@ def test_repeated_inline_model_args_flag_and_a_keyed_one(tmp_path: Path) -> None
 def test_num_epoch_runs_keep_it(tmp_path: Path, toolbox: Toolbox) -> None:
     fixture = SHAPES / "run-qwen3-4B-sft-shapes.sh"
     imported = import_train_sh(fixture)
-    assert imported.spec["experiment"] == {"id": "run-qwen3-4B-sft-shapes", "num_epoch": 3}
+    # --rollout-function-path slime.rollout.sft_rollout.generate_rollout: not slime's default, so "custom"
+    assert imported.spec["experiment"] == {"id": "run-qwen3-4B-sft-shapes", "integration": "custom", "num_epoch": 3}
     assert not [n for n in imported.notes if "--num-rollout" in n.message]
     argv = _compiled_argv(imported, tmp_path, toolbox)
     assert _last(argv)["--num-epoch"] == ["3"] and "--num-rollout" not in argv
     both = script(tmp_path, "EXP_ID=e\n" + SUBMIT + "  --num-epoch 3 \\\n  --num-rollout 5\n")
     imported = import_train_sh(both)
-    assert imported.spec["experiment"] == {"id": "e", "num_rollout": 5}  # slime ignores --num-epoch then
+    assert imported.spec["experiment"] == {"id": "e", "integration": "slime", "num_rollout": 5}  # --num-epoch ignored
     assert subjects(imported, "difference")["--num-epoch"] == f"{both}:3"
 
 

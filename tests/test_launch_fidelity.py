@@ -4,8 +4,8 @@ under the recording stand-ins), then, where ACRL_SLIME_DIR names a slime checkou
 
 No fixture reproduces its launch yet: each end-to-end test asserts the exact mismatch set of today (so it fails when
 the importer, the spec or the templates change what is launched; update the set then, with the reason). Slime-shaped
-fixtures compile only with a hand-written [agentcore] table until `[experiment] integration = "slime"` exists; those
-runs are marked PATCHED and never count as reproducing."""
+fixtures are imported as `[experiment] integration = "slime"` (or "custom" for a rollout function of their own) and
+compile with no spec edit; --patch-agentcore would add an [agentcore] table only to an "agentcore" import."""
 
 from __future__ import annotations
 
@@ -176,9 +176,10 @@ def test_slime_defaults_are_read_from_the_parser_source(tmp_path: Path) -> None:
 # --- end to end on acrl's own fixtures ----------------------------------------------------------------------
 
 def run_fixture(tmp_path: Path, relative: str, env: dict[str, str] | None = None, *, at_root: bool = False,
-                patch_agentcore: bool = True) -> Result:
+                patch_agentcore: bool = False) -> Result:
     """The fixture run from a slime-like tree (its models/qwen3-4B.sh written from acrl's catalog), then imported
-    with --env values only, compiled (PATCHED with an [agentcore] table where ``patch_agentcore``) and run."""
+    with --env values only, compiled (PATCHED with an [agentcore] table where ``patch_agentcore`` and the import chose
+    integration "agentcore") and run."""
     tree = tmp_path / "slime"
     models = tree / "scripts" / "models"
     models.mkdir(parents=True)
@@ -190,20 +191,18 @@ def run_fixture(tmp_path: Path, relative: str, env: dict[str, str] | None = None
                         patch_agentcore=patch_agentcore, work=tmp_path / "work")
 
 
-# What every bundle of a slime-shaped script launches today and the script does not: the AgentCore profile's
-# functions and config, its tool-call parser and log levels, the bundle folder as the job's working_dir, and no
-# --node-ip-address for a head whose MASTER_ADDR is unset (train.sh reads it at run time).
-AGENTCORE_EXTRAS = {
-    ("flag-bundle-only", f) for f in ("--sglang-tool-call-parser", "--sglang-data-parallel-size",
-                                      "--sglang-cuda-graph-max-bs", "--sglang-log-level", "--sglang-log-level-http",
-                                      "--custom-reward-post-process-path", "--custom-config-path")
-} | {("runtime-env-key", "working_dir")}
-# Spec defaults acrl passes where the script leaves slime's (or Megatron's) own.
-SPEC_DEFAULTS = {("flag-bundle-only", f) for f in (
-    "--max-tokens-per-gpu", "--rollout-max-response-len", "--rollout-temperature", "--sglang-mem-fraction-static",
-    "--advantage-estimator", "--kl-loss-type", "--eps-clip", "--eps-clip-high", "--lr", "--lr-decay-style",
-    "--weight-decay", "--adam-beta2", "--attention-backend", "--attention-dropout", "--hidden-dropout")}
-ROLLOUT_FUNCTION = {("flag-bundle-only", "--rollout-function-path")}
+# What every bundle of a slime-shaped script launches today and the script does not: the bundle folder as the job's
+# working_dir. (With the agentcore profile forced by a hand-written [agentcore] table, before integration profiles,
+# the toolkit's --rollout-function-path, --custom-reward-post-process-path, --custom-config-path, tool-call parser,
+# sglang DP size, CUDA-graph max bs and log levels were here too: the slime profile leaves them all out.)
+BUNDLE_EXTRAS = {("runtime-env-key", "working_dir")}
+# Flags acrl always passes whose values restate slime's own defaults (slime 624b824 slime/utils/arguments.py:940
+# grpo, :899 0.2, :880 reset_arg --lr 1e-6, :342 1.0): these fixtures are compared with no defaults table, so they
+# count. (The agentcore profile's --max-tokens-per-gpu, --rollout-max-response-len, --sglang-mem-fraction-static,
+# --kl-loss-type, --eps-clip-high, --lr-decay-style, --weight-decay, --adam-beta2, --attention-backend,
+# --attention-dropout and --hidden-dropout were here too: the slime profile leaves them out.)
+RESTATED_DEFAULTS = {("flag-bundle-only", f) for f in (
+    "--rollout-temperature", "--advantage-estimator", "--eps-clip", "--lr")}
 
 
 def test_the_stand_ins_run_nothing_real(tmp_path: Path) -> None:
@@ -222,10 +221,11 @@ def test_the_stand_ins_run_nothing_real(tmp_path: Path) -> None:
 
 def test_amd_shape_exports_before_ray_start(tmp_path: Path) -> None:
     result = run_fixture(tmp_path, "fidelity/run-amd-shapes.sh")
-    assert (result.original.returncode, result.import_rc, result.compile_rc, result.patched) == (0, 1, 0, True)
+    # imported as integration "slime": it compiles as imported (before profiles: import_rc 1, and a PATCHED spec)
+    assert (result.original.returncode, result.import_rc, result.compile_rc, result.patched) == (0, 0, 0, False)
     assert result.original.launch.start is not None and "8" in result.original.launch.start  # from HIP_VISIBLE_...
     # NOT REPRODUCED YET: the ROCm exports and MASTER_ADDR never reach the bundle's head
-    assert found(list(result.mismatches)) == AGENTCORE_EXTRAS | SPEC_DEFAULTS | ROLLOUT_FUNCTION | {
+    assert found(list(result.mismatches)) == BUNDLE_EXTRAS | RESTATED_DEFAULTS | {
         ("ray-start", "--node-ip-address"), ("start-env", "HIP_VISIBLE_DEVICES"), ("start-env", "MASTER_ADDR"),
         ("start-env", "MODEL_DIR"), ("start-env", "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES")}
     assert not result.reproduces
@@ -247,50 +247,54 @@ def test_multi_node_shape_with_its_ssh_loop(tmp_path: Path) -> None:
 
 def test_determinism_shape_run_from_slimes_root(tmp_path: Path) -> None:
     result = run_fixture(tmp_path, "fidelity/run-determinism-shapes.sh", at_root=True)
-    assert (result.original.returncode, result.compile_rc) == (0, 0)
+    assert (result.original.returncode, result.compile_rc, result.patched) == (0, 0, False)
     env_vars = result.bundle.launch.runtime_env["env_vars"]  # type: ignore[union-attr]
     assert {k: env_vars[k] for k in ("NCCL_ALGO", "NVTE_ALLOW_NONDETERMINISTIC_ALGO", "CUBLAS_WORKSPACE_CONFIG")} == {
         "NCCL_ALGO": "Ring", "NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0", "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
     # NOT REPRODUCED YET: W&B flags without a key are dropped
-    assert found(list(result.mismatches)) == AGENTCORE_EXTRAS | SPEC_DEFAULTS | ROLLOUT_FUNCTION | {
+    assert found(list(result.mismatches)) == BUNDLE_EXTRAS | RESTATED_DEFAULTS | {
         ("flag-original-only", "--use-wandb"), ("flag-original-only", "--wandb-project"),
         ("ray-start", "--node-ip-address")}
 
 
 def test_sglang_config_here_document_shape(tmp_path: Path) -> None:
     result = run_fixture(tmp_path, "fidelity/run-sglang-config-shapes.sh")
-    assert result.compile_rc == 0
+    assert (result.compile_rc, result.patched) == (0, False)
     flags = options(result.original.launch.program)
     assert flags["--sglang-cuda-graph-bs"] == ["1", "2", "4", "8", "16", "24", "32", "40", "48", "56", "64"]
     # NOT REPRODUCED YET: the here-document's file (--sglang-config) is a note, not in the bundle
-    assert found(list(result.mismatches)) == AGENTCORE_EXTRAS | SPEC_DEFAULTS | ROLLOUT_FUNCTION | {
+    assert found(list(result.mismatches)) == BUNDLE_EXTRAS | RESTATED_DEFAULTS | {
         ("flag-original-only", "--sglang-config"), ("ray-start", "--node-ip-address")}
 
 
 def test_sft_shape_keeps_num_epoch(tmp_path: Path) -> None:
     result = run_fixture(tmp_path, "slime_shapes/run-qwen3-4B-sft-shapes.sh")
     assert result.compile_rc == 0 and options(result.bundle.launch.program)["--num-epoch"] == ["3"]  # type: ignore
-    # NOT REPRODUCED YET: acrl's RL defaults on an SFT run; a head the script never starts
-    assert found(list(result.mismatches)) == AGENTCORE_EXTRAS | SPEC_DEFAULTS | {
+    assert not result.patched  # its own --rollout-function-path: integration "custom"
+    # NOT REPRODUCED YET: the values acrl always passes (the custom profile's n-samples, engine size and TP restate
+    # slime's and Megatron's 1); a head the script never starts
+    assert found(list(result.mismatches)) == BUNDLE_EXTRAS | RESTATED_DEFAULTS | {
         ("flag-bundle-only", f) for f in ("--rollout-num-gpus-per-engine", "--tensor-model-parallel-size",
                                           "--n-samples-per-prompt")} | {("ray-start", "ray start --head")}
 
 
 def test_seq_and_repeated_flag_shape(tmp_path: Path) -> None:
     result = run_fixture(tmp_path, "slime_shapes/run-qwen3-4B-shapes.sh", {"SAVE_DIR": "/ckpt"})
-    assert result.compile_rc == 0
-    # NOT REPRODUCED YET: --wandb-group without a key is dropped; acrl's defaults; MASTER_ADDR
-    assert found(list(result.mismatches)) == AGENTCORE_EXTRAS | ROLLOUT_FUNCTION | (SPEC_DEFAULTS - {
-        ("flag-bundle-only", f) for f in ("--max-tokens-per-gpu", "--rollout-max-response-len",
-                                          "--rollout-temperature", "--sglang-mem-fraction-static")}) | {
+    assert (result.compile_rc, result.patched) == (0, False)
+    # NOT REPRODUCED YET: --wandb-group without a key is dropped; restated defaults; MASTER_ADDR
+    assert found(list(result.mismatches)) == BUNDLE_EXTRAS | (RESTATED_DEFAULTS - {
+        ("flag-bundle-only", "--rollout-temperature")}) | {
         ("flag-original-only", "--wandb-group"), ("ray-start", "--node-ip-address"), ("start-env", "MASTER_ADDR")}
 
 
-def test_without_the_patch_no_slime_shaped_script_compiles(tmp_path: Path) -> None:
-    """The Result criterion's own measurement (no spec edit): today [agentcore] is required."""
-    result = run_fixture(tmp_path, "fidelity/run-sglang-config-shapes.sh", patch_agentcore=False)
-    assert (result.import_rc, result.compile_rc, result.patched, result.bundle) == (1, 1, False, None)
-    assert result.problem == "missing required table [agentcore]"
+def test_the_patch_is_never_applied_to_a_slime_import(tmp_path: Path) -> None:
+    """The Result criterion's own measurement (no spec edit): a slime-shaped script imports as integration "slime"
+    and compiles as imported; --patch-agentcore leaves it alone (an [agentcore] table would be ACRL-I002). Before
+    integration profiles this compiled only with the patch ("missing required table [agentcore]")."""
+    for patch in (False, True):
+        result = run_fixture(tmp_path / str(patch), "fidelity/run-sglang-config-shapes.sh", patch_agentcore=patch)
+        assert (result.import_rc, result.compile_rc, result.patched, result.problem) == (0, 0, False, "")
+        assert result.bundle is not None and "--custom-config-path" not in result.bundle.launch.program
 
 
 # --- slime's own scripts, where a checkout is here ------------------------------------------------------------

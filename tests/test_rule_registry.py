@@ -15,8 +15,8 @@ from acrl.compiler._pipeline.validate import engine
 from acrl.compiler._pipeline.validate.engine import ORDER, Context, Finding, rule
 
 # The module of each id prefix (the docs/rules.md sections).
-FAMILY = {"P": "parallel", "C": "cluster", "B": "batch", "A": "algorithm", "E": "eval", "T": "toolkit", "F": "flags",
-          "S": "secrets", "K": "kuberay", "M": "model", "L": "launch"}
+FAMILY = {"P": "parallel", "C": "cluster", "B": "batch", "A": "algorithm", "E": "eval", "I": "integration",
+          "T": "toolkit", "F": "flags", "S": "secrets", "K": "kuberay", "M": "model", "L": "launch"}
 
 
 def _prefix(rule_id: str) -> str:

@@ -109,6 +109,11 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-M006": [{"model": {"type": "qwen3-4B", "args": {"hidden-size": 2560, "num-attention-heads": 32}}},
                   {"model": {"args": {"num-attention-heads": 24}}}],  # 2048 / 24 is not whole
     "ACRL-M007": [{"cluster": {"gpu_memory_gib": 8}}, {"sglang": {"mem_fraction_static": 0.99}}],
+    # the integration profile's tables (compiler/_spec/profiles.py): MINIMAL is an agentcore spec
+    "ACRL-I001": [{"agentcore": None, "experiment": {"integration": "agentcore"}}],  # the missing table: below
+    "ACRL-I002": [{"experiment": {"integration": "slime"}},
+                  {"experiment": {"integration": "custom"}, "rollout": {"custom_rm_path": "my.rm.score"}}],
+    "ACRL-I003": [{"experiment": {"integration": "custom"}, "agentcore": None}],
 }
 # F004 needs a slime checkout on disk; it is tested in test_verify_flags.py.
 # M005 needs a config.json and M008 a slime model script: tests/test_model_sources.py.
@@ -134,6 +139,14 @@ def test_rule_fires(rule_id: str, overrides: dict[str, Any], compile_overrides) 
     fired = [d for d in diagnostics if d.rule == rule_id]
     assert fired, [d.format() for d in diagnostics]
     assert all(d.severity == rule.severity and d.hint and d.line for d in fired)
+
+
+def test_a_missing_agentcore_table_is_reported_as_the_other_missing_tables(compile_overrides) -> None:  # type: ignore[no-untyped-def]
+    """Without integration written, ACRL-I001 has no line to point at (as a missing [data] has none)."""
+    with pytest.raises(SpecError) as info:
+        compile_overrides({"agentcore": None, "data": None})
+    assert sorted((d.rule, d.key, d.line) for d in info.value.diagnostics) == [("", "", None),
+                                                                              ("ACRL-I001", "", None)]
 
 
 def test_warnings_are_errors_with_strict(compile_overrides) -> None:  # type: ignore[no-untyped-def]

@@ -18,10 +18,11 @@ import tomli_w
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from acrl.compiler import Spec, parse_spec_text
+from acrl.compiler import parse_spec_text
 from acrl.compiler._cli.main import acrl_main
 from acrl.compiler._pipeline.structure import structure
 from acrl.compiler._spec.schema import FLAG_KEYWORD, OMIT_IF_KEYWORD, default_value, schema_json, spec_schema
+from acrl.compiler._spec.tables import table_types
 from conftest import EXAMPLE_SPECS, MINIMAL, REPO, merge
 
 GOLDEN_SPECS = sorted((REPO / "tests" / "golden").glob("*/spec.toml"))
@@ -83,10 +84,10 @@ def fields_with_schema() -> list[tuple[str, attrs.Attribute[Any], dict[str, Any]
     """(dotted key, attrs field, its schema, required) for every key of every table."""
     schema = spec_schema()
     out = []
-    for table in attrs.fields(Spec):
-        table_schema = schema["properties"][table.name]
-        for field in attrs.fields(table.type):
-            out.append((f"{table.name}.{field.name}", field, table_schema["properties"][field.name],
+    for name, table in table_types().items():
+        table_schema = schema["properties"][name]
+        for field in attrs.fields(table):
+            out.append((f"{name}.{field.name}", field, table_schema["properties"][field.name],
                         field.name in table_schema.get("required", ())))
     return out
 
@@ -111,11 +112,11 @@ def test_defaults_are_what_the_converter_fills_in() -> None:
     spec, diagnostics = structure(parse_spec_text(tomli_w.dumps(MINIMAL), "minimal.toml"))
     assert spec is not None and diagnostics == []
     schema = spec_schema()
-    for table in attrs.fields(Spec):
-        for field in attrs.fields(table.type):
-            prop = schema["properties"][table.name]["properties"][field.name]
-            if field.name not in MINIMAL.get(table.name, {}):
-                assert prop.get("default") == getattr(getattr(spec, table.name), field.name), (table.name, field.name)
+    for name, table in table_types().items():
+        for field in attrs.fields(table):
+            prop = schema["properties"][name]["properties"][field.name]
+            if field.name not in MINIMAL.get(name, {}):
+                assert prop.get("default") == getattr(getattr(spec, name), field.name), (name, field.name)
 
 
 @pytest.mark.parametrize(("key", "field", "prop", "required"), FIELDS, ids=[f[0] for f in FIELDS])

@@ -654,8 +654,13 @@ def _string_settings() -> list[tuple[str, Any]]:
         out: list[tuple[str, Any]] = []
         for field in attrs.fields(cls):
             hint = hints[field.name]
-            out += walk(hint, f"{prefix}{field.name}.") if attrs.has(hint) else \
-                [(f"{prefix}{field.name}", hint)] if "str" in repr(hint) else []
+            # a table that may be absent ([agentcore]: AgentCore | None) is walked as the table
+            table = hint if attrs.has(hint) else next((a for a in typing.get_args(hint) if attrs.has(a)), None)
+            # a choice of strings (experiment.integration: a Literal) is a string setting too
+            args = typing.get_args(hint)
+            choice = typing.get_origin(hint) is typing.Literal and all(isinstance(a, str) for a in args)
+            out += walk(table, f"{prefix}{field.name}.") if table is not None else \
+                [(f"{prefix}{field.name}", hint)] if "str" in repr(hint) or choice else []
         return out
     return walk(Spec, "")
 
@@ -679,7 +684,7 @@ STRING_SETTINGS = _string_settings()
 def test_every_string_setting_is_covered() -> None:
     keys = {key for key, _ in STRING_SETTINGS}
     assert {"cluster.address", "env.vars", "model.script_env", "extra.flags", "extra.args", "wandb.group",
-            "data.path", "kuberay.image"} <= keys and len(keys) >= 40
+            "data.path", "kuberay.image", "agentcore.runtime_arn", "experiment.integration"} <= keys and len(keys) >= 40
 
 
 @pytest.mark.parametrize("secret", [f"http://admin:{PASSWORD}@host:8265", OPENAI_KEY], ids=["url", "token"])

@@ -172,8 +172,9 @@ def expected_slime_argv(bundle: Bundle, env: Mapping[str, str], toolbox: Toolbox
     """The entrypoint command, with the --train-env-vars value as parsed JSON."""
     spec = bundle.spec
     entrypoint = "train_async.py" if spec.train.mode == "async" else "train.py"
-    out: list[Any] = ["python3", f"{spec.slime.dir}/{entrypoint}", *bundle.argv(),
-                      "--custom-config-path", "custom_config.yaml"]
+    out: list[Any] = ["python3", f"{spec.slime.dir}/{entrypoint}", *bundle.argv()]
+    if spec.experiment.integration == "agentcore":  # slime and custom runs have no custom config
+        out += ["--custom-config-path", "custom_config.yaml"]
     if env.get(spec.wandb.key_env):
         out.append("--use-wandb")
         if spec.wandb.project:
@@ -285,8 +286,11 @@ def test_submitted_job(example: tuple[Bundle, Path], toolbox: Toolbox, tmp_path:
     assert "WANDB_API_KEY" not in runtime_env["env_vars"]
 
     working_dir = Path(runtime_env["working_dir"])
-    assert yaml.safe_load((working_dir / "custom_config.yaml").read_text(encoding="utf-8")) == \
-        expected_custom_config(bundle)
+    if spec.experiment.integration == "agentcore":
+        assert yaml.safe_load((working_dir / "custom_config.yaml").read_text(encoding="utf-8")) == \
+            expected_custom_config(bundle)
+    else:  # integration "slime" or "custom": no custom config, no --custom-config-path
+        assert not (working_dir / "custom_config.yaml").exists() and "--custom-config-path" not in run.slime_argv
 
     if spec.cluster.address:
         assert_no_local_head(run)
@@ -363,8 +367,11 @@ def test_relocatable(example: tuple[Bundle, Path], toolbox: Toolbox, tmp_path: P
     assert run.returncode == 0, run.stderr
     assert run.runtime_env["working_dir"] == str(moved.resolve())
     assert run.submit_option("--submission-id") == submission_id(bundle)
-    assert yaml.safe_load((moved / "custom_config.yaml").read_text(encoding="utf-8")) == \
-        expected_custom_config(bundle)
+    if bundle.spec.experiment.integration == "agentcore":
+        assert yaml.safe_load((moved / "custom_config.yaml").read_text(encoding="utf-8")) == \
+            expected_custom_config(bundle)
+    else:  # integration "slime" or "custom": the bundle has no custom config, and train.sh needs none
+        assert not (moved / "custom_config.yaml").exists() and "--custom-config-path" not in run.slime_argv
     assert run.slime_argv[2:len(bundle.model_args.args) + 2] == list(bundle.model_args.args)
 
 

@@ -50,8 +50,8 @@ def expected_arrays(seen: Mapping[str, Mapping[str, Any]]) -> dict[str, list[tup
     t = seen["train.sh.jinja"]
     slime: list[tuple[str | None, list[str]]] = [(g.title, [tok for a in g.args for tok in a.tokens])
                                                  for g in t["groups"]]
-    appended = [list(t["extra_args"]), ["--custom-config-path", "custom_config.yaml"],
-                ["--use-wandb", *t["wandb_args"]]]
+    custom_config = ["--custom-config-path", t["custom_config"]] if t["custom_config"] else []  # agentcore only
+    appended = [list(t["extra_args"]), custom_config, ["--use-wandb", *t["wandb_args"]]]
     if t["cuda_home"]:
         appended.append(["--train-env-vars", "$TRAIN_ENV_VARS"])
     slime += [(None, words) for words in appended if words]

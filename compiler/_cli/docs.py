@@ -18,7 +18,7 @@ from .._spec.schema import CUSTOM_CONFIG_KEYWORD, FLAG_KEYWORD, OMIT_IF_KEYWORD,
 REGENERATE = "python -m acrl.compiler._cli.docs"
 _SECTIONS = {
     "P": "Cluster and parallelism", "C": "Placement on the cluster (docs/cluster.md)", "B": "Batch arithmetic",
-    "A": "Algorithm", "E": "Evaluation and checkpoints",
+    "A": "Algorithm", "E": "Evaluation and checkpoints", "I": "Integration profiles ([experiment] integration)",
     "T": "The toolkit (AgentCore Runtime, gateway, naming)", "F": "Flags", "S": "Security", "M": "Model architecture",
     "K": "KubeRay (--target kuberay)", "L": "Launch: the Ray nodes acrl starts and the job's PYTHONPATH",
 }

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import attrs
 
-from .._spec.tables import Spec
+from .._spec.tables import table_types
 
 Kind = Literal["switch", "scalar", "pairs"]
 
@@ -75,8 +75,8 @@ def _base_type(annotation: Any) -> type:
 def flag_index() -> Mapping[str, FlagKey]:
     """Every slime flag a spec key sets, with the key."""
     out: dict[str, FlagKey] = {}
-    for table in attrs.fields(Spec):
-        for field in attrs.fields(typing.cast(type, table.type)):
+    for name, table in table_types().items():
+        for field in attrs.fields(table):
             flag = field.metadata.get("flag")
             if not flag:
                 continue
@@ -85,9 +85,9 @@ def flag_index() -> Mapping[str, FlagKey]:
             default = field.default
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
                 default = default.factory(None) if default.takes_self else default.factory()
-            out[flag] = FlagKey(flag, table.name, field.name, kind, base, default, field.metadata["omit_if"])
+            out[flag] = FlagKey(flag, name, field.name, kind, base, default, field.metadata["omit_if"])
     for flag, table_name, key, base in _BY_HAND:
-        field = attrs.fields_dict(typing.cast(type, attrs.fields_dict(Spec)[table_name].type))[key]
+        field = attrs.fields_dict(table_types()[table_name])[key]
         out[flag] = FlagKey(flag, table_name, key, "scalar", base, field.default, attrs.NOTHING)
     return out
 

@@ -24,7 +24,7 @@ from .._pipeline.bundle import YAML_LIMIT, read_input
 from .._pipeline.parse import unreadable_hint
 from .._secrets import drop_secret_values, is_credential_flag, looks_secret_value
 from .._spec.flags import is_number, known_absent_flags
-from .._spec.tables import TOOLKIT_SLIME_COMMIT, Spec
+from .._spec.tables import TOOLKIT_SLIME_COMMIT, table_types
 from ..errors import UsageError
 from .base import Imported, ImportInputError, Note, load_yaml
 from .slime_runner_model import model_args
@@ -243,14 +243,13 @@ _ECHOED = frozenset(FIELDS) - {"extra_flags"} | {NUM_ROLLOUT_KEY}
 def _flag_keys() -> dict[str, tuple[str, str, Any]]:
     """slime flag -> (spec table, key, type), from the spec's own field metadata."""
     out: dict[str, tuple[str, str, Any]] = {}
-    for table in attrs.fields(Spec):
-        assert table.type is not None
-        for field in attrs.fields(table.type):
+    for table_name, table in table_types().items():
+        for field in attrs.fields(table):
             flag = field.metadata.get("flag")
             # W&B flags are passed only when the key is set; the eval datasets are a table: both stay verbatim. So does
             # --num-epoch: SlimeRunner always passed --num-rollout, so slime ignored it (ACRL-B006).
-            if flag and table.name != "wandb" and field.name not in ("datasets", "num_epoch"):
-                out[flag] = (table.name, field.name, field.type)
+            if flag and table_name != "wandb" and field.name not in ("datasets", "num_epoch"):
+                out[flag] = (table_name, field.name, field.type)
     return out
 
 

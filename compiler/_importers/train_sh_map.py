@@ -14,9 +14,11 @@ from .._pipeline.bundle import YAML_LIMIT, read_input
 from .._secrets import is_credential_flag, looks_secret_value, without_credentials
 from .._shell.eval import Shell, Text
 from .._spec.flags import known_absent_flags
+from .._spec.profiles import TOOLKIT_ROLLOUT, Integration
 from .._spec.tables import TOOLKIT_SLIME_COMMIT
 from .base import ImportInputError, Note, NoteKind, load_yaml
 from .flag_index import CoerceError, FlagKey, coerce, extra_value, flag_index
+from .train_sh_profile import choose, default_of, whose
 
 _TABLES = ("experiment", "agentcore", "model", "data", "slime", "cluster", "parallel", "rollout", "sglang",
            "algorithm", "train", "eval", "checkpoint", "cuda", "wandb", "extra")
@@ -57,6 +59,7 @@ class SpecBuilder:
     notes: list[Note]
     torch_memory_saver: bool
     spec: dict[str, Any] = attrs.Factory(lambda: {t: {} for t in _TABLES})
+    integration: Integration = "agentcore"  # chosen once the flags are read (train_sh_profile.choose)
 
     def note(self, kind: NoteKind, message: str, text: Text | None = None) -> None:
         if text is not None:
@@ -154,6 +157,9 @@ class SpecBuilder:
                 del last[occurrence.flag]
             last[occurrence.flag] = occurrence
         absent = known_absent_flags(TOOLKIT_SLIME_COMMIT) or {}
+        function = last.get("--rollout-function-path")  # the profile's guess until choose() (global_batch reads it)
+        toolkit = function is not None and [v.text for v in function.values] == [TOOLKIT_ROLLOUT]
+        self.integration = "agentcore" if toolkit or "--custom-config-path" in last else "slime"
         for flag, occurrence in last.items():
             values, token = occurrence.values, occurrence.token
             key = index.get(flag)
@@ -186,7 +192,21 @@ class SpecBuilder:
             else:
                 self.spec["extra"].setdefault("flags", {})[flag] = extra_value([v.text for v in values])
                 self.note("escape-hatch", f"{flag}: no spec key sets it; put in [extra.flags]", token)
+        self.profile()
         self.defaults(index, last)
+
+    def profile(self) -> None:
+        """Choose the integration profile; slime and custom write it and no [agentcore] (the profile's defaults
+        follow)."""
+        self.integration, why = choose(self.spec)
+        if self.integration == "agentcore":
+            return
+        self.set("experiment.integration", self.integration)
+        self.note("default", f'[experiment] integration = "{self.integration}": {why}; no [agentcore], no custom '
+                             "config, and slime's defaults where the script passes nothing (docs/spec.md)")
+        if self.spec["agentcore"]:
+            self.spec["agentcore"] = {}
+            self.note("difference", "the custom config names no agent_runtime_arn: its [agentcore] keys are left out")
 
     def model_override(self, occurrence: Occurrence, key: FlagKey | None, line: int) -> None:
         """A flag MODEL_ARGS sets (on ``line``) that the command line gives again: argparse keeps the last one."""
@@ -247,20 +267,23 @@ class SpecBuilder:
         for flag, key in index.items():
             if flag in given or key.table == "wandb" or (flag == "--num-rollout" and "--num-epoch" in given):
                 continue
+            default = default_of(key, self.integration)
             if key.kind == "switch":
-                if key.default is True:
+                if default is True:
                     self.set(key.path, False)
-            elif key.default is attrs.NOTHING:
+            elif default is attrs.NOTHING:
                 if flag != "--hf-checkpoint" or "dir" not in self.spec["model"]:
                     self.note("unresolved", f"the script does not pass {flag}: set [{key.table}] {key.key} by hand")
             elif flag == "--ref-load":
                 self.note("default", "the script does not pass --ref-load: acrl passes --ref-load with [model] dir")
             elif flag == "--megatron-to-hf-mode":
-                self.note("default", "the script does not pass --megatron-to-hf-mode: acrl passes 'bridge' where the "
-                                     "targeted slime has the flag ([model] megatron_to_hf_mode = 'auto')")
-            elif not key.optional and key.path not in ("train.num_steps_per_rollout",):
-                self.note("default", f"the script does not pass {flag}: acrl passes {flag} {key.default} (the "
-                                     f"default of [{key.table}] {key.key})")
+                if default == "auto":
+                    self.note("default", "the script does not pass --megatron-to-hf-mode: acrl passes 'bridge' where "
+                                         "the targeted slime has the flag ([model] megatron_to_hf_mode = 'auto')")
+            elif default is not None and default is not False and default != {} and default != key.omit_if \
+                    and key.path != "train.num_steps_per_rollout":
+                self.note("default", f"the script does not pass {flag}: acrl passes {flag} {default} "
+                                     f"({whose(key, self.integration)})")
         experiment = self.spec["experiment"]
         if "num_epoch" in experiment and "num_rollout" in experiment:
             del experiment["num_epoch"]
@@ -273,7 +296,9 @@ class SpecBuilder:
 
     def global_batch(self, values: list[Text], token: Text, with_steps: bool) -> None:
         rollout = self.spec["rollout"]
-        samples = rollout.get("batch_size", 32) * rollout.get("n_samples_per_prompt", 8)
+        index = flag_index()
+        samples = rollout.get("batch_size", index["--rollout-batch-size"].default) * \
+            rollout.get("n_samples_per_prompt", default_of(index["--n-samples-per-prompt"], self.integration))
         try:
             batch = int(values[0].text) if len(values) == 1 else 0
         except ValueError:

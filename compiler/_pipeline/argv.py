@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import typing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -23,16 +23,20 @@ from .model_args.resolve import ModelArgs
 @attrs.frozen
 class ArgOrigin:
     """Where a flag came from, as data: the spec key that set it (``key``: one key, or a table such as
-    ``eval.datasets``), or a derivation (``derived``) from the spec keys ``keys``, said in ``why``.
-    Rendered to text only where text is shown (:attr:`text`); no reader parses that text back."""
+    ``eval.datasets``), the integration profile's default for a key the spec does not set (``profile``,
+    compiler/_spec/profiles.py; ``why`` names the profile), or a derivation (``derived``) from the spec keys
+    ``keys``, said in ``why``. Rendered to text only where text is shown (:attr:`text`); no reader parses that text
+    back."""
 
-    kind: Literal["key", "derived"]
+    kind: Literal["key", "profile", "derived"]
     keys: tuple[str, ...]
     why: str = ""
 
     @property
     def text(self) -> str:
         """"rollout.batch_size", "extra.flags.--x", "eval.datasets", or "derived: <why>"."""
+        if self.kind == "profile":
+            return f"{self.keys[0]} ({self.why})"
         return f"derived: {self.why}" if self.kind == "derived" else self.keys[0]
 
 
@@ -69,19 +73,21 @@ class ArgGroup:
     args: tuple[Arg, ...]
 
 
-def _field(obj: Any, table: str, name: str) -> Iterator[Arg]:
+def _field(obj: Any, table: str, name: str, profile: Mapping[str, str]) -> Iterator[Arg]:
     field = attrs.fields_dict(type(obj))[name]
     value = getattr(obj, name)
     if "omit_if" in field.metadata and field.metadata["omit_if"] is not attrs.NOTHING \
             and value == field.metadata["omit_if"]:
         return
     tokens = flag_tokens(field.metadata["flag"], value)
+    key = f"{table}.{name}"
     if tokens:
-        yield Arg(tokens[0], tuple(tokens[1:]), from_key(f"{table}.{name}"))
+        yield Arg(tokens[0], tuple(tokens[1:]), ArgOrigin("profile", (key,), profile[key]) if key in profile
+                  else from_key(key))
 
 
-def _fields(obj: Any, table: str, *names: str) -> list[Arg]:
-    return [arg for name in names for arg in _field(obj, table, name)]
+def _fields(obj: Any, table: str, names: Sequence[str], profile: Mapping[str, str]) -> list[Arg]:
+    return [arg for name in names for arg in _field(obj, table, name, profile)]
 
 
 def actor_gpus(spec: Spec) -> int:
@@ -281,15 +287,17 @@ LAYOUT = (
 )
 
 
-def build_argv(spec: Spec) -> tuple[ArgGroup, ...]:
+def build_argv(spec: Spec, supplied: Collection[str] = ()) -> tuple[ArgGroup, ...]:
     """The flags train.sh passes after MODEL_ARGS, grouped as :data:`LAYOUT` says; the raw [extra] args come
-    last."""
+    last. ``supplied``: the keys whose value the integration profile supplied (their flags' origin says so)."""
+    why = f"default of the {spec.experiment.integration} integration profile"
+    profile = {key: why for key in supplied}
     groups = []
     for group in LAYOUT:
         args: list[Arg] = []
         for entry in group.entries:
             if isinstance(entry, _Keys):
-                args += _fields(getattr(spec, entry.table), entry.table, *entry.names)
+                args += _fields(getattr(spec, entry.table), entry.table, entry.names, profile)
             else:
                 args += entry.make(spec)
         if args:
@@ -347,7 +355,7 @@ class RuntimeArgs:
 
     key_env: str
     wandb: tuple[Arg, ...]  # --wandb-project, --wandb-group: each from its spec key
-    custom_config: str
+    custom_config: str | None  # None: no custom config (integration "slime" or "custom")
     train_env_vars: bool
 
     @property
@@ -360,4 +368,5 @@ def runtime_args(spec: Spec) -> RuntimeArgs:
     """The one computation of the run-time arguments, for train.sh, rayjob.yaml and `acrl explain`."""
     wandb = tuple(Arg(f"--wandb-{name}", (value,), from_key(f"wandb.{name}"))
                   for name in ("project", "group") if (value := getattr(spec.wandb, name)))
-    return RuntimeArgs(spec.wandb.key_env, wandb, CUSTOM_CONFIG, spec.cuda.home is not None)
+    return RuntimeArgs(spec.wandb.key_env, wandb, CUSTOM_CONFIG if spec.agentcore is not None else None,
+                       spec.cuda.home is not None)

@@ -6,6 +6,7 @@ Only :func:`write` touches the output directory.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -14,6 +15,8 @@ import attrs
 
 from .._slime.checkout import SLIME_OPTION, SPEC_SLIME, Asked, CheckoutError, locate
 from .._slime.verify_flags import verify_flags
+from .._spec import profiles
+from .._spec.profiles import DEFAULT_INTEGRATION
 from .._spec.tables import Spec
 from .._version import __version__
 from ..errors import Diagnostic, SpecError, UsageError
@@ -33,7 +36,7 @@ from .manifest import BaseSpec, Checkout, Manifest, ManifestWarning, ModelArgsPr
 from .model_args.resolve import ModelArgs, ModelArgsError, resolve_model_args
 from .model_args.resolve import _config_path as config_path
 from .parse import SpecSource
-from .structure import structure, unstructure
+from .structure import is_set, structure, unstructure
 from .validate import Context, validate
 
 # 2: the bundle hash covers every manifest field (_bundle.manifest_hash); 1: only the file list.
@@ -128,7 +131,7 @@ def _compile_source(source: SpecSource, strict: bool, target: Target, checkouts:
         key = ("model", exc.key) if ("model", exc.key) in source.positions else ("model", "type")
         raise SpecError([source.diagnostic(key, exc.message, hint=exc.hint)]) from None
     model_args = resolution.model_args
-    groups = build_argv(spec)
+    groups = build_argv(spec, supplied_keys(source, spec))
     verification = verify_flags(spec, slime, megatron)
     diagnostics = early + validate(source, Context(spec, model_args, groups, verification.check, resolution,
                                                    verification.where), before_sourcing=False)
@@ -142,7 +145,8 @@ def _compile_source(source: SpecSource, strict: bool, target: Target, checkouts:
                  "integration installed)"))
     if any(d.severity == "error" for d in diagnostics):
         raise SpecError(diagnostics)
-    notes = (*resolution.notes, *verification.notes, *placement_spec.read(spec).defaults)
+    supplied = profiles.notes(spec.experiment.integration, functools.partial(is_set, source.data))
+    notes = (*supplied, *resolution.notes, *verification.notes, *placement_spec.read(spec).defaults)
     if model_args.source == "script" and slime is not None:
         how = (f"{SPEC_SLIME}, the cluster's path, which exists on this machine ({SLIME_OPTION} DIR reads another "
                "checkout)" if slime.via == SPEC_SLIME else slime.shown())
@@ -157,16 +161,17 @@ def _compile_source(source: SpecSource, strict: bool, target: Target, checkouts:
 
 def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tuple[ArgGroup, ...],
               warnings: tuple[Diagnostic, ...], notes: tuple[str, ...], target: Target = "ray") -> Bundle:
+    custom_config = _render.custom_config_yaml(spec)  # integration "agentcore" only
     files = {
         "train.sh": _render.train_sh(spec, groups),
         "model_args.sh": _render.model_args_sh(spec, model_args),
-        "custom_config.yaml": _render.custom_config_yaml(spec),
-        "spec.toml": _render.resolved_spec_toml(unstructure(resolved_spec(spec, model_args))),
+        **({"custom_config.yaml": custom_config} if custom_config is not None else {}),
+        "spec.toml": _render.resolved_spec_toml(resolved_spec_data(spec, model_args)),
     }
     if _render.joins(spec):  # other nodes join the local head: the script they run
         files["join.sh"] = _render.join_sh(spec)
     if target == "kuberay":
-        files["rayjob.yaml"] = rayjob_yaml(spec, flat_argv(model_args, groups, spec), files["custom_config.yaml"])
+        files["rayjob.yaml"] = rayjob_yaml(spec, flat_argv(model_args, groups, spec), custom_config)
     hashes = {name: sha256(data) for name, data in sorted(files.items())}
     manifest = _manifest(source, spec, model_args, warnings, hashes)
     manifest = attrs.evolve(manifest, bundle_hash=manifest_hash(manifest.as_json()))
@@ -193,6 +198,35 @@ def resolved_spec(spec: Spec, model_args: ModelArgs) -> Spec:
     model = attrs.evolve(spec.model, args_source=model_args.source, ref_load=spec.model.ref_load or spec.model.dir,
                          megatron_to_hf_mode=mode if mode is not None else spec.model.megatron_to_hf_mode)
     return attrs.evolve(spec, model=model)
+
+
+def supplied_keys(source: SpecSource, spec: Spec) -> frozenset[str]:
+    """The keys whose value ``spec``'s integration profile supplied: those its source does not set; none for
+    "agentcore", whose values are the keys' documented defaults."""
+    if spec.experiment.integration == DEFAULT_INTEGRATION:
+        return frozenset()
+    return frozenset(key for key, _ in profiles.supplied(spec.experiment.integration,
+                                                         functools.partial(is_set, source.data)))
+
+
+# Keys added after bundles were first committed, written to spec.toml only when they differ from their default: a
+# spec that does not use them compiles to the same bundle, byte for byte, as before they existed (`acrl
+# check-bundles` keeps passing across the upgrade). Table -> key -> the default it is left out at.
+_WRITTEN_WHEN_SET: dict[str, dict[str, Any]] = {
+    "experiment": {"integration": DEFAULT_INTEGRATION},
+    "cluster": {"env": {}, "ray_start_args": []},
+    "env": {"pythonpath": [], "pythonpath_before_megatron": []},
+}
+
+
+def resolved_spec_data(spec: Spec, model_args: ModelArgs) -> dict[str, Any]:
+    """spec.toml's data: the resolved spec, without the keys of :data:`_WRITTEN_WHEN_SET` at their default."""
+    data = unstructure(resolved_spec(spec, model_args))
+    for table, keys in _WRITTEN_WHEN_SET.items():
+        for key, default in keys.items():
+            if data[table].get(key, default) == default:
+                data[table].pop(key, None)
+    return data
 
 
 def _manifest(source: SpecSource, spec: Spec, model_args: ModelArgs, warnings: tuple[Diagnostic, ...],

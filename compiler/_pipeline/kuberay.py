@@ -50,8 +50,9 @@ def entrypoint(spec: Spec, argv: list[str]) -> str:
     script = "train_async.py" if spec.train.mode == "async" else "train.py"
     run_time = runtime_args(spec)
     wandb = ["--use-wandb", *run_time.wandb_tokens]
-    command = ["python3", f"{spec.slime.dir.rstrip('/')}/{script}", *argv,
-               "--custom-config-path", f"{CONFIG_MOUNT}/{run_time.custom_config}"]
+    command = ["python3", f"{spec.slime.dir.rstrip('/')}/{script}", *argv]
+    if run_time.custom_config is not None:  # integration "agentcore" only
+        command += ["--custom-config-path", f"{CONFIG_MOUNT}/{run_time.custom_config}"]
     key = run_time.key_env
     # bash -c 'script' acrl ARGS...: every token stays one argument, whatever it holds
     export = "" if key == "WANDB_API_KEY" else f'export WANDB_API_KEY="${{{key}}}"; '
@@ -76,14 +77,14 @@ def _secret_env(spec: Spec) -> list[dict[str, Any]]:
             for name in unique]
 
 
-def _pod(spec: Spec, config_map: str, role: str, gpus: int) -> dict[str, Any]:
+def _pod(spec: Spec, config_map: str | None, role: str, gpus: int) -> dict[str, Any]:
+    config = [{"name": "acrl-config", "mountPath": CONFIG_MOUNT, "readOnly": True}] if config_map else []
     container: dict[str, Any] = {
         "name": f"ray-{role}",
         "image": spec.kuberay.image,
         # [cluster] env first: the environment of the pod's Ray processes, as train.sh gives its head's
         "env": [*({"name": name, "value": value} for name, value in spec.cluster.env.items()), *_secret_env(spec)],
-        "volumeMounts": [{"name": "acrl-config", "mountPath": CONFIG_MOUNT, "readOnly": True},
-                         {"name": "dshm", "mountPath": "/dev/shm"}],
+        "volumeMounts": [*config, {"name": "dshm", "mountPath": "/dev/shm"}],
     }
     if gpus:
         container["resources"] = {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}}
@@ -91,24 +92,26 @@ def _pod(spec: Spec, config_map: str, role: str, gpus: int) -> dict[str, Any]:
     return {"spec": {
         **account,
         "containers": [container],
-        "volumes": [{"name": "acrl-config", "configMap": {"name": config_map}},
+        "volumes": [*([{"name": "acrl-config", "configMap": {"name": config_map}}] if config_map else []),
                     # sglang and NCCL need far more shared memory than a container's default 64 MiB
                     {"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }}
 
 
-def rayjob_documents(spec: Spec, argv: list[str], custom_config: bytes) -> list[dict[str, Any]]:
-    """The ConfigMap and the RayJob, as data."""
+def rayjob_documents(spec: Spec, argv: list[str], custom_config: bytes | None) -> list[dict[str, Any]]:
+    """The ConfigMap (integration "agentcore": the custom config) and the RayJob, as data."""
     name = k8s_name(spec.experiment.id)
-    config_map = f"{name}-config"
+    config_map = f"{name}-config" if custom_config is not None else None
     labels = {"app.kubernetes.io/managed-by": "acrl"}
     namespace = {"namespace": spec.kuberay.namespace} if spec.kuberay.namespace else {}
     env_vars = {"PYTHONPATH": pythonpath(spec), "CUDA_DEVICE_MAX_CONNECTIONS": "1", **spec.env.vars}
     gpus = spec.cluster.gpus_per_node
     replicas = worker_replicas(spec)
-    return [
+    config = [] if custom_config is None else [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": config_map, **namespace, "labels": labels},
-         "data": {"custom_config.yaml": custom_config.decode("utf-8")}},
+         "data": {"custom_config.yaml": custom_config.decode("utf-8")}}]
+    return [
+        *config,
         {"apiVersion": "ray.io/v1", "kind": "RayJob",
          "metadata": {"name": name, **namespace, "labels": labels},
          "spec": {
@@ -132,7 +135,7 @@ def rayjob_documents(spec: Spec, argv: list[str], custom_config: bytes) -> list[
     ]
 
 
-def rayjob_yaml(spec: Spec, argv: list[str], custom_config: bytes) -> bytes:
+def rayjob_yaml(spec: Spec, argv: list[str], custom_config: bytes | None) -> bytes:
     """rayjob.yaml: ``kubectl apply -f rayjob.yaml`` creates the ConfigMap and starts the RayJob."""
     import yaml  # lazy: PyYAML is needed only for --target kuberay, after a spec compiled without errors
 

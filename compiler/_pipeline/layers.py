@@ -22,7 +22,7 @@ from typing import Any, get_args, get_origin
 import attrs
 
 from .._secrets import redact
-from .._spec.tables import Spec
+from .._spec.tables import Spec, table_class
 from ..errors import Diagnostic, SpecError
 from .bundle import read_input
 from .key_positions import Scanner
@@ -256,8 +256,8 @@ def _spec_keys(tp: Any = Spec, prefix: str = "") -> list[str]:
     """Every dotted key of a spec's tables (``train.lr``), for a did-you-mean across tables."""
     out: list[str] = []
     for field in attrs.fields(tp):
-        if isinstance(field.type, type) and attrs.has(field.type):
-            out += _spec_keys(field.type, f"{prefix}{field.name}.")
+        if (table := table_class(field.type)) is not None:
+            out += _spec_keys(table, f"{prefix}{field.name}.")
         else:
             out.append(prefix + field.name)
     return out
@@ -267,8 +267,8 @@ def key_problem(path: KeyPath) -> tuple[str, str] | None:
     """(message, fix) when ``path`` names no key a spec can have; did-you-mean for a misspelling."""
     tp: Any = Spec
     for n, step in enumerate(path):
-        if isinstance(tp, type) and attrs.has(tp):
-            fields = {f.name: f.type for f in attrs.fields(tp)}
+        if (cls := table_class(tp)) is not None:
+            fields = {f.name: f.type for f in attrs.fields(cls)}
             if step not in fields:
                 close = difflib.get_close_matches(str(step), list(fields), n=1, cutoff=0.6)
                 table = f"[{dotted(path[:n])}]" if n else "the top level"
@@ -283,6 +283,6 @@ def key_problem(path: KeyPath) -> tuple[str, str] | None:
         else:
             return f"{dotted(path[:n])} is not a table, so {dotted(path)!r} is no key", \
                 f"sweep {dotted(path[:n])} itself"
-    if isinstance(tp, type) and attrs.has(tp):
+    if table_class(tp) is not None:
         return f"[{dotted(path)}] is a table", f"sweep one of its keys, e.g. \"{dotted(path)}.KEY\""
     return None

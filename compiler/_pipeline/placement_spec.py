@@ -58,7 +58,7 @@ def _on(extra: Mapping[str, list[str]], flag: str) -> bool:
 def sglang_parallel(spec: Spec, extra: Mapping[str, list[str]]) -> Parallel:
     """Megatron's sizes and SGLang's (the [sglang] table, then the escape hatch's --sglang-* flags, which win)."""
     p = spec.parallel
-    dp = _int(extra, "--sglang-dp-size", "--sglang-data-parallel-size") or spec.sglang.data_parallel_size
+    dp = _int(extra, "--sglang-dp-size", "--sglang-data-parallel-size") or spec.sglang.data_parallel_size or 1
     pp = _int(extra, "--sglang-pp-size", "--sglang-pipeline-parallel-size")  # 0 kept: slime divides by it
     return Parallel(tensor=p.tensor, pipeline=p.pipeline, context=p.context,
                     sglang_pp=1 if pp is None else pp,

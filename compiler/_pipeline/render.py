@@ -35,7 +35,7 @@ TEMPLATE_VARIABLES = {
         "stop_stale_processes", "ray_stop_timeout", "start_ray_head", "head_gpus", "dashboard_port",
         "env_vars_json", "forward", "secret_policy_json", "forward_check", "dashboard_host", "head_port", "join",
         "num_nodes", "group_gpus", "node_ip_address", "ray_start_args", "node_env", "pythonpath_before",
-        "pythonpath_after",
+        "pythonpath_after", "custom_config",
     }),
     "join.sh.jinja": frozenset({
         "acrl_version", "exp_id", "num_nodes", "gpus_per_node", "head_port", "stop_stale_processes",
@@ -49,8 +49,10 @@ TEMPLATE_VARIABLES = {
 
 # Keys the toolkit's rollout integration reads from --custom-config-path (SlimeArtConfig.from_args).
 def custom_config(spec: Spec) -> dict[str, Any]:
-    """The custom-config YAML's data."""
+    """The custom-config YAML's data (integration "agentcore": the spec has [agentcore])."""
     a = spec.agentcore
+    if a is None:
+        raise ValueError("no custom config without [agentcore] (integration \"slime\" or \"custom\")")
     return {
         "agent_runtime_arn": a.runtime_arn,
         "s3_bucket": a.s3_bucket,
@@ -205,6 +207,7 @@ def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
         "fix_torch_memory_saver": spec.cuda.fix_torch_memory_saver,
         "wandb_key_env": spec.wandb.key_env,
         "wandb_args": runtime_args(spec).wandb_tokens,
+        "custom_config": runtime_args(spec).custom_config,
         "ray_address": c.address or "",
         "stop_stale_processes": c.stop_stale_processes,
         "ray_stop_timeout": c.ray_stop_timeout,
@@ -283,7 +286,10 @@ def yaml_dumper(block_multiline: bool = False) -> Any:
     return Dumper
 
 
-def custom_config_yaml(spec: Spec) -> bytes:
+def custom_config_yaml(spec: Spec) -> bytes | None:
+    """custom_config.yaml, or None without [agentcore] (integration "slime" or "custom": no file, no flag)."""
+    if spec.agentcore is None:
+        return None
     import yaml  # lazy: PyYAML is needed only to render a spec that compiled without errors
 
     header = f"# --custom-config-path of {comment_text(spec.experiment.id)}: read by the rollout integration.\n"

@@ -20,8 +20,9 @@ import cattrs
 from cattrs.cols import list_structure_factory
 from cattrs.errors import AttributeValidationNote, ForbiddenExtraKeysError, IterableValidationNote
 
+from .._spec import profiles
 from .._spec.setting import FlagValue
-from .._spec.tables import Spec
+from .._spec.tables import Spec, table_class
 from ..errors import Diagnostic
 from .parse import KeyPath, SpecSource
 
@@ -160,11 +161,37 @@ def converter() -> cattrs.Converter:
 def structure(source: SpecSource) -> tuple[Spec | None, list[Diagnostic]]:
     """Structure ``source.data`` into a Spec. Returns (spec or None, diagnostics)."""
     ranges = [*_range_diagnostics(source, source.data, Spec, ()), *_path_diagnostics(source)]
+    ranges += _missing_agentcore(source)
     try:
         spec = converter().structure(dict(source.data), Spec)
     except Exception as exc:  # cattrs raises exception groups; translate every leaf
         return None, _in_file_order([*_diagnostics(source, exc, (), Spec), *ranges])
-    return (None if ranges else spec), ranges
+    if ranges:
+        return None, ranges
+    return profiles.apply(spec, spec.experiment.integration, functools.partial(is_set, source.data)), []
+
+
+def _missing_agentcore(source: SpecSource) -> list[Diagnostic]:
+    """[agentcore] is required with integration = "agentcore" (the default): ACRL-I001, reported with the other
+    missing tables (validate/integration.py holds the rule for a Spec built otherwise)."""
+    experiment = source.data.get("experiment")
+    integration = experiment.get("integration", "agentcore") if isinstance(experiment, Mapping) else "agentcore"
+    if integration != "agentcore" or "agentcore" in source.data:
+        return []
+    key = ("experiment", "integration") if ("experiment", "integration") in source.positions else ()
+    return [source.diagnostic(key, "missing required table [agentcore]", rule="ACRL-I001", hint=(
+        'add an [agentcore] table, or set [experiment] integration = "slime" for slime\'s own rollout'))]
+
+
+def is_set(data: Mapping[str, Any], path: KeyPath) -> bool:
+    """Whether the spec's data (the file, its bases, --set and a sweep point, merged) sets the key ``path``: the
+    integration profile (compiler/_spec/profiles.py) supplies only the keys it does not."""
+    node: Any = data
+    for step in path:
+        if not isinstance(node, Mapping) or step not in node:
+            return False
+        node = node[step]
+    return True
 
 
 def _in_file_order(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
@@ -288,9 +315,7 @@ def _values_at(data: Any, key: KeyPath, path: KeyPath) -> Iterator[tuple[KeyPath
 
 
 def _attrs_class(tp: Any) -> Any:
-    if isinstance(tp, type) and attrs.has(tp):
-        return tp
-    return None
+    return table_class(tp)  # [agentcore]'s ``AgentCore | None`` too
 
 
 def unstructure(spec: Spec) -> dict[str, Any]:

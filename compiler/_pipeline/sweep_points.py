@@ -22,7 +22,7 @@ from typing import Any, get_args, get_origin
 
 import attrs
 
-from .._spec.tables import Spec
+from .._spec.tables import Spec, table_class
 from ..errors import Diagnostic, SpecError
 from .layers import SWEEP, dotted, key_problem, parse_key
 from .parse import NO_LINE, KeyPath, Position, SpecSource
@@ -180,8 +180,8 @@ def _is_open_table(path: KeyPath) -> bool | None:
     """Whether ``path`` is a table of any keys ([model.args]); None when it is no table at all."""
     tp: Any = Spec
     for step in path:
-        if isinstance(tp, type) and attrs.has(tp):
-            fields = {f.name: f.type for f in attrs.fields(tp)}
+        if (table := table_class(tp)) is not None:
+            fields = {f.name: f.type for f in attrs.fields(table)}
             if step not in fields:
                 return None
             tp = fields[step]
@@ -189,7 +189,7 @@ def _is_open_table(path: KeyPath) -> bool | None:
             tp = get_args(tp)[1]
         else:
             return None
-    return get_origin(tp) is dict if not (isinstance(tp, type) and attrs.has(tp)) else False
+    return get_origin(tp) is dict if table_class(tp) is None else False
 
 
 def _named(source: SpecSource, points: list[tuple[Value, ...]]) -> tuple[Point, ...]:

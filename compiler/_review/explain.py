@@ -24,7 +24,7 @@ from typing import Any, Literal
 import attrs
 
 from .._pipeline.argv import build_argv
-from .._pipeline.compile import compile_source, resolved_spec
+from .._pipeline.compile import compile_source, resolved_spec, supplied_keys
 from .._pipeline.layers import load_spec
 from .._pipeline.parse import SpecSource, parse_spec_text
 from .._pipeline.structure import structure
@@ -165,7 +165,7 @@ def explain_bundle(directory: Path) -> Explanation:
     info = ModelArgsInfo(tuple(t for flag, values in view.model_args.items() for t in (flag, *values)),
                           *_provenance(view.manifest, files.get("model_args.sh", b"")))
     keys = with_recorded_origins(key_items(source, spec, spec, in_bundle=True), view.manifest or {})
-    flags = flag_items(source, spec, info, keys, build_argv(spec))
+    flags = flag_items(source, spec, info, keys, build_argv(spec, supplied_keys(source, spec)))
     flags, mismatches = _as_train_sh_passes(flags, view.flags, view.file_status.get("train.sh", "missing"), shown)
     model_args_status = view.file_status.get("model_args.sh", "missing")
     if model_args_status != "present":

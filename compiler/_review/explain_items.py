@@ -16,11 +16,12 @@ import attrs
 from .._pipeline.argv import ArgGroup, ArgOrigin, global_batch_size, runtime_args
 from .._pipeline.model_args.catalog import entry
 from .._pipeline.parse import KeyPath, SpecSource
+from .._spec import profiles
 from .._spec.flags import normalize_flag, parse_flags
 from .._spec.schema import custom_config_keys, toml_literal
 from .._spec.tables import Spec
 
-OriginKind = Literal["spec", "bundle", "set", "default", "derived", "model_args", "runtime", "unknown"]
+OriginKind = Literal["spec", "bundle", "set", "default", "profile", "derived", "model_args", "runtime", "unknown"]
 _MISSING = object()
 _RESOLVED_WHY = {
     "model.args_source": "'auto' is 'args' when [model.args] is given, else 'catalog' when acrl's catalog has "
@@ -87,10 +88,14 @@ class ModelArgsInfo:
 
 def key_items(source: SpecSource, written: Spec, resolved: Spec, *, in_bundle: bool) -> list[Item]:
     items = []
-    written_to = custom_config_keys()
+    written_to = custom_config_keys() if resolved.agentcore is not None else {}
+    integration, profile = resolved.experiment.integration, profiles.by_key()
     for path, value, field in _leaves(resolved, ()):
         name = ".".join(map(str, path))
         origin = _key_origin(source, path, name, _lookup(written, path), value, in_bundle)
+        if origin.kind == "default" and name in profile and integration != profiles.DEFAULT_INTEGRATION:
+            # a value the slime or custom profile supplied (agentcore's are the keys' documented defaults)
+            origin = Origin("profile", f"default of the {integration} integration profile ({profile[name].where})")
         doc = " ".join(field.metadata.get("doc", "").split())
         note = f"written to custom_config.yaml as {written_to[name]}" if name in written_to else ""
         if len(path) == 3:  # an entry of a table such as [model.args]
@@ -262,9 +267,10 @@ def _runtime_items(spec: Spec, keys: Mapping[str, Item]) -> list[Item]:
     def runtime(flag: str, values: tuple[str, ...], text: str, doc: str, *inputs: str) -> Item:
         return Item(flag, "flag", values, Origin("runtime", text), doc, _RUNTIME_GROUP, inputs)
 
-    items = [runtime("--custom-config-path", (run_time.custom_config,),
-                     "train.sh: the bundle's custom_config.yaml, written from [agentcore] and experiment.id",
-                     "The file the rollout integration reads the agent's and the gateway's settings from.")]
+    items = [] if run_time.custom_config is None else [  # integration "agentcore" only
+        runtime("--custom-config-path", (run_time.custom_config,),
+                "train.sh: the bundle's custom_config.yaml, written from [agentcore] and experiment.id",
+                "The file the rollout integration reads the agent's and the gateway's settings from.")]
     when = f"train.sh, only when ${env} is set at run time (wandb.key_env)"
     items.append(runtime("--use-wandb", (), when, "Log to Weights & Biases.", "wandb.key_env"))
     for arg in run_time.wandb:

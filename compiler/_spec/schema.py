@@ -22,6 +22,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import attrs
 
+from .profiles import DEFAULT_INTEGRATION, INTEGRATIONS
 from .setting import FlagValue
 from .tables import AgentCore, Experiment, Spec
 
@@ -52,8 +53,20 @@ def spec_schema() -> dict[str, Any]:
     # only of a spec without extends (a required key inside a table still is; docs/spec.md).
     root["if"] = {"not": {"required": ["extends"]}}
     root["then"] = {"required": root.pop("required")}
+    root["allOf"] = _integration_tables()
     root["properties"] = {"extends": _EXTENDS, **root["properties"], "sweep": _SWEEP}
     return root
+
+
+def _integration_tables() -> list[dict[str, Any]]:
+    """[agentcore] is required with integration "agentcore" (the default; not checked with extends, whose base may
+    hold it: ACRL-I001) and not allowed with "slime" or "custom" (ACRL-I002)."""
+    others = [name for name in INTEGRATIONS if name != DEFAULT_INTEGRATION]
+    default = {"properties": {"experiment": {"properties": {"integration": {"const": DEFAULT_INTEGRATION}}}}}
+    chosen = {"required": ["experiment"], "properties": {"experiment": {
+        "required": ["integration"], "properties": {"integration": {"enum": others}}}}}
+    return [{"if": {"not": {"required": ["extends"]}, **default}, "then": {"required": ["agentcore"]}},
+            {"if": chosen, "then": {"not": {"required": ["agentcore"]}}}]
 
 
 _EXTENDS: dict[str, Any] = {

@@ -8,11 +8,13 @@ docs and the argv builder all read it; nothing else restates it.
 
 
 import re
+import typing
 from typing import Any, Literal
 
 import attrs
 
 from .launch import MAX_NODE_GPUS, MAX_NODES, TOOLKIT_SLIME_COMMIT, Cluster, Cuda, Env, KubeRay, Slime, Wandb
+from .profiles import DEFAULT_INTEGRATION, TOOLKIT_REWARDS, TOOLKIT_ROLLOUT, Integration
 from .setting import (
     AdvantageEstimator,
     AttentionBackend,
@@ -31,10 +33,8 @@ __all__ = ["MAX_NODES", "MAX_NODE_GPUS", "RUNTIME_ARN", "TOOLKIT_SLIME_COMMIT", 
            "Cluster", "Cuda", "Data", "Env", "Eval", "Experiment", "Extra", "KubeRay", "Model", "Parallel",
            "Rollout", "Sglang", "Slime", "Spec", "Train", "Wandb"]
 
-DEFAULT_ROLLOUT_FUNCTION = "agentcore_rl_toolkit.backends.slime.integration.rollout.generate_rollout"
-DEFAULT_REWARD_POST_PROCESS = (
-    "agentcore_rl_toolkit.backends.slime.integration.rewards.normalize_episode_rewards"
-)
+DEFAULT_ROLLOUT_FUNCTION = TOOLKIT_ROLLOUT  # the agentcore profile's (profiles.py)
+DEFAULT_REWARD_POST_PROCESS = TOOLKIT_REWARDS
 
 
 def _one_unless_epochs(experiment: Any) -> int | None:  # num_rollout's default (None: given to the factory alone)
@@ -51,6 +51,11 @@ class Experiment:
     num_rollout: int | None = setting(attrs.Factory(_one_unless_epochs, takes_self=True), flag="--num-rollout", ge=1,
                                       doc="Number of rollout/train iterations (default 1; none when num_epoch is set).")
     seed: int | None = setting(None, doc="Random seed (slime's default is 1234).", flag="--seed", ge=0)
+    integration: Integration = setting(
+        DEFAULT_INTEGRATION, doc="The rollout integration and its defaults (docs/spec.md, Integration profiles): "
+                                 "'agentcore', the toolkit's rollout and reward with [agentcore] (its recipe's "
+                                 "defaults); 'slime', slime's own rollout and reward with slime's defaults; 'custom', "
+                                 "your own [rollout] function paths, otherwise like 'slime'.")
 
 
 # An AgentCore Runtime ARN, matched with fullmatch (a `$` would let a trailing newline through): the one
@@ -104,8 +109,9 @@ class Model:
         factory=dict, doc="MODEL_ARGS flags that win over the source and the config.json check; recorded.")
     script_env: dict[str, str] = setting(
         factory=dict, doc="Environment variables the model script reads (e.g. MODEL_ARGS_ROTARY_BASE).")
-    megatron_to_hf_mode: HfMode = setting(
-        "auto", doc="--megatron-to-hf-mode; 'auto' passes 'bridge' when the targeted slime has the flag.")
+    megatron_to_hf_mode: HfMode | None = setting(
+        "auto", doc="--megatron-to-hf-mode; 'auto' passes 'bridge' when the targeted slime has the flag "
+                    "(the slime and custom profiles leave it out: slime's 'raw').")
 
 
 @attrs.frozen(kw_only=True)
@@ -113,7 +119,7 @@ class Data:
     """[data]: the training prompts."""
 
     path: str = setting(doc="Training prompt JSONL on the cluster.", flag="--prompt-data")
-    input_key: str = setting("prompt", doc="JSON key of the prompt.", flag="--input-key")
+    input_key: str | None = setting("prompt", doc="JSON key of the prompt.", flag="--input-key")
     label_key: str | None = setting(None, doc="JSON key of the label.", flag="--label-key")
     metadata_key: str | None = setting(None, doc="JSON key of the metadata object.", flag="--metadata-key")
 
@@ -139,7 +145,7 @@ class Rollout:
 
     batch_size: int = setting(32, doc="Prompts per rollout.", flag="--rollout-batch-size", ge=1)
     n_samples_per_prompt: int = setting(8, doc="Samples per prompt.", flag="--n-samples-per-prompt", ge=1)
-    max_response_len: int = setting(1024, doc="Maximum response tokens.", flag="--rollout-max-response-len",
+    max_response_len: int | None = setting(1024, doc="Maximum response tokens.", flag="--rollout-max-response-len",
                                     ge=1)
     max_prompt_len: int | None = setting(None, doc="Maximum prompt tokens.", flag="--rollout-max-prompt-len",
                                          ge=1)
@@ -151,9 +157,9 @@ class Rollout:
                                                    "filtering.", flag="--over-sampling-batch-size", ge=1)
     gpus_per_engine: int = setting(2, doc="GPUs per SGLang engine.", flag="--rollout-num-gpus-per-engine",
                                    ge=1)
-    function_path: str = setting(DEFAULT_ROLLOUT_FUNCTION, doc="Rollout function (dotted path).",
+    function_path: str | None = setting(DEFAULT_ROLLOUT_FUNCTION, doc="Rollout function (dotted path).",
                                  flag="--rollout-function-path")
-    reward_post_process_path: str = setting(DEFAULT_REWARD_POST_PROCESS,
+    reward_post_process_path: str | None = setting(DEFAULT_REWARD_POST_PROCESS,
                                             doc="Reward post-processing function (dotted path).",
                                             flag="--custom-reward-post-process-path")
     custom_generate_function_path: str | None = setting(
@@ -166,20 +172,20 @@ class Rollout:
 class Sglang:
     """[sglang]: the rollout engines."""
 
-    mem_fraction_static: float = setting(0.7, doc="Fraction of GPU memory for weights and KV cache.",
+    mem_fraction_static: float | None = setting(0.7, doc="Fraction of GPU memory for weights and KV cache.",
                                          flag="--sglang-mem-fraction-static", gt=0, lt=1)
     context_length: int | None = setting(None, doc="Context length cap.", flag="--sglang-context-length",
                                          ge=1)
-    tool_call_parser: str = setting("qwen", doc="Tool-call parser; must match the served model.",
+    tool_call_parser: str | None = setting("qwen", doc="Tool-call parser; must match the served model.",
                                     flag="--sglang-tool-call-parser")
     reasoning_parser: str | None = setting(None, doc="Reasoning parser (splits <think> blocks).",
                                            flag="--sglang-reasoning-parser")
-    data_parallel_size: int = setting(1, doc="SGLang data parallel size.",
+    data_parallel_size: int | None = setting(1, doc="SGLang data parallel size.",
                                       flag="--sglang-data-parallel-size", ge=1)
-    cuda_graph_max_bs: int = setting(32, doc="Largest batch captured in a CUDA graph.",
+    cuda_graph_max_bs: int | None = setting(32, doc="Largest batch captured in a CUDA graph.",
                                      flag="--sglang-cuda-graph-max-bs", ge=1)
-    log_level: LogLevel = setting("warning", doc="SGLang log level.", flag="--sglang-log-level")
-    log_level_http: LogLevel = setting("warning", doc="SGLang HTTP log level.", flag="--sglang-log-level-http")
+    log_level: LogLevel | None = setting("warning", doc="SGLang log level.", flag="--sglang-log-level")
+    log_level_http: LogLevel | None = setting("warning", doc="SGLang HTTP log level.", flag="--sglang-log-level-http")
 
 
 @attrs.frozen(kw_only=True)
@@ -189,14 +195,14 @@ class Algorithm:
     advantage_estimator: AdvantageEstimator = setting("grpo", doc="Advantage estimator.",
                                                       flag="--advantage-estimator")
     use_kl_loss: bool = setting(True, doc="Add a KL loss against the reference model.", flag="--use-kl-loss")
-    kl_loss_type: KlLossType = setting("low_var_kl", doc="KL loss estimator.", flag="--kl-loss-type")
+    kl_loss_type: KlLossType | None = setting("low_var_kl", doc="KL loss estimator.", flag="--kl-loss-type")
     kl_loss_coef: float | None = setting(None, doc="KL loss coefficient (slime's default is 0.0).",
                                          flag="--kl-loss-coef", ge=0)
     kl_coef: float | None = setting(None, doc="KL penalty in the reward (slime's default is 0.0).",
                                     flag="--kl-coef", ge=0)
     entropy_coef: float | None = setting(None, doc="Entropy bonus coefficient.", flag="--entropy-coef", ge=0)
     eps_clip: float = setting(0.2, doc="PPO clip range (lower).", flag="--eps-clip", gt=0)
-    eps_clip_high: float = setting(0.28, doc="PPO clip range (upper).", flag="--eps-clip-high", gt=0)
+    eps_clip_high: float | None = setting(0.28, doc="PPO clip range (upper).", flag="--eps-clip-high", gt=0)
     normalize_advantages: bool = setting(False, doc="Normalize advantages.", flag="--normalize-advantages")
     use_tis: bool = setting(False, doc="Truncated importance sampling for off-policy rollouts.",
                             flag="--use-tis")
@@ -215,23 +221,23 @@ class Train:
                                            flag="--micro-batch-size", ge=1)
     use_dynamic_batch_size: bool = setting(True, doc="Pack micro-batches by token count.",
                                            flag="--use-dynamic-batch-size")
-    max_tokens_per_gpu: int = setting(9216, doc="Token budget per GPU per micro-batch.",
+    max_tokens_per_gpu: int | None = setting(9216, doc="Token budget per GPU per micro-batch.",
                                       flag="--max-tokens-per-gpu", ge=1)
     lr: float = setting(1e-6, doc="Learning rate.", flag="--lr", gt=0)
-    lr_decay_style: LrDecayStyle = setting("constant", doc="Learning-rate schedule.", flag="--lr-decay-style")
-    weight_decay: float = setting(0.1, doc="Weight decay.", flag="--weight-decay", ge=0)
+    lr_decay_style: LrDecayStyle | None = setting("constant", doc="Learning-rate schedule.", flag="--lr-decay-style")
+    weight_decay: float | None = setting(0.1, doc="Weight decay.", flag="--weight-decay", ge=0)
     adam_beta1: float | None = setting(None, doc="Adam beta1.", flag="--adam-beta1", gt=0, lt=1)
-    adam_beta2: float = setting(0.98, doc="Adam beta2.", flag="--adam-beta2", gt=0, lt=1)
+    adam_beta2: float | None = setting(0.98, doc="Adam beta2.", flag="--adam-beta2", gt=0, lt=1)
     optimizer_cpu_offload: bool = setting(True, doc="Keep optimizer states on the CPU.",
                                           flag="--optimizer-cpu-offload")
     overlap_cpu_optimizer_d2h_h2d: bool = setting(True, doc="Overlap CPU-optimizer transfers.",
                                                   flag="--overlap-cpu-optimizer-d2h-h2d")
     precision_aware_optimizer: bool = setting(True, doc="Precision-aware optimizer.",
                                               flag="--use-precision-aware-optimizer")
-    attention_backend: AttentionBackend = setting("flash", doc="Attention kernel backend.",
+    attention_backend: AttentionBackend | None = setting("flash", doc="Attention kernel backend.",
                                                   flag="--attention-backend")
-    attention_dropout: float = setting(0.0, doc="Attention dropout.", flag="--attention-dropout", ge=0, lt=1)
-    hidden_dropout: float = setting(0.0, doc="Hidden dropout.", flag="--hidden-dropout", ge=0, lt=1)
+    attention_dropout: float | None = setting(0.0, doc="Attention dropout.", flag="--attention-dropout", ge=0, lt=1)
+    hidden_dropout: float | None = setting(0.0, doc="Hidden dropout.", flag="--hidden-dropout", ge=0, lt=1)
     accumulate_allreduce_grads_in_fp32: bool = setting(True, doc="All-reduce gradients in fp32.",
                                                        flag="--accumulate-allreduce-grads-in-fp32")
     attention_softmax_in_fp32: bool = setting(True, doc="Attention softmax in fp32.",
@@ -277,7 +283,8 @@ class Spec:
     """A whole experiment spec."""
 
     experiment: Experiment = setting(doc="What this run is called and how long it trains.")
-    agentcore: AgentCore = setting(doc="The deployed agent and the toolkit's gateway.")
+    agentcore: AgentCore | None = setting(None, doc="The deployed agent and the toolkit's gateway (required, and "
+                                                   "only allowed, with integration = \"agentcore\").")
     model: Model = setting(doc="The checkpoint and its architecture.")
     data: Data = setting(doc="The training prompts.")
     slime: Slime = setting(factory=Slime, doc="The slime checkout the bundle targets.")
@@ -294,3 +301,21 @@ class Spec:
     env: Env = setting(factory=Env, doc="Environment of the Ray job.")
     kuberay: KubeRay = setting(factory=KubeRay, doc="The KubeRay RayJob (--target kuberay).")
     extra: Extra = setting(factory=Extra, doc="Escape hatch for other flags.")
+
+
+def table_class(tp: Any) -> type | None:
+    """The attrs class of a field's type: the class itself, or ``T`` of ``T | None`` (a table a profile may leave
+    out, as [agentcore]); None for any other type."""
+    if isinstance(tp, type) and attrs.has(tp):
+        return tp
+    return next((a for a in typing.get_args(tp) if isinstance(a, type) and attrs.has(a)), None)
+
+
+def table_types() -> dict[str, type]:
+    """Each top-level table's name and attrs class, in the spec's order ([agentcore]'s too, whose field is
+    ``AgentCore | None``)."""
+    out: dict[str, type] = {}
+    for field in attrs.fields(Spec):
+        args = [a for a in typing.get_args(field.type) if a is not type(None)]
+        out[field.name] = typing.cast(type, args[0] if args else field.type)
+    return out

@@ -12,11 +12,14 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acrl.compiler import RUNTIME_ARN
 
-from .outcome import CheckFailed
+from .outcome import CheckFailed, CheckSkipped
+
+if TYPE_CHECKING:
+    from .bundle_info import BundleInfo
 
 # arn:PARTITION:bedrock-agentcore:REGION:ACCOUNT:runtime/RUNTIME_ID
 PREFLIGHT_PREFIX = ".acrl-preflight/"
@@ -40,6 +43,20 @@ def region_from_arn(arn: str) -> str:
 def runtime_id_from_arn(arn: str) -> str:
     """The runtime id (the part after ``runtime/``) of an AgentCore Runtime ARN; ValueError when not one."""
     return _parse_runtime_arn(arn)["runtime_id"]
+
+
+def bundle_runtime_arn(info: BundleInfo) -> tuple[str, str]:
+    """The AgentCore runtime ARN of the bundle and the region it names; the AWS checks are skipped for a bundle
+    without [agentcore] (integration "slime" or "custom": no AgentCore runtime, no rollout bucket)."""
+    if info.get("agentcore") is None:
+        integration = info.get("experiment.integration", "agentcore")
+        raise CheckSkipped(f'integration = "{integration}": the bundle uses no AgentCore runtime and no S3 bucket')
+    arn = str(info.get("agentcore.runtime_arn", ""))
+    try:
+        return arn, region_from_arn(arn)
+    except ValueError:
+        raise CheckFailed(f"[agentcore] runtime_arn {arn!r} is not an AgentCore runtime ARN",
+                          "compile the spec again: acrl-compile checks the ARN's format") from None
 
 
 class _Aws:

@@ -250,29 +250,19 @@ def check_cuda_home(info: BundleInfo) -> str:
     return str(home)
 
 
-def _runtime_arn(info: BundleInfo) -> tuple[str, str]:
-    """The AgentCore runtime ARN of the bundle and the region it names."""
-    arn = str(info.get("agentcore.runtime_arn", ""))
-    try:
-        return arn, _aws.region_from_arn(arn)
-    except ValueError:
-        raise CheckFailed(f"[agentcore] runtime_arn {arn!r} is not an AgentCore runtime ARN",
-                          "compile the spec again: acrl-compile checks the ARN's format") from None
-
-
 def check_aws_identity(info: BundleInfo) -> str:
     """AWS credentials resolve (STS GetCallerIdentity), in the region of the runtime ARN."""
-    return _aws.check_credentials(_runtime_arn(info)[1])
+    return _aws.check_credentials(_aws.bundle_runtime_arn(info)[1])
 
 
 def check_s3_bucket(info: BundleInfo) -> str:
     """The rollout bucket exists and is writable."""
-    return _aws.check_bucket(str(info.get("agentcore.s3_bucket", "")), _runtime_arn(info)[1])
+    return _aws.check_bucket(str(info.get("agentcore.s3_bucket", "")), _aws.bundle_runtime_arn(info)[1])
 
 
 def check_agent_runtime(info: BundleInfo) -> str:
     """The AgentCore runtime exists and is READY."""
-    return _aws.check_agent_runtime(_runtime_arn(info)[0])
+    return _aws.check_agent_runtime(_aws.bundle_runtime_arn(info)[0])
 
 
 # --- registry and runner ---------------------------------------------------------------------------

@@ -1,13 +1,27 @@
 """validate: stage 4, the cross-field rules. ``engine``: the ``rule`` decorator, the registry ``RULES`` (in
 the order of ``engine.ORDER``), ``validate`` and the helpers the rules share; one module per rule-id
-prefix (parallel P, cluster C, batch B, algorithm A, eval E, toolkit T, flags F, secrets S, kuberay K, model M,
-launch L);
+prefix (parallel P, cluster C, batch B, algorithm A, eval E, integration I, toolkit T, flags F, secrets S, kuberay K,
+model M, launch L);
 ``memory``: the GPU-memory estimate the ACRL-M rules use. Importing the package registers every rule.
 Imports ``_spec``, ``_pipeline`` stages before it (parse, argv, model_args), ``errors`` and ``_secrets``.
 """
 
-from . import algorithm, batch, cluster, engine, eval, flags, kuberay, launch, model, parallel, secrets, toolkit
+from . import (
+    algorithm,
+    batch,
+    cluster,
+    engine,
+    eval,
+    flags,
+    integration,
+    kuberay,
+    launch,
+    model,
+    parallel,
+    secrets,
+    toolkit,
+)
 from .engine import RULES, Context, Rule, validate
 
-__all__ = ["RULES", "Context", "Rule", "algorithm", "batch", "cluster", "engine", "eval", "flags", "kuberay", "launch",
-           "model", "parallel", "secrets", "toolkit", "validate"]
+__all__ = ["RULES", "Context", "Rule", "algorithm", "batch", "cluster", "engine", "eval", "flags", "integration",
+           "kuberay", "launch", "model", "parallel", "secrets", "toolkit", "validate"]

@@ -46,9 +46,12 @@ def _tokens_per_gpu(ctx: Context) -> Iterator[Finding]:
     """With dynamic batching, the longest sample should fit in max_tokens_per_gpu x context; an oversize sample gets
     its own micro-batch and risks OOM."""
     r, t = ctx.spec.rollout, ctx.spec.train
-    longest = r.max_context_len or ((r.max_prompt_len + r.max_response_len) if r.max_prompt_len else None)
-    budget = t.max_tokens_per_gpu * ctx.spec.parallel.context
+    longest = r.max_context_len or ((r.max_prompt_len + r.max_response_len)
+                                    if r.max_prompt_len and r.max_response_len else None)
     known = longest if longest is not None else r.max_response_len
+    if t.max_tokens_per_gpu is None or known is None:  # no budget (slime's default) or no bound on a sample
+        return
+    budget = t.max_tokens_per_gpu * ctx.spec.parallel.context
     if t.use_dynamic_batch_size and known > budget:
         what = "the longest sample" if longest is not None else "max_response_len alone"
         yield Finding(f"{what} ({known} tokens) exceeds max_tokens_per_gpu x context = {budget}: such a "

@@ -2,7 +2,7 @@
 kept in the order of ``ORDER`` (docs/rules.md and the diagnostics come out in that order);
 ``validate`` runs them and points each finding at the spec; ``spec_secrets`` masks what looks
 secret in every message. The rules themselves live one module per id prefix: parallel (P),
-batch (B), algorithm (A), eval (E), toolkit (T), flags (F), secrets (S), kuberay (K), model (M),
+batch (B), algorithm (A), eval (E), integration (I), toolkit (T), flags (F), secrets (S), kuberay (K), model (M),
 launch (L).
 
 Each rule has a stable id, a severity, the spec keys it concerns (the message points at the first
@@ -23,7 +23,7 @@ import attrs
 
 from ..._secrets import is_credential_flag, is_env_name, is_secret_name, looks_secret_value, redact
 from ..._spec.flags import flags_in, normalize_flag, parse_flags
-from ..._spec.tables import Spec
+from ..._spec.tables import Spec, table_class
 from ...errors import Diagnostic
 from .. import placement_spec
 from ..argv import ArgGroup, actor_gpus, rollout_gpus
@@ -43,6 +43,7 @@ ORDER = (
     "ACRL-B001", "ACRL-B002", "ACRL-B003", "ACRL-B004", "ACRL-B005", "ACRL-B006",
     "ACRL-A001", "ACRL-A002", "ACRL-A003", "ACRL-A004",
     "ACRL-E001", "ACRL-E002", "ACRL-E003",
+    "ACRL-I001", "ACRL-I002", "ACRL-I003",
     "ACRL-T001", "ACRL-T002", "ACRL-T003", "ACRL-T004", "ACRL-T005",
     "ACRL-M009",
     "ACRL-F001", "ACRL-F002", "ACRL-F003", "ACRL-F004", "ACRL-F005",
@@ -201,9 +202,9 @@ def validate(source: SpecSource, ctx: Context, *, before_sourcing: bool | None =
 def _tables() -> tuple[str, ...]:
     """"table.key." of every free-form table of the spec ([model.overrides], [env.vars], ...): a name after it is
     one key, whatever dots it holds."""
-    tables = [table for table in attrs.fields(Spec) if isinstance(table.type, type) and attrs.has(table.type)]
-    return tuple(f"{table.name}.{field.name}." for table in tables
-                 for field in attrs.fields(typing.cast(type, table.type)) if typing.get_origin(field.type) is dict)
+    tables = [(table.name, cls) for table in attrs.fields(Spec) if (cls := table_class(table.type)) is not None]
+    return tuple(f"{name}.{field.name}." for name, cls in tables
+                 for field in attrs.fields(cls) if typing.get_origin(field.type) is dict)
 
 
 _TABLES = _tables()

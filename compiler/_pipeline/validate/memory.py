@@ -154,11 +154,23 @@ def rollout_memory(spec: Spec, a: Architecture, extra: Flags, engine: EnginePara
     r = spec.rollout
     longest, where = ((r.max_context_len, "[rollout] max_context_len") if r.max_context_len else
                       (r.max_prompt_len + r.max_response_len, "[rollout] max_prompt_len + max_response_len")
-                      if r.max_prompt_len else
+                      if r.max_prompt_len and r.max_response_len else
                       (spec.sglang.context_length, "[sglang] context_length") if spec.sglang.context_length else
-                      (r.max_response_len, "[rollout] max_response_len, without the prompt"))
-    return RolloutMemory(gpus, engine.tp, weights, spec.sglang.mem_fraction_static * spec.cluster.gpu_memory_gib,
+                      (r.max_response_len, "[rollout] max_response_len, without the prompt") if r.max_response_len
+                      else (0, "no length bound in the spec"))
+    return RolloutMemory(gpus, engine.tp, weights, mem_fraction(spec) * spec.cluster.gpu_memory_gib,
                          per_token, longest, where)
+
+
+# sglang chooses mem_fraction_static itself when it is not passed (the slime profile): from the GPU's memory and
+# the engine's parallel sizes, not modelled here; the estimate then takes this typical value and says so.
+SGLANG_AUTO_FRACTION = 0.8
+
+
+def mem_fraction(spec: Spec) -> float:
+    """[sglang] mem_fraction_static, or :data:`SGLANG_AUTO_FRACTION` when it is unset (sglang's own choice)."""
+    frac = spec.sglang.mem_fraction_static
+    return SGLANG_AUTO_FRACTION if frac is None else frac
 
 
 # --- the estimate ----------------------------------------------------------------------------------------------
@@ -247,8 +259,9 @@ def memory_problems(e: MemoryEstimate, spec: Spec) -> list[Problem]:
     contexts = "the actor and the colocated SGLang engine" if e.colocated else "the actor"
     if e.training_phase > e.gpu:
         out.append(_actor_problem(e, spec, limit, contexts, approx))
-    r, frac = e.rollout, spec.sglang.mem_fraction_static
-    static = f"mem_fraction_static {frac:g} x {e.gpu:g} GiB = {_gib(r.static)}"
+    r, frac = e.rollout, mem_fraction(spec)
+    chosen = "" if spec.sglang.mem_fraction_static is not None else " (unset: sglang chooses it; taken as)"
+    static = f"mem_fraction_static{chosen} {frac:g} x {e.gpu:g} GiB = {_gib(r.static)}"
     fix = (f"raise [rollout] gpus_per_engine (the engine's GPUs, now {r.engine_gpus}) or [sglang] mem_fraction_static "
            f"(now {frac:g})")
     rollout_keys = ("rollout.gpus_per_engine", "sglang.mem_fraction_static", "cluster.gpu_memory_gib", "model.type")

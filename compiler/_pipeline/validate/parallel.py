@@ -81,7 +81,7 @@ def _engine_fits(ctx: Context) -> Iterator[Finding]:
       "SGLang data parallelism needs DP attention")
 def _sglang_dp(ctx: Context) -> Iterator[Finding]:
     """SGLang data parallelism > 1 needs --sglang-enable-dp-attention (slime asserts without a message)."""
-    if ctx.spec.sglang.data_parallel_size > 1 and not ctx.passes("--sglang-enable-dp-attention"):
+    if (ctx.spec.sglang.data_parallel_size or 1) > 1 and not ctx.passes("--sglang-enable-dp-attention"):
         yield Finding("sglang data_parallel_size > 1 without --sglang-enable-dp-attention fails slime's "
                       "sglang validation with a bare AssertionError",
                       'add "--sglang-enable-dp-attention" = true to [extra.flags]')

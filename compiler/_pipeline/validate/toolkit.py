@@ -1,4 +1,5 @@
-"""ACRL-T*: the toolkit (AgentCore Runtime, gateway, naming). The renderer family, the connection pool,
+"""ACRL-T*: the toolkit (AgentCore Runtime, gateway, naming; [agentcore] is there with integration "agentcore"
+only). The renderer family, the connection pool,
 the Runtime ARN, the S3 bucket name and the experiment id (a directory name and a Ray submission id).
 """
 
@@ -19,7 +20,8 @@ def _renderer(ctx: Context) -> Iterator[Finding]:
     """Cumulative token mode with renderer_family 'auto' and a local checkpoint path fails at gateway start: 'auto'
     only matches Hugging Face model ids."""
     a = ctx.spec.agentcore
-    if a.cumulative_token_mode and a.renderer_family == "auto" and _LOCAL_PATH.match(ctx.spec.model.dir):
+    if a is not None and a.cumulative_token_mode and a.renderer_family == "auto" and \
+            _LOCAL_PATH.match(ctx.spec.model.dir):
         yield Finding("renderer_family 'auto' matches the served model name exactly, and a local checkpoint "
                       "path never matches: the gateway fails at startup in cumulative token mode",
                       'set [agentcore] renderer_family to the model family, e.g. "qwen3"')
@@ -30,7 +32,7 @@ def _renderer(ctx: Context) -> Iterator[Finding]:
 def _pool(ctx: Context) -> Iterator[Finding]:
     """max_pool_connections below max_concurrent makes boto3 discard connections and flood the log."""
     a = ctx.spec.agentcore
-    if a.max_pool_connections < a.max_concurrent:
+    if a is not None and a.max_pool_connections < a.max_concurrent:
         yield Finding(f"max_pool_connections {a.max_pool_connections} < max_concurrent {a.max_concurrent}: "
                       "boto3 discards connections and floods the log with pool warnings",
                       f"set max_pool_connections to at least {a.max_concurrent}")
@@ -41,8 +43,9 @@ def _pool(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-T003", "error", ["agentcore.runtime_arn"], "AgentCore Runtime ARN format")
 def _arn(ctx: Context) -> Iterator[Finding]:
     """agentcore.runtime_arn must be an AgentCore Runtime ARN."""
-    if not RUNTIME_ARN.fullmatch(ctx.spec.agentcore.runtime_arn):
-        yield Finding(f"{ctx.spec.agentcore.runtime_arn!r} is not an AgentCore Runtime ARN",
+    a = ctx.spec.agentcore  # integration "agentcore" only (ACRL-I001, I002)
+    if a is not None and not RUNTIME_ARN.fullmatch(a.runtime_arn):
+        yield Finding(f"{a.runtime_arn!r} is not an AgentCore Runtime ARN",
                       "copy it from `bedrock-agentcore-starter-toolkit launch`: "
                       "arn:aws:bedrock-agentcore:REGION:ACCOUNT_ID:runtime/NAME-ID")
 
@@ -53,6 +56,8 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 @rule("ACRL-T004", "error", ["agentcore.s3_bucket"], "S3 bucket name format")
 def _bucket(ctx: Context) -> Iterator[Finding]:
     """agentcore.s3_bucket must be a valid S3 bucket name (not a URL)."""
+    if ctx.spec.agentcore is None:
+        return
     b = ctx.spec.agentcore.s3_bucket
     bad = (not _BUCKET.fullmatch(b) or ".." in b or ".-" in b or "-." in b
            or re.fullmatch(r"\d+\.\d+\.\d+\.\d+", b) or b.startswith(("xn--", "sthree-"))
