@@ -18,11 +18,12 @@ from pathlib import Path
 from shlex import quote
 
 import pytest
-from launch_compare import Default, Launch, Mismatch, compare, layer_pattern, options, slime_defaults
-from launch_fidelity import COMMON_ENV, HEAD_IP, Result, check_script, make_bin, run_under_standins
+from launch_compare import ALLOWED, Default, Launch, Mismatch, compare, counted, defaults_from, layer_pattern, options
+from launch_fidelity import (COMMON_ENV, HEAD_IP, MEGATRON_FACTS, WANDB_DUMMY_KEY, Result, check_script, defaults_of,
+                             load_defaults, make_bin, run_under_standins)
 
 from acrl.compiler._pipeline.model_args.catalog import entry
-from conftest import REPO, SLIME_HEAD
+from conftest import REPO, SLIME_HEAD, slime_facts
 
 FIXTURES = REPO / "tests" / "fixtures" / "train_sh"
 SUBMIT = ("job", "submit", "--address=http://127.0.0.1:8265")
@@ -36,7 +37,18 @@ def launch(*program: str, env: dict[str, str] | None = None, start: tuple[str, .
 
 
 def found(mismatches: list[Mismatch]) -> set[tuple[str, str]]:
-    return {(m.category, m.subject) for m in mismatches}
+    """The counted mismatches (not the allowed differences)."""
+    return {(m.category, m.subject) for m in counted(mismatches)}
+
+
+def allowed(differences: list[Mismatch]) -> set[str]:
+    return {m.subject for m in differences if m.category == ALLOWED}
+
+
+# slime 624b824's defaults and those of the Megatron-LM it uses (1dcf0daf), as the harness reads them without a
+# checkout: the generated facts in tests/data.
+FACTS = defaults_of(slime_facts("slime_defaults.json")["flags"],
+                    json.loads(MEGATRON_FACTS.read_text(encoding="utf-8"))["flags"])
 
 
 # --- the comparison ------------------------------------------------------------------------------------------
@@ -49,7 +61,7 @@ def test_options_are_read_as_argparse_reads_them() -> None:
 
 def test_a_repeated_flag_keeps_its_last_value_on_either_side() -> None:
     original = launch("train.py", "--num-layers", "36", "--rotary-base", "10", "--rotary-base", "20")
-    assert not compare(original, launch("train.py", "--rotary-base", "20", "--num-layers", "36"), {})
+    assert not counted(compare(original, launch("train.py", "--rotary-base", "20", "--num-layers", "36"), {}))
     mismatches = compare(original, launch("train.py", "--num-layers", "36", "--rotary-base", "10"), {})
     assert [(m.category, m.subject, m.original, m.bundle) for m in mismatches] == [
         ("flag-value", "--rotary-base", ["20"], ["10"])]
@@ -58,7 +70,7 @@ def test_a_repeated_flag_keeps_its_last_value_on_either_side() -> None:
 def test_numbers_compare_as_argparse_converts_them_unless_the_flag_is_a_string() -> None:
     defaults = {"--name": Default(None, kind="str")}
     assert not compare(launch("train.py", "--t", "1", "--e", "1e-6"), launch("train.py", "--t", "1.0", "--e",
-                                                                            "0.000001"), defaults)
+                                                                            "0.000001"), defaults)  # nothing at all
     assert found(compare(launch("train.py", "--name", "1"), launch("train.py", "--name", "1.0"), defaults)) == {
         ("flag-value", "--name")}
 
@@ -77,7 +89,10 @@ def test_a_one_sided_flag_is_allowed_only_where_it_restates_slimes_default() -> 
                 "--seed": Default(1234, kind="int"), "--eps-clip-high": Default(None, kind="float"),
                 "--disable-x": Default(True, bare=True)}
     ours = launch("train.py", "--lr", "1e-06", "--seed", "1234", "--megatron-to-hf-mode", "bridge")
-    assert not compare(launch("train.py"), ours, defaults)
+    differences = compare(launch("train.py"), ours, defaults)
+    assert not counted(differences)
+    assert [(m.category, m.subject) for m in differences] == [
+        (ALLOWED, "--lr"), (ALLOWED, "--seed"), (ALLOWED, "--megatron-to-hf-mode")]  # listed, not counted
     mismatches = compare(launch("train.py", "--lr", "2e-6", "--disable-x"),
                          launch("train.py", "--seed", "1", "--colocate", "--eps-clip-high", "0.28"), defaults)
     assert found(mismatches) == {("flag-original-only", "--lr"), ("flag-original-only", "--disable-x"),
@@ -87,10 +102,12 @@ def test_a_one_sided_flag_is_allowed_only_where_it_restates_slimes_default() -> 
 
 def test_the_global_batch_may_be_said_either_way() -> None:
     batch = ("--rollout-batch-size", "32", "--n-samples-per-prompt", "8")
-    assert not compare(launch("train.py", *batch, "--global-batch-size", "64"),
-                       launch("train.py", *batch, "--num-steps-per-rollout", "4"), {})
-    assert not compare(launch("train.py", *batch, "--num-steps-per-rollout", "4"),
-                       launch("train.py", *batch, "--num-steps-per-rollout", "4", "--global-batch-size", "64"), {})
+    said_otherwise = compare(launch("train.py", *batch, "--global-batch-size", "64"),
+                             launch("train.py", *batch, "--num-steps-per-rollout", "4"), {})
+    assert not found(said_otherwise) and allowed(said_otherwise) == {"--global-batch-size", "--num-steps-per-rollout"}
+    assert not found(compare(launch("train.py", *batch, "--num-steps-per-rollout", "4"),
+                             launch("train.py", *batch, "--num-steps-per-rollout", "4", "--global-batch-size", "64"),
+                             {}))
     assert found(compare(launch("train.py", *batch, "--global-batch-size", "256"),
                          launch("train.py", *batch, "--num-steps-per-rollout", "4"), {})) == {
         ("flag-original-only", "--global-batch-size"), ("flag-bundle-only", "--num-steps-per-rollout")}
@@ -101,12 +118,32 @@ def test_runtime_env_every_variable_of_the_original_and_its_pythonpath_entries()
                                        "CUDA_DEVICE_MAX_CONNECTIONS": "1"})
     same = launch("train.py", env={"PYTHONPATH": "/opt/first:/root/Megatron-LM:/opt/extra/", "NCCL_ALGO": "Ring",
                                    "CUDA_DEVICE_MAX_CONNECTIONS": "1", "MORE": "x"})
-    assert not compare(original, same, {})
+    assert not compare(original, same, {})  # a variable only the bundle sets is no difference
     other = launch("train.py", env={"PYTHONPATH": "/root/Megatron-LM", "NCCL_ALGO": "Tree"})
     assert found(compare(original, other, {})) == {("pythonpath", "/opt/extra"), ("runtime-env", "NCCL_ALGO"),
                                                   ("runtime-env", "CUDA_DEVICE_MAX_CONNECTIONS")}
-    with_dir = Launch(None, (*SUBMIT, "--runtime-env-json", '{"working_dir": "/b"}', "--", "python3", "train.py"))
-    assert found(compare(launch("train.py"), with_dir, {})) == {("runtime-env-key", "working_dir")}
+    # the bundle as working_dir: a documented, allowed difference; another key (or a working_dir the original
+    # sets otherwise) is a mismatch
+    with_dir = Launch(None, (*SUBMIT, "--runtime-env-json", '{"working_dir": "/b", "pip": ["x"]}', "--", "python3",
+                             "train.py"))
+    differences = compare(launch("train.py"), with_dir, {})
+    assert found(differences) == {("runtime-env-key", "pip")} and allowed(differences) == {"runtime-env working_dir"}
+    theirs = Launch(None, (*SUBMIT, "--runtime-env-json", '{"working_dir": "/a"}', "--", "python3", "train.py"))
+    assert found(compare(theirs, with_dir, {})) == {("runtime-env-key", "working_dir"), ("runtime-env-key", "pip")}
+
+
+def test_a_secret_in_the_originals_runtime_env_is_allowed_where_the_bundles_head_has_it() -> None:
+    """The toolkit's script passes WANDB_API_KEY in --runtime-env-json (argv); acrl's job inherits it from the head."""
+    original = launch("train.py", env={"WANDB_API_KEY": "k", "NOT_SECRET": "v"})
+    ours = launch("train.py", env={"NOT_SECRET": "v"}, start_env={"WANDB_API_KEY": "k"})
+    differences = compare(original, ours, {})
+    assert not found(differences) and allowed(differences) == {"runtime-env WANDB_API_KEY"}
+    assert all("k" != m.original for m in differences)  # the value is not repeated in the report
+    assert found(compare(original, launch("train.py", env={"NOT_SECRET": "v"}), {})) == {
+        ("runtime-env", "WANDB_API_KEY")}
+    assert found(compare(launch("train.py", env={"NCCL_ALGO": "Ring"}),
+                         launch("train.py", env={}, start_env={"NCCL_ALGO": "Ring"}), {})) == {
+        ("runtime-env", "NCCL_ALGO")}  # only a secret may travel that way
 
 
 def test_entrypoint_its_name_and_its_folder_where_the_original_gives_one() -> None:
@@ -151,26 +188,53 @@ def test_the_custom_config_is_compared_by_content() -> None:
         ("custom-config", "exp_id"), ("custom-config", "acr_timeout")}
 
 
-def test_slime_defaults_are_read_from_the_parser_source(tmp_path: Path) -> None:
-    """An arguments.py of the shape of slime's (624b824 slime/utils/arguments.py: add_argument, reset_arg)."""
+def test_defaults_of_slime_and_megatron_slime_winning_and_unknown_ones_reported() -> None:
+    """Fact tables as acrl's readers write them (default_facts for slime, megatron_defaults for Megatron-LM)."""
+    megatron = {"--lr": {"default": None, "type": "float", "via": "arguments.py:2163"},
+                "--pipeline-model-parallel-size": {"default": 1, "type": "int", "via": "TransformerConfig.x"},
+                "--bf16": {"default": False, "action": "store_true"},
+                "--initial-loss-scale": {"expression": "2 ** 32", "type": "float"},
+                "--attention-backend": {"default": "auto", "type": "str"}}
+    slime = {"--lr": {"default": 1e-6, "type": "float", "via": "reset_arg", "line": 880},
+             "--seed": {"default": 1234, "type": "int", "aliases": ["--random-seed"], "line": 9}}
+    defaults = defaults_from(megatron, slime, sources=("Megatron-LM", "slime"))
+    assert defaults["--lr"] == Default(1e-6, kind="float", source="slime", where="reset_arg")  # slime resets it
+    assert defaults["--random-seed"] == defaults["--seed"]
+    assert defaults["--pipeline-model-parallel-size"].source == "Megatron-LM"
+    ours = launch("train.py", "--lr", "1e-6", "--pipeline-model-parallel-size", "1", "--random-seed", "1234",
+                  "--attention-backend", "auto", "--bf16", "--initial-loss-scale", "4294967296")
+    differences = compare(launch("train.py"), ours, defaults)
+    assert allowed(differences) == {"--lr", "--pipeline-model-parallel-size", "--random-seed", "--attention-backend"}
+    assert found(differences) == {("flag-bundle-only", "--bf16"), ("flag-bundle-only", "--initial-loss-scale")}
+    unknown = next(m for m in differences if m.subject == "--initial-loss-scale")
+    assert unknown.why.startswith("default not known")  # an expression is never taken as a default
+    assert next(m for m in compare(launch("train.py"), launch("train.py", "--nope", "1"), defaults)).why.startswith(
+        "no default known")
+
+
+def test_the_harness_reads_slimes_defaults_with_acrls_reader_and_megatrons_from_the_facts(tmp_path: Path) -> None:
+    """An arguments.py of the shape of slime's (624b824 slime/utils/arguments.py: add_argument, reset_arg), read by
+    acrl.compiler._slime.default_facts; Megatron's from tests/data (slime 624b824 uses Megatron-LM 1dcf0daf)."""
     source = tmp_path / "slime" / "utils" / "arguments.py"
     source.parent.mkdir(parents=True)
     source.write_text(
         "import os\n"
         "def add(parser):\n"
         "    parser.add_argument('--actor-num-nodes', type=int, default=1)\n"
-        "    parser.add_argument('--colocate', action='store_true')\n"
-        "    parser.add_argument('--keep-x', action='store_false', dest='x')\n"
-        "    parser.add_argument('--eval-prompt-data', type=str, nargs='+', default=None)\n"
         "    parser.add_argument('--from-env', type=int, default=int(os.environ.get('X', 1)))\n"
-        "    parser.add_argument('--cuda-graph-bs', type=int, nargs='+', default=[1, 2])\n"
         "    reset_arg(parser, '--lr', type=float, default=1e-6)\n", encoding="utf-8")
-    defaults = slime_defaults(tmp_path)
-    assert defaults == {"--actor-num-nodes": Default(1, kind="int"), "--colocate": Default(False, bare=True),
-                        "--keep-x": Default(True, bare=True), "--eval-prompt-data": Default(None, kind="str"),
-                        "--cuda-graph-bs": Default([1, 2], kind="int"), "--lr": Default(1e-6, kind="float")}
-    assert not compare(launch("train.py"), launch("train.py", "--cuda-graph-bs", "1", "2", "--lr", "0.000001",
-                                                  "--actor-num-nodes", "1"), defaults)
+    defaults, read_from = load_defaults(tmp_path, None)
+    assert "1dcf0daf" in read_from
+    assert defaults["--actor-num-nodes"] == Default(1, kind="int", source="slime", where="slime/utils/arguments.py:3")
+    assert not defaults["--from-env"].known
+    assert defaults["--lr"].value == 1e-6 and defaults["--lr"].source == "slime"  # over Megatron's None
+    # Megatron-LM 1dcf0daf megatron/core/model_parallel_config.py: pipeline_model_parallel_size: int = 1, a field of
+    # TransformerConfig's base that ArgumentGroupFactory makes a flag (megatron/training/arguments.py:1644)
+    assert defaults["--pipeline-model-parallel-size"].value == 1
+    assert defaults["--rotary-percent"] == Default(1.0, kind="float", source="Megatron-LM",
+                                                   where="megatron/training/arguments.py:1680")
+    assert defaults["--moe-token-dispatcher-type"].value == "allgather"
+    assert defaults["--attention-backend"].value == "auto"  # AttnBackend.auto: `--attention-backend auto`
 
 
 # --- end to end on acrl's own fixtures ----------------------------------------------------------------------
