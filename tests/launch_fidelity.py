@@ -14,9 +14,10 @@ acrl.compiler._slime.default_facts); --megatron-dir a Megatron-LM tree (megatron
 defaults, which slime's parser includes, read by acrl.compiler._slime.megatron_defaults; without it, the facts
 generated from the Megatron-LM slime HEAD uses, tests/data/megatron/); --toolkit-dir an agentcore-rl-toolkit tree.
 Both sides run with a dummy WANDB_API_KEY (so W&B flags that depend on a key appear on both), and the harness checks
-that the dummy never reaches the spec, the bundle's files or any argv the bundle's run records. --patch-agentcore adds a hand-written [agentcore] table to an imported spec of integration
-"agentcore" that has none (a spec edit, so the result is NOT the Result criterion's: every such row says so; a script
-imported as integration "slime" or "custom" needs no table and is never patched). The exit status is 0 when every
+that the dummy never reaches the spec, the bundle's files or any argv the bundle's run records.
+--patch-agentcore adds a hand-written [agentcore] table to an imported spec of integration "agentcore" that has
+none (a spec edit, so the result is NOT the Result criterion's: every such row says so; a script imported as
+integration "slime" or "custom" needs no table and is never patched). The exit status is 0 when every
 script reproduces, else 1.
 """
 
@@ -306,7 +307,8 @@ def load_defaults(slime_dir: Path, megatron_dir: Path | None) -> tuple[dict[str,
     return defaults_of(slime, megatron), f"{source}; {where}"
 
 
-def defaults_of(slime: Mapping[str, Mapping[str, Any]], megatron: Mapping[str, Mapping[str, Any]]) -> dict[str, Default]:
+def defaults_of(slime: Mapping[str, Mapping[str, Any]],
+                megatron: Mapping[str, Mapping[str, Any]]) -> dict[str, Default]:
     """{flag: Default} of slime's facts (acrl.compiler._slime.default_facts) over Megatron-LM's
     (acrl.compiler._slime.megatron_defaults), each saying where it was read."""
     cited = {flag: {**fact, "via": f"{SLIME_ARGUMENTS_PY}:{fact['line']}"

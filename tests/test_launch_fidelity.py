@@ -19,8 +19,20 @@ from shlex import quote
 
 import pytest
 from launch_compare import ALLOWED, Default, Launch, Mismatch, compare, counted, defaults_from, layer_pattern, options
-from launch_fidelity import (COMMON_ENV, HEAD_IP, MEGATRON_FACTS, WANDB_DUMMY_KEY, Result, check_script, defaults_of,
-                             load_defaults, make_bin, run_under_standins)
+from launch_fidelity import (
+    COMMON_ENV,
+    HEAD_IP,
+    MEGATRON_FACTS,
+    WANDB_DUMMY_KEY,
+    Result,
+    Side,
+    check_script,
+    defaults_of,
+    load_defaults,
+    make_bin,
+    run_under_standins,
+    secret_leaks,
+)
 
 from acrl.compiler._pipeline.model_args.catalog import entry
 from conftest import REPO, SLIME_HEAD, slime_facts
@@ -138,7 +150,7 @@ def test_a_secret_in_the_originals_runtime_env_is_allowed_where_the_bundles_head
     ours = launch("train.py", env={"NOT_SECRET": "v"}, start_env={"WANDB_API_KEY": "k"})
     differences = compare(original, ours, {})
     assert not found(differences) and allowed(differences) == {"runtime-env WANDB_API_KEY"}
-    assert all("k" != m.original for m in differences)  # the value is not repeated in the report
+    assert all(m.original != "k" for m in differences)  # the value is not repeated in the report
     assert found(compare(original, launch("train.py", env={"NOT_SECRET": "v"}), {})) == {
         ("runtime-env", "WANDB_API_KEY")}
     assert found(compare(launch("train.py", env={"NCCL_ALGO": "Ring"}),
@@ -251,22 +263,21 @@ def run_fixture(tmp_path: Path, relative: str, env: dict[str, str] | None = None
     (models / "qwen3-4B.sh").write_text(f"MODEL_ARGS=({' '.join(quote(a) for a in args)})\n", encoding="utf-8")
     source = FIXTURES / relative
     script = Path(shutil.copy(source, tree / source.name if at_root else tree / "scripts" / source.name))
-    return check_script(script, tree, slime_dir=None, defaults={}, env={**COMMON_ENV, **(env or {})},
+    return check_script(script, tree, slime_dir=None, defaults=FACTS, env={**COMMON_ENV, **(env or {})},
                         patch_agentcore=patch_agentcore, work=tmp_path / "work")
 
 
-# What every bundle of a slime-shaped script launches today and the script does not: the bundle folder as the job's
-# working_dir. (With the agentcore profile forced by a hand-written [agentcore] table, before integration profiles,
-# the toolkit's --rollout-function-path, --custom-reward-post-process-path, --custom-config-path, tool-call parser,
-# sglang DP size, CUDA-graph max bs and log levels were here too: the slime profile leaves them all out.)
-BUNDLE_EXTRAS = {("runtime-env-key", "working_dir")}
-# Flags acrl always passes whose values restate slime's own defaults (slime 624b824 slime/utils/arguments.py:940
-# grpo, :899 0.2, :880 reset_arg --lr 1e-6, :342 1.0): these fixtures are compared with no defaults table, so they
-# count. (The agentcore profile's --max-tokens-per-gpu, --rollout-max-response-len, --sglang-mem-fraction-static,
-# --kl-loss-type, --eps-clip-high, --lr-decay-style, --weight-decay, --adam-beta2, --attention-backend,
-# --attention-dropout and --hidden-dropout were here too: the slime profile leaves them out.)
-RESTATED_DEFAULTS = {("flag-bundle-only", f) for f in (
-    "--rollout-temperature", "--advantage-estimator", "--eps-clip", "--lr")}
+# What every bundle of a slime-shaped script differs in, allowed by the criterion: the bundle folder as the job's
+# working_dir; flags acrl always passes that restate slime's defaults (slime 624b824 slime/utils/arguments.py:940
+# grpo, :899 0.2, :880 reset_arg --lr 1e-6, :342 1.0); the global batch said as --num-steps-per-rollout. (Compared
+# with no defaults table, before the harness read slime's and Megatron-LM's, the four flags counted; with the
+# agentcore profile forced, before integration profiles, the toolkit's functions, custom config, tool-call parser,
+# log levels and its RL hyper-parameters were here too.)
+ALLOWED_EVERYWHERE = {"runtime-env working_dir", "--advantage-estimator", "--eps-clip", "--lr"}
+# What every bundle differs in today, counted: all runs get a (dummy) WANDB_API_KEY, and the bundle turns W&B on
+# whenever its key variable is set at run time, while these scripts' own W&B flags are commented out or lack
+# --use-wandb: the spec cannot say "W&B off" (a compiler work item).
+WANDB_ON = {("flag-bundle-only", "--use-wandb")}
 
 
 def test_the_stand_ins_run_nothing_real(tmp_path: Path) -> None:
@@ -288,10 +299,11 @@ def test_amd_shape_exports_before_ray_start(tmp_path: Path) -> None:
     # imported as integration "slime": it compiles as imported (before profiles: import_rc 1, and a PATCHED spec)
     assert (result.original.returncode, result.import_rc, result.compile_rc, result.patched) == (0, 0, 0, False)
     assert result.original.launch.start is not None and "8" in result.original.launch.start  # from HIP_VISIBLE_...
-    # NOT REPRODUCED YET: the ROCm exports and MASTER_ADDR never reach the bundle's head
-    assert found(list(result.mismatches)) == BUNDLE_EXTRAS | RESTATED_DEFAULTS | {
-        ("ray-start", "--node-ip-address"), ("start-env", "HIP_VISIBLE_DEVICES"), ("start-env", "MASTER_ADDR"),
-        ("start-env", "MODEL_DIR"), ("start-env", "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES")}
+    assert not result.leaks
+    # the ROCm exports and the head's --node-ip-address now reach the bundle's head ([cluster] env, node_ip_address)
+    # NOT REPRODUCED YET: MASTER_ADDR and MODEL_DIR, exported before `ray start`, are not in the bundle's head's env
+    assert found(list(result.mismatches)) == WANDB_ON | {("start-env", "MASTER_ADDR"), ("start-env", "MODEL_DIR")}
+    assert allowed(list(result.allowed)) == ALLOWED_EVERYWHERE | {"--rollout-temperature", "--num-steps-per-rollout"}
     assert not result.reproduces
 
 
@@ -315,10 +327,14 @@ def test_determinism_shape_run_from_slimes_root(tmp_path: Path) -> None:
     env_vars = result.bundle.launch.runtime_env["env_vars"]  # type: ignore[union-attr]
     assert {k: env_vars[k] for k in ("NCCL_ALGO", "NVTE_ALLOW_NONDETERMINISTIC_ALGO", "CUBLAS_WORKSPACE_CONFIG")} == {
         "NCCL_ALGO": "Ring", "NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0", "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
-    # NOT REPRODUCED YET: W&B flags without a key are dropped
-    assert found(list(result.mismatches)) == BUNDLE_EXTRAS | RESTATED_DEFAULTS | {
-        ("flag-original-only", "--use-wandb"), ("flag-original-only", "--wandb-project"),
-        ("ray-start", "--node-ip-address")}
+    # REPRODUCED: with a (dummy) W&B key on both sides, --use-wandb --wandb-project ... are on both; the rest is the
+    # allowed differences, and the key reaches no file of the bundle and no argv
+    program = result.bundle.launch.program  # type: ignore[union-attr]
+    assert options(program)["--wandb-project"] == options(result.original.launch.program)["--wandb-project"]
+    assert WANDB_DUMMY_KEY not in " ".join(program) and not result.leaks
+    assert found(list(result.mismatches)) == set()
+    assert allowed(list(result.allowed)) == ALLOWED_EVERYWHERE | {"--rollout-temperature", "--num-steps-per-rollout"}
+    assert result.reproduces
 
 
 def test_sglang_config_here_document_shape(tmp_path: Path) -> None:
@@ -327,28 +343,33 @@ def test_sglang_config_here_document_shape(tmp_path: Path) -> None:
     flags = options(result.original.launch.program)
     assert flags["--sglang-cuda-graph-bs"] == ["1", "2", "4", "8", "16", "24", "32", "40", "48", "56", "64"]
     # NOT REPRODUCED YET: the here-document's file (--sglang-config) is a note, not in the bundle
-    assert found(list(result.mismatches)) == BUNDLE_EXTRAS | RESTATED_DEFAULTS | {
-        ("flag-original-only", "--sglang-config"), ("ray-start", "--node-ip-address")}
+    assert found(list(result.mismatches)) == WANDB_ON | {("flag-original-only", "--sglang-config")}
+    assert allowed(list(result.allowed)) == ALLOWED_EVERYWHERE | {"--rollout-temperature", "--num-steps-per-rollout"}
 
 
 def test_sft_shape_keeps_num_epoch(tmp_path: Path) -> None:
     result = run_fixture(tmp_path, "slime_shapes/run-qwen3-4B-sft-shapes.sh")
     assert result.compile_rc == 0 and options(result.bundle.launch.program)["--num-epoch"] == ["3"]  # type: ignore
     assert not result.patched  # its own --rollout-function-path: integration "custom"
-    # NOT REPRODUCED YET: the values acrl always passes (the custom profile's n-samples, engine size and TP restate
-    # slime's and Megatron's 1); a head the script never starts
-    assert found(list(result.mismatches)) == BUNDLE_EXTRAS | RESTATED_DEFAULTS | {
-        ("flag-bundle-only", f) for f in ("--rollout-num-gpus-per-engine", "--tensor-model-parallel-size",
-                                          "--n-samples-per-prompt")} | {("ray-start", "ray start --head")}
+    # the values acrl always passes restate slime's and Megatron's defaults: allowed (the custom profile's
+    # n-samples and engine size: slime 624b824 slime/utils/arguments.py:699, :55; TP 1: Megatron-LM 1dcf0daf
+    # ModelParallelConfig.tensor_model_parallel_size)
+    assert allowed(list(result.allowed)) == ALLOWED_EVERYWHERE | {
+        "--rollout-temperature", "--num-steps-per-rollout", "--n-samples-per-prompt", "--rollout-num-gpus-per-engine",
+        "--tensor-model-parallel-size"}
+    # NOT REPRODUCED YET: a head the script never starts
+    assert found(list(result.mismatches)) == WANDB_ON | {("ray-start", "ray start --head")}
 
 
 def test_seq_and_repeated_flag_shape(tmp_path: Path) -> None:
     result = run_fixture(tmp_path, "slime_shapes/run-qwen3-4B-shapes.sh", {"SAVE_DIR": "/ckpt"})
     assert (result.compile_rc, result.patched) == (0, False)
-    # NOT REPRODUCED YET: --wandb-group without a key is dropped; restated defaults; MASTER_ADDR
-    assert found(list(result.mismatches)) == BUNDLE_EXTRAS | (RESTATED_DEFAULTS - {
-        ("flag-bundle-only", "--rollout-temperature")}) | {
-        ("flag-original-only", "--wandb-group"), ("ray-start", "--node-ip-address"), ("start-env", "MASTER_ADDR")}
+    # the script's --wandb-group (without --use-wandb) is on both sides now that both have a key
+    assert options(result.bundle.launch.program)["--wandb-group"] == options(  # type: ignore[union-attr]
+        result.original.launch.program)["--wandb-group"]
+    # NOT REPRODUCED YET: W&B on; MASTER_ADDR, exported before `ray start`, is not in the bundle's head's env
+    assert found(list(result.mismatches)) == WANDB_ON | {("start-env", "MASTER_ADDR")}
+    assert allowed(list(result.allowed)) == ALLOWED_EVERYWHERE | {"--num-steps-per-rollout"}
 
 
 def test_the_patch_is_never_applied_to_a_slime_import(tmp_path: Path) -> None:
@@ -386,3 +407,15 @@ def test_slimes_scripts_through_the_harness(tmp_path: Path) -> None:
     assert len(results) == len(list((slime / "scripts").glob("run-*.sh")))
     assert [r["script"] for r in results if not r["original_launched"]] == []
     assert proc.returncode == (0 if all(r["reproduces"] for r in results) else 1)
+
+
+def test_the_secret_check_finds_the_dummy_key_in_the_spec_a_bundle_file_or_an_argv(tmp_path: Path) -> None:
+    spec, bundle = tmp_path / "spec.toml", tmp_path / "bundle"
+    (bundle / "sub").mkdir(parents=True)
+    spec.write_text("[wandb]\nkey_env = 'WANDB_API_KEY'\n", encoding="utf-8")
+    (bundle / "train.sh").write_text("echo hi\n", encoding="utf-8")
+    assert secret_leaks(WANDB_DUMMY_KEY, spec, bundle, None) == ()
+    (bundle / "sub" / "x.json").write_text(f'{{"k": "{WANDB_DUMMY_KEY}"}}', encoding="utf-8")
+    side = Side(0, Launch(), ({"argv": ["ray", "job", "submit", "--runtime-env-json", f'{{"K": "{WANDB_DUMMY_KEY}"}}']},
+                              {"argv": ["ray", "start", "--head"]}), "")
+    assert secret_leaks(WANDB_DUMMY_KEY, spec, bundle, side) == ("bundle/sub/x.json", "argv of ray job submit")

@@ -65,7 +65,8 @@ def _kind(annotation: ast.expr) -> str | None:
         except SyntaxError:
             return None
     if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):  # X | None
-        sides = [s for s in (annotation.left, annotation.right) if not (isinstance(s, ast.Constant) and s.value is None)]
+        sides = [s for s in (annotation.left, annotation.right)
+                 if not (isinstance(s, ast.Constant) and s.value is None)]
         return _kind(sides[0]) if len(sides) == 1 else None
     if isinstance(annotation, ast.Subscript):
         outer = ast.unparse(annotation.value).rsplit(".", 1)[-1]
