@@ -178,3 +178,14 @@ def test_import_env_values_reach_cluster_env() -> None:
     imported = import_train_sh(AMD, env=["HIP_VISIBLE_DEVICES=0,1", "MASTER_ADDR=10.1.1.1"])
     assert imported.spec["cluster"]["env"]["HIP_VISIBLE_DEVICES"] == "0,1"
     assert imported.spec["cluster"]["node_ip_address"] == "10.1.1.1"
+
+
+def test_export_by_name_before_the_head_maps_to_cluster_env() -> None:
+    """`export NAME` of a variable set earlier exports it like `export NAME=value` (run-qwen3-4B-amd.sh's
+    `export SLIME_DIR`): before `ray start --head` it is [cluster] env; after it, or never set, it is not."""
+    script = REPO / "tests" / "fixtures" / "train_sh" / "launch_env" / "run-export-names.sh"
+    imported = import_train_sh(script, env=["MODEL_DIR=/mnt/m"])
+    assert imported.spec["cluster"]["env"] == {"SLIME_DIR": "/root", "MODEL_DIR": "/mnt/m", "DATA_DIR": "/data"}
+    late = [n for n in imported.notes if "export LATE_DIR" in n.message]
+    assert [(n.kind, n.where.rsplit(":", 1)[1]) for n in late] == [("difference", "16")]
+    assert not [n for n in imported.notes if "NEVER_SET" in n.message]

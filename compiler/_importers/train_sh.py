@@ -162,12 +162,10 @@ class _Reader:
                 if self._is_assignment(word):
                     self._assign(word, export=export)
                     if export:
-                        exported = word.raw.split("=", 1)[0].rstrip("+")
-                        value = self.shell.env.get(exported)
-                        self.launch.exports.append((exported, word.line, value.texts[0] if value is not None
-                                                    and not value.is_array and len(value.texts) == 1 else None))
-                elif export and word.literal in self.shell.env:
+                        self._exported(word.raw.split("=", 1)[0].rstrip("+"), word.line)
+                elif export and word.literal in self.shell.env:  # `export NAME` of a variable set earlier
                     self.shell.env[word.literal].exported = True
+                    self._exported(word.literal, word.line)
         elif name == "unset":
             for word in words[1:]:
                 self.shell.env.pop(word.literal or "", None)
@@ -177,6 +175,12 @@ class _Reader:
             self._maybe_train(words, command)
             if self.launcher is not command:
                 self.launch.top_level(words, command.line)
+
+    def _exported(self, name: str, line: int) -> None:
+        """An export the launch maps (before `ray start --head`: [cluster] env), with its value as one string."""
+        value = self.shell.env.get(name)
+        self.launch.exports.append((name, line, value.texts[0] if value is not None and not value.is_array
+                                    and len(value.texts) == 1 else None))
 
     @staticmethod
     def _is_assignment(word: Word) -> bool:
