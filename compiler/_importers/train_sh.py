@@ -288,7 +288,8 @@ def import_train_sh(path: Path, *, env: Sequence[str] = ()) -> Imported:
     try:
         reader.run(commands)
         reader.launch.heredocs = heredoc_lines(text)
-        return _build(reader, "torch_memory_saver" in text, "ACRL_ENV_VARS=" in text)
+        return _build(reader, "torch_memory_saver" in text, "ACRL_ENV_VARS=" in text,
+                      bool(re.search(r"^[^#\n]*--(use-)?wandb", text, re.MULTILINE)))
     except RecursionError:
         raise ImportInputError(path=str(path), reason="cannot read the script: expansions nested too deeply",
                                fix=_SHAPE) from None
@@ -298,7 +299,7 @@ def import_train_sh(path: Path, *, env: Sequence[str] = ()) -> Imported:
                                    "sourcing itself): " + _SHAPE) from None
 
 
-def _build(reader: _Reader, torch_memory_saver: bool, acrl_made: bool) -> Imported:
+def _build(reader: _Reader, torch_memory_saver: bool, acrl_made: bool, mentions_wandb: bool) -> Imported:
     path = reader.path
     if reader.train is None:
         hidden = (f" (line {reader.hidden_train} names train.py inside an if/loop/function body, which the importer "
@@ -328,6 +329,9 @@ def _build(reader: _Reader, torch_memory_saver: bool, acrl_made: bool) -> Import
                               builder.spec["slime"].get("dir", "/root/slime"),
                               builder.spec["slime"].get("megatron_dir", "/root/Megatron-LM"))
     builder.flags([*(attrs.evolve(o, before_model=True) for o in before), *after], known)
+    if not acrl_made and not mentions_wandb and not any(f.startswith(("--use-wandb", "--wandb")) for f in
+                                                        builder.given):
+        builder.wandb_off()  # a W&B flag the importer did not evaluate (an `if` body) is noted, not turned off
     spec = builder.finish()
     spec = copy.deepcopy(spec)
     left_out = [Note("difference", f"{key}: its value looks like a secret (a token, or a URL with user:password): "

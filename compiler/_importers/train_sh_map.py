@@ -60,6 +60,7 @@ class SpecBuilder:
     torch_memory_saver: bool
     spec: dict[str, Any] = attrs.Factory(lambda: {t: {} for t in _TABLES})
     integration: Integration = "agentcore"  # chosen once the flags are read (train_sh_profile.choose)
+    given: frozenset[str] = frozenset()  # the flags of the train.py command, once read
 
     def note(self, kind: NoteKind, message: str, text: Text | None = None) -> None:
         if text is not None:
@@ -156,6 +157,7 @@ class SpecBuilder:
                           f"{', '.join(map(str, lines))}): the last one counts, as in slime's parser", occurrence.token)
                 del last[occurrence.flag]
             last[occurrence.flag] = occurrence
+        self.given = frozenset(last)
         absent = known_absent_flags(TOOLKIT_SLIME_COMMIT) or {}
         function = last.get("--rollout-function-path")  # the profile's guess until choose() (global_batch reads it)
         toolkit = function is not None and [v.text for v in function.values] == [TOOLKIT_ROLLOUT]
@@ -312,6 +314,14 @@ class SpecBuilder:
         else:
             self.note("difference", f"--global-batch-size {' '.join(v.text for v in values)} does not divide the "
                                     f"{samples} samples of a rollout: set [train] num_steps_per_rollout by hand", token)
+
+    def wandb_off(self) -> None:
+        """The script passes no W&B flag (no --use-wandb): slime logs nothing to W&B (--use-wandb is store_true,
+        slime/utils/arguments.py:1163 at 624b824), whatever the environment holds; acrl's default turns it on
+        whenever the key is set."""
+        self.set("wandb.enabled", False)
+        self.note("default", "the script passes no W&B flag (no --use-wandb): [wandb] enabled = false keeps W&B "
+                             "off, as slime does, even where the key's variable is set when train.sh runs")
 
     def wandb_key(self, name: str) -> None:
         if name != "WANDB_API_KEY":

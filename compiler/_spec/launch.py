@@ -81,8 +81,12 @@ class Cuda:
 
 @attrs.frozen(kw_only=True)
 class Wandb:
-    """[wandb]: logging; on only when the key's environment variable is set at run time."""
+    """[wandb]: logging; on only when the key's environment variable is set at run time (and enabled)."""
 
+    enabled: bool = setting(True, doc=(
+        "false: W&B stays off even when the key's variable is set at run time: train.sh (and the RayJob) pass no "
+        "W&B flags and the log says so once. true: on whenever the key's variable is set. `acrl import "
+        "train-sh` writes false for a script that never passes --use-wandb."))
     project: str | None = setting(None, doc="W&B project.", flag="--wandb-project")
     group: str | None = setting(None, doc="W&B group.", flag="--wandb-group")
     key_env: str = setting("WANDB_API_KEY", doc="Name of the environment variable holding the API key. "
