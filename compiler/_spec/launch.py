@@ -58,8 +58,9 @@ class Cluster:
     ray_stop_timeout: int = setting(60, doc="Seconds to wait for stale Ray processes to exit.", ge=1)
     node_ip_address: str | None = setting(None, doc=(
         "Address of the local head (`ray start --head --node-ip-address`, as slime's scripts pass "
-        "${MASTER_ADDR:-127.0.0.1}); MASTER_ADDR at run time overrides it. Unset: MASTER_ADDR when set and other "
-        "nodes join, else the address Ray chooses."))
+        "${MASTER_ADDR:-127.0.0.1}); MASTER_ADDR at run time overrides it. Set, train.sh exports MASTER_ADDR (that "
+        "value) before `ray start --head`, adds it to no_proxy and puts it in the job's runtime env, as slime's "
+        "scripts do. Unset: MASTER_ADDR when set and other nodes join, else the address Ray chooses."))
     ray_start_args: list[str] = setting(factory=list, doc=(
         "Further options of the local head's `ray start --head`, verbatim and shell-quoted (e.g. [\"--num-cpus\", "
         "\"64\"]); not those acrl computes (--head, --num-gpus, --port, --dashboard-*, --node-ip-address, "
