@@ -18,7 +18,7 @@ from .._spec.profiles import TOOLKIT_ROLLOUT, Integration
 from .._spec.tables import TOOLKIT_SLIME_COMMIT
 from .base import ImportInputError, Note, NoteKind, load_yaml
 from .flag_index import CoerceError, FlagKey, coerce, extra_value, flag_index
-from .train_sh_profile import choose, default_of, whose
+from .train_sh_profile import choose, default_of, faithful, faithful_note, whose
 
 _TABLES = ("experiment", "agentcore", "model", "data", "slime", "cluster", "parallel", "rollout", "sglang",
            "algorithm", "train", "eval", "checkpoint", "cuda", "wandb", "extra")
@@ -270,7 +270,11 @@ class SpecBuilder:
             if flag in given or key.table == "wandb" or (flag == "--num-rollout" and "--num-epoch" in given):
                 continue
             default = default_of(key, self.integration)
-            if key.kind == "switch":
+            slime_value = faithful(key, self.integration)
+            if slime_value is not None:
+                self.set(key.path, slime_value)
+                self.note("default", faithful_note(key, slime_value, default))
+            elif key.kind == "switch":
                 if default is True:
                     self.set(key.path, False)
             elif default is attrs.NOTHING:
@@ -300,7 +304,8 @@ class SpecBuilder:
         rollout = self.spec["rollout"]
         index = flag_index()
         samples = rollout.get("batch_size", index["--rollout-batch-size"].default) * \
-            rollout.get("n_samples_per_prompt", default_of(index["--n-samples-per-prompt"], self.integration))
+            rollout.get("n_samples_per_prompt", faithful(index["--n-samples-per-prompt"], self.integration) or
+                        default_of(index["--n-samples-per-prompt"], self.integration))
         try:
             batch = int(values[0].text) if len(values) == 1 else 0
         except ValueError:
