@@ -18,7 +18,9 @@ from typing import Any
 
 import attrs
 
+from acrl.compiler._importers.flag_index import flag_index
 from acrl.compiler._secrets import is_secret_name
+from acrl.compiler._spec import profiles
 
 # The categories, in report order, with what each means.
 CATEGORIES = {
@@ -52,6 +54,12 @@ RAY_START_OPTIONS = ("--num-gpus", "--node-ip-address", "--port", "--dashboard-h
 # side only restates them when it has this value.
 RAY_START_DEFAULTS = {"--port": "6379", "--dashboard-port": "8265", "--dashboard-host": "127.0.0.1"}
 _NEGATIVE_NUMBER = re.compile(r"^-\.?\d")
+# LD_LIBRARY_PATH's empty entries (a leading, trailing or doubled ':', as `...:${LD_LIBRARY_PATH}` makes of an unset
+# variable) tell the dynamic loader to search the current directory (ld.so(8): as in PATH, an empty entry is the
+# working directory); acrl's [cuda] home value leaves them out on purpose: the same folders, without searching
+# whatever directory a process runs in.
+EMPTY_ENTRIES = ("the same LD_LIBRARY_PATH folders without empty entries, which make the dynamic loader search "
+                 "the working directory (acrl's [cuda] home leaves them out on purpose)")
 
 
 @attrs.frozen
@@ -267,8 +275,14 @@ def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default]) -
     out += _compare_env(original.runtime_env, bundle.runtime_env, dict(bundle.start_env))
     out += _compare_start(original.start, bundle.start)
     ours_env = dict(bundle.start_env)
-    out += [Mismatch("start-env", name, value, ours_env.get(name))
-            for name, value in original.exported if ours_env.get(name) != value]
+    for name, value in original.exported:
+        if ours_env.get(name) == value:
+            continue
+        if name == "LD_LIBRARY_PATH" and ours_env.get(name) is not None and \
+                _library_path(ours_env.get(name)) == _library_path(value):
+            out.append(Mismatch(ALLOWED, f"start-env {name}", value, ours_env.get(name), EMPTY_ENTRIES))
+        else:
+            out.append(Mismatch("start-env", name, value, ours_env.get(name)))
     order = list(CATEGORIES)
     return sorted(out, key=lambda m: order.index(m.category))
 
@@ -284,7 +298,10 @@ def _compare_flags(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]
             continue
         if flag in theirs and flag in ours:
             kind = defaults[flag].kind if flag in defaults else None
-            if _normal(theirs[flag], kind) != _normal(ours[flag], kind):
+            if flag == "--train-env-vars" and _train_env_vars(theirs[flag]) == _train_env_vars(ours[flag]) \
+                    and theirs[flag] != ours[flag]:
+                out.append(Mismatch(ALLOWED, flag, theirs[flag], ours[flag], EMPTY_ENTRIES))
+            elif _normal(theirs[flag], kind) != _normal(ours[flag], kind):
                 out.append(Mismatch("flag-value", flag, theirs[flag], ours[flag]))
             continue
         words = theirs.get(flag, ours.get(flag, []))
@@ -294,6 +311,8 @@ def _compare_flags(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]
         elif restates_default(flag, words, defaults):
             default = defaults[flag]
             out.append(Mismatch(ALLOWED, flag, *pair, f"restates {default.source}'s default ({default.where})"))
+        elif (why := sglang_default(flag, words)) is not None:
+            out.append(Mismatch(ALLOWED, flag, *pair, why))
         elif flag in ("--num-steps-per-rollout", "--global-batch-size") and global_batch(theirs) is not None \
                 and global_batch(theirs) == global_batch(ours):
             out.append(Mismatch(ALLOWED, flag, *pair, f"the same global batch ({global_batch(theirs)}), said the "
@@ -303,6 +322,30 @@ def _compare_flags(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]
         else:
             out.append(Mismatch("flag-bundle-only", flag, None, ours[flag], not_restated(flag, words, defaults)))
     return out
+
+
+def sglang_default(flag: str, words: Sequence[str]) -> str | None:
+    """Why a one-sided --sglang-* flag restates sglang's own default, where acrl's profile table
+    (compiler/_spec/profiles.py) cites that default as the value slime ends up with (``native``); else None.
+    slime's parser gets these flags from sglang's ServerArgs at run time, so no parser acrl reads defines them."""
+    key = flag_index().get(flag) if flag.startswith("--sglang-") else None
+    row = profiles.by_key().get(key.path) if key is not None else None
+    if row is None or row.owner != "sglang" or row.native is None or _normal(list(words)) != [row.native]:
+        return None
+    return f"restates sglang's default {row.native!r} ({row.where}; acrl's profile table)"
+
+
+def _library_path(value: Any) -> Any:
+    return [e for e in value.split(":") if e] if isinstance(value, str) else value
+
+
+def _train_env_vars(words: Sequence[str]) -> Any:
+    try:
+        found = json.loads(words[-1]) if len(words) == 1 else None
+    except ValueError:
+        return None
+    return {k: _library_path(v) if k == "LD_LIBRARY_PATH" else v for k, v in found.items()} \
+        if isinstance(found, dict) else None
 
 
 def _entries(pythonpath: str) -> list[str]:
@@ -325,6 +368,9 @@ def _compare_env(theirs: Mapping[str, Any], ours: Mapping[str, Any],
         elif name not in our_vars and is_secret_name(name) and (our_head_env or {}).get(name) == str(value):
             out.append(Mismatch(ALLOWED, f"runtime-env {name}", "(secret)", None, "a secret: the bundle's job "
                                 "inherits it from `ray start --head`'s environment, never through argv"))
+        elif name == "LD_LIBRARY_PATH" and name in our_vars and str(our_vars[name]) != str(value) and \
+                _library_path(str(our_vars[name])) == _library_path(str(value)):
+            out.append(Mismatch(ALLOWED, f"runtime-env {name}", value, our_vars[name], EMPTY_ENTRIES))
         elif name not in our_vars or str(our_vars[name]) != str(value):
             out.append(Mismatch("runtime-env", name, value, our_vars.get(name)))
     for key in sorted(set(theirs) | set(ours)):

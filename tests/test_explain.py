@@ -302,7 +302,7 @@ def multiturn() -> Explanation:
     ("lr", [], ["--lr"]),
     ("eval.datasets", ["eval.datasets.gsm8k", "eval.datasets.tools"], []),
     ("model.args.num-layers", ["model.args.num-layers"], []),
-    ("wandb", ["wandb.project", "wandb.group", "wandb.key_env"], []),
+    ("wandb", ["wandb.enabled", "wandb.project", "wandb.group", "wandb.key_env"], []),
 ])
 def test_select_one_key_table_or_flag(multiturn: Explanation, key: str, keys: list[str], flags: list[str]) -> None:
     selected = multiturn.select(key)

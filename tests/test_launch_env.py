@@ -178,3 +178,41 @@ def test_import_env_values_reach_cluster_env() -> None:
     imported = import_train_sh(AMD, env=["HIP_VISIBLE_DEVICES=0,1", "MASTER_ADDR=10.1.1.1"])
     assert imported.spec["cluster"]["env"]["HIP_VISIBLE_DEVICES"] == "0,1"
     assert imported.spec["cluster"]["node_ip_address"] == "10.1.1.1"
+
+
+def test_export_by_name_before_the_head_maps_to_cluster_env() -> None:
+    """`export NAME` of a variable set earlier exports it like `export NAME=value` (run-qwen3-4B-amd.sh's
+    `export SLIME_DIR`): before `ray start --head` it is [cluster] env; after it, or never set, it is not."""
+    script = REPO / "tests" / "fixtures" / "train_sh" / "launch_env" / "run-export-names.sh"
+    imported = import_train_sh(script, env=["MODEL_DIR=/mnt/m"])
+    assert imported.spec["cluster"]["env"] == {"SLIME_DIR": "/root", "MODEL_DIR": "/mnt/m", "DATA_DIR": "/data"}
+    late = [n for n in imported.notes if "export LATE_DIR" in n.message]
+    assert [(n.kind, n.where.rsplit(":", 1)[1]) for n in late] == [("difference", "16")]
+    assert not [n for n in imported.notes if "NEVER_SET" in n.message]
+
+
+@pytest.mark.parametrize(("master_addr", "expected"), [(None, "10.0.0.5"), ("10.9.9.9", "10.9.9.9")])
+def test_node_ip_address_exports_master_addr_to_the_head_and_the_job(write_spec: SpecWriter, tmp_path: Path,
+                                                                     toolbox: Toolbox, master_addr: str | None,
+                                                                     expected: str) -> None:
+    """slime's scripts `export MASTER_ADDR=${MASTER_ADDR:-"127.0.0.1"}` before `ray start`, build no_proxy from it,
+    and (run-qwen3.5-35B-A3B-sft.sh) pass it in the runtime env: with [cluster] node_ip_address train.sh does too."""
+    compile_into(write_spec({"cluster": {"node_ip_address": "10.0.0.5"}}), tmp_path / "b")
+    env = {"MASTER_ADDR": master_addr, "no_proxy": None, "ACRL_SHIM_RECORD_ENV": "all"}
+    run = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w", env)
+    assert run.returncode == 0, run.stderr
+    (start,) = run.find("ray", "start")
+    assert start["env"]["MASTER_ADDR"] == expected
+    assert start["env"]["no_proxy"] == f"127.0.0.1,{expected}"
+    assert run.runtime_env["env_vars"]["MASTER_ADDR"] == expected
+
+
+def test_without_node_ip_address_master_addr_is_not_exported(write_spec: SpecWriter, tmp_path: Path,
+                                                             toolbox: Toolbox) -> None:
+    compile_into(write_spec({}), tmp_path / "b")
+    run = run_train_sh(tmp_path / "b" / "train.sh", toolbox, tmp_path / "w",
+                       {"MASTER_ADDR": None, "no_proxy": None, "ACRL_SHIM_RECORD_ENV": "all"})
+    assert run.returncode == 0, run.stderr
+    (start,) = run.find("ray", "start")
+    assert "MASTER_ADDR" not in start["env"] and start["env"]["no_proxy"] == "127.0.0.1"
+    assert "MASTER_ADDR" not in run.runtime_env["env_vars"]

@@ -162,12 +162,10 @@ class _Reader:
                 if self._is_assignment(word):
                     self._assign(word, export=export)
                     if export:
-                        exported = word.raw.split("=", 1)[0].rstrip("+")
-                        value = self.shell.env.get(exported)
-                        self.launch.exports.append((exported, word.line, value.texts[0] if value is not None
-                                                    and not value.is_array and len(value.texts) == 1 else None))
-                elif export and word.literal in self.shell.env:
+                        self._exported(word.raw.split("=", 1)[0].rstrip("+"), word.line)
+                elif export and word.literal in self.shell.env:  # `export NAME` of a variable set earlier
                     self.shell.env[word.literal].exported = True
+                    self._exported(word.literal, word.line)
         elif name == "unset":
             for word in words[1:]:
                 self.shell.env.pop(word.literal or "", None)
@@ -177,6 +175,12 @@ class _Reader:
             self._maybe_train(words, command)
             if self.launcher is not command:
                 self.launch.top_level(words, command.line)
+
+    def _exported(self, name: str, line: int) -> None:
+        """An export the launch maps (before `ray start --head`: [cluster] env), with its value as one string."""
+        value = self.shell.env.get(name)
+        self.launch.exports.append((name, line, value.texts[0] if value is not None and not value.is_array
+                                    and len(value.texts) == 1 else None))
 
     @staticmethod
     def _is_assignment(word: Word) -> bool:
@@ -284,7 +288,8 @@ def import_train_sh(path: Path, *, env: Sequence[str] = ()) -> Imported:
     try:
         reader.run(commands)
         reader.launch.heredocs = heredoc_lines(text)
-        return _build(reader, "torch_memory_saver" in text, "ACRL_ENV_VARS=" in text)
+        return _build(reader, "torch_memory_saver" in text, "ACRL_ENV_VARS=" in text,
+                      bool(re.search(r"^[^#\n]*--(use-)?wandb", text, re.MULTILINE)))
     except RecursionError:
         raise ImportInputError(path=str(path), reason="cannot read the script: expansions nested too deeply",
                                fix=_SHAPE) from None
@@ -294,7 +299,7 @@ def import_train_sh(path: Path, *, env: Sequence[str] = ()) -> Imported:
                                    "sourcing itself): " + _SHAPE) from None
 
 
-def _build(reader: _Reader, torch_memory_saver: bool, acrl_made: bool) -> Imported:
+def _build(reader: _Reader, torch_memory_saver: bool, acrl_made: bool, mentions_wandb: bool) -> Imported:
     path = reader.path
     if reader.train is None:
         hidden = (f" (line {reader.hidden_train} names train.py inside an if/loop/function body, which the importer "
@@ -324,6 +329,9 @@ def _build(reader: _Reader, torch_memory_saver: bool, acrl_made: bool) -> Import
                               builder.spec["slime"].get("dir", "/root/slime"),
                               builder.spec["slime"].get("megatron_dir", "/root/Megatron-LM"))
     builder.flags([*(attrs.evolve(o, before_model=True) for o in before), *after], known)
+    if not acrl_made and not mentions_wandb and not any(f.startswith(("--use-wandb", "--wandb")) for f in
+                                                        builder.given):
+        builder.wandb_off()  # a W&B flag the importer did not evaluate (an `if` body) is noted, not turned off
     spec = builder.finish()
     spec = copy.deepcopy(spec)
     left_out = [Note("difference", f"{key}: its value looks like a secret (a token, or a URL with user:password): "

@@ -172,7 +172,8 @@ class Launch:
         if name in ("CUDA_HOME", "LD_LIBRARY_PATH") and "home" in self.builder.spec["cuda"]:
             self.note("default", f"env_vars {name}: acrl sets it from [cuda] home (train.sh's runtime env)", line)
         elif name == "MASTER_ADDR":
-            self.note("default", "env_vars MASTER_ADDR: not copied: train.sh reads MASTER_ADDR at run time", line)
+            self.note("default", "env_vars MASTER_ADDR: not copied: with [cluster] node_ip_address, train.sh puts "
+                                 "MASTER_ADDR's run-time value (else node_ip_address) in the runtime env", line)
         elif MARK in value:
             why = text.problem if text is not None and text.problem else "a part of it cannot be resolved"
             self.note("unresolved", f"env_vars {name}: {why}; set [env] vars {name} by hand", line)
@@ -344,7 +345,8 @@ class Launched:
             if name in ACRL_EXPORTS:
                 launch.note("default", f"export {name}: acrl's train.sh exports it itself", line)
             elif name == "MASTER_ADDR":
-                launch.note("default", "export MASTER_ADDR: train.sh reads MASTER_ADDR at run time", line)
+                launch.note("default", "export MASTER_ADDR: with [cluster] node_ip_address, train.sh exports "
+                                       "MASTER_ADDR's run-time value (else node_ip_address) before `ray start`", line)
             elif first_start and line < first_start:
                 self._node_env(launch, name, value, line)
             elif name not in launch.names:

@@ -18,7 +18,7 @@ from .._spec.profiles import TOOLKIT_ROLLOUT, Integration
 from .._spec.tables import TOOLKIT_SLIME_COMMIT
 from .base import ImportInputError, Note, NoteKind, load_yaml
 from .flag_index import CoerceError, FlagKey, coerce, extra_value, flag_index
-from .train_sh_profile import choose, default_of, whose
+from .train_sh_profile import choose, default_of, faithful, faithful_note, whose
 
 _TABLES = ("experiment", "agentcore", "model", "data", "slime", "cluster", "parallel", "rollout", "sglang",
            "algorithm", "train", "eval", "checkpoint", "cuda", "wandb", "extra")
@@ -60,6 +60,7 @@ class SpecBuilder:
     torch_memory_saver: bool
     spec: dict[str, Any] = attrs.Factory(lambda: {t: {} for t in _TABLES})
     integration: Integration = "agentcore"  # chosen once the flags are read (train_sh_profile.choose)
+    given: frozenset[str] = frozenset()  # the flags of the train.py command, once read
 
     def note(self, kind: NoteKind, message: str, text: Text | None = None) -> None:
         if text is not None:
@@ -156,6 +157,7 @@ class SpecBuilder:
                           f"{', '.join(map(str, lines))}): the last one counts, as in slime's parser", occurrence.token)
                 del last[occurrence.flag]
             last[occurrence.flag] = occurrence
+        self.given = frozenset(last)
         absent = known_absent_flags(TOOLKIT_SLIME_COMMIT) or {}
         function = last.get("--rollout-function-path")  # the profile's guess until choose() (global_batch reads it)
         toolkit = function is not None and [v.text for v in function.values] == [TOOLKIT_ROLLOUT]
@@ -268,7 +270,11 @@ class SpecBuilder:
             if flag in given or key.table == "wandb" or (flag == "--num-rollout" and "--num-epoch" in given):
                 continue
             default = default_of(key, self.integration)
-            if key.kind == "switch":
+            slime_value = faithful(key, self.integration)
+            if slime_value is not None:
+                self.set(key.path, slime_value)
+                self.note("default", faithful_note(key, slime_value, default))
+            elif key.kind == "switch":
                 if default is True:
                     self.set(key.path, False)
             elif default is attrs.NOTHING:
@@ -298,7 +304,8 @@ class SpecBuilder:
         rollout = self.spec["rollout"]
         index = flag_index()
         samples = rollout.get("batch_size", index["--rollout-batch-size"].default) * \
-            rollout.get("n_samples_per_prompt", default_of(index["--n-samples-per-prompt"], self.integration))
+            rollout.get("n_samples_per_prompt", faithful(index["--n-samples-per-prompt"], self.integration) or
+                        default_of(index["--n-samples-per-prompt"], self.integration))
         try:
             batch = int(values[0].text) if len(values) == 1 else 0
         except ValueError:
@@ -312,6 +319,14 @@ class SpecBuilder:
         else:
             self.note("difference", f"--global-batch-size {' '.join(v.text for v in values)} does not divide the "
                                     f"{samples} samples of a rollout: set [train] num_steps_per_rollout by hand", token)
+
+    def wandb_off(self) -> None:
+        """The script passes no W&B flag (no --use-wandb): slime logs nothing to W&B (--use-wandb is store_true,
+        slime/utils/arguments.py:1163 at 624b824), whatever the environment holds; acrl's default turns it on
+        whenever the key is set."""
+        self.set("wandb.enabled", False)
+        self.note("default", "the script passes no W&B flag (no --use-wandb): [wandb] enabled = false keeps W&B "
+                             "off, as slime does, even where the key's variable is set when train.sh runs")
 
     def wandb_key(self, name: str) -> None:
         if name != "WANDB_API_KEY":

@@ -37,6 +37,22 @@ def default_of(key: FlagKey, integration: Integration) -> Any:
     return row.value(integration) if row is not None else key.default
 
 
+def faithful(key: FlagKey, integration: Integration) -> Any:
+    """For a script of the agentcore profile that does not pass ``key``'s flag: the value slime uses then, where
+    the agentcore profile would pass another one and the spec can state it (the row's slime value, else its
+    ``native``: Megatron-LM's or sglang's documented default); None otherwise."""
+    row = profiles.by_key().get(key.path)
+    if integration != "agentcore" or row is None or key.kind == "switch":
+        return None
+    value = row.slime if row.slime is not None else row.native
+    return value if value is not None and value != row.agentcore else None
+
+
+def faithful_note(key: FlagKey, value: Any, default: Any) -> str:
+    return (f"the script does not pass {key.flag}: [{key.table}] {key.key} = {value!r}, what slime uses "
+            f"({profiles.by_key()[key.path].where}), not the agentcore profile's {default!r}")
+
+
 def whose(key: FlagKey, integration: Integration) -> str:
     """Whose default that is, for a note: "the slime profile's default of [rollout] max_response_len"."""
     if key.path in profiles.by_key():

@@ -357,6 +357,7 @@ class RuntimeArgs:
     wandb: tuple[Arg, ...]  # --wandb-project, --wandb-group: each from its spec key
     custom_config: str | None  # None: no custom config (integration "slime" or "custom")
     train_env_vars: bool
+    wandb_enabled: bool = True  # [wandb] enabled: false, no W&B flags whatever the key's variable holds
 
     @property
     def wandb_tokens(self) -> list[str]:
@@ -368,5 +369,6 @@ def runtime_args(spec: Spec) -> RuntimeArgs:
     """The one computation of the run-time arguments, for train.sh, rayjob.yaml and `acrl explain`."""
     wandb = tuple(Arg(f"--wandb-{name}", (value,), from_key(f"wandb.{name}"))
                   for name in ("project", "group") if (value := getattr(spec.wandb, name)))
-    return RuntimeArgs(spec.wandb.key_env, wandb, CUSTOM_CONFIG if spec.agentcore is not None else None,
-                       spec.cuda.home is not None)
+    return RuntimeArgs(spec.wandb.key_env, wandb if spec.wandb.enabled else (),
+                       CUSTOM_CONFIG if spec.agentcore is not None else None, spec.cuda.home is not None,
+                       spec.wandb.enabled)

@@ -216,6 +216,7 @@ WRITTEN_WHEN_SET: dict[str, dict[str, Any]] = {
     "experiment": {"integration": DEFAULT_INTEGRATION},
     "cluster": {"env": {}, "ray_start_args": []},
     "env": {"pythonpath": [], "pythonpath_before_megatron": []},
+    "wandb": {"enabled": True},
 }
 
 

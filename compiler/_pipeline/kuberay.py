@@ -54,6 +54,8 @@ def entrypoint(spec: Spec, argv: list[str]) -> str:
     if run_time.custom_config is not None:  # integration "agentcore" only
         command += ["--custom-config-path", f"{CONFIG_MOUNT}/{run_time.custom_config}"]
     key = run_time.key_env
+    if not run_time.wandb_enabled:  # [wandb] enabled = false: no W&B flags, whatever the pod's environment holds
+        return shlex.join(command)
     # bash -c 'script' acrl ARGS...: every token stays one argument, whatever it holds
     export = "" if key == "WANDB_API_KEY" else f'export WANDB_API_KEY="${{{key}}}"; '
     body = f'if [[ -n ${{{key}:-}} ]]; then {export}set -- "$@" {shlex.join(wandb)}; fi; exec "$@"'

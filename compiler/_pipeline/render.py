@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 TEMPLATE_VARIABLES = {
     "train.sh.jinja": frozenset({
         "acrl_version", "exp_id", "slime_dir", "megatron_dir", "entrypoint", "groups", "extra_args",
-        "cuda_home", "fix_torch_memory_saver", "wandb_key_env", "wandb_args", "ray_address",
+        "cuda_home", "fix_torch_memory_saver", "wandb_key_env", "wandb_args", "wandb_enabled", "ray_address",
         "stop_stale_processes", "ray_stop_timeout", "start_ray_head", "head_gpus", "dashboard_port",
         "env_vars_json", "forward", "secret_policy_json", "forward_check", "dashboard_host", "head_port", "join",
         "num_nodes", "group_gpus", "node_ip_address", "ray_start_args", "node_env", "pythonpath_before",
@@ -207,6 +207,7 @@ def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
         "fix_torch_memory_saver": spec.cuda.fix_torch_memory_saver,
         "wandb_key_env": spec.wandb.key_env,
         "wandb_args": runtime_args(spec).wandb_tokens,
+        "wandb_enabled": spec.wandb.enabled,
         "custom_config": runtime_args(spec).custom_config,
         "ray_address": c.address or "",
         "stop_stale_processes": c.stop_stale_processes,

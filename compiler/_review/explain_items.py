@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import attrs
 
-from .._pipeline.argv import ArgGroup, ArgOrigin, global_batch_size, runtime_args
+from .._pipeline.argv import ArgGroup, ArgOrigin, RuntimeArgs, global_batch_size, runtime_args
 from .._pipeline.model_args.catalog import entry
 from .._pipeline.parse import KeyPath, SpecSource
 from .._spec import profiles
@@ -272,13 +272,19 @@ def _runtime_items(spec: Spec, keys: Mapping[str, Item]) -> list[Item]:
                 "train.sh: the bundle's custom_config.yaml, written from [agentcore] and experiment.id",
                 "The file the rollout integration reads the agent's and the gateway's settings from.")]
     when = f"train.sh, only when ${env} is set at run time (wandb.key_env)"
+    if not run_time.wandb_enabled:
+        return items + _cuda_item(run_time)
     items.append(runtime("--use-wandb", (), when, "Log to Weights & Biases.", "wandb.key_env"))
     for arg in run_time.wandb:
         key = keys[arg.origin]
         items.append(runtime(arg.flag, arg.values, f"{key.name} ({key.origin.text}); passed by {when}",
                              key.doc, key.name, "wandb.key_env"))
-    if run_time.train_env_vars:
-        items.append(runtime("--train-env-vars", ("$TRAIN_ENV_VARS",),
-                             "train.sh: CUDA_HOME and LD_LIBRARY_PATH as JSON, computed at run time from cuda.home",
-                             "Environment of the training actors: the pinned CUDA toolkit.", "cuda.home"))
-    return items
+    return items + _cuda_item(run_time)
+
+
+def _cuda_item(run_time: RuntimeArgs) -> list[Item]:
+    if not run_time.train_env_vars:
+        return []
+    return [Item("--train-env-vars", "flag", ("$TRAIN_ENV_VARS",), Origin("runtime", "train.sh: CUDA_HOME and "
+                 "LD_LIBRARY_PATH as JSON, computed at run time from cuda.home"),
+                 "Environment of the training actors: the pinned CUDA toolkit.", _RUNTIME_GROUP, ("cuda.home",))]

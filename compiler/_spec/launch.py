@@ -58,8 +58,9 @@ class Cluster:
     ray_stop_timeout: int = setting(60, doc="Seconds to wait for stale Ray processes to exit.", ge=1)
     node_ip_address: str | None = setting(None, doc=(
         "Address of the local head (`ray start --head --node-ip-address`, as slime's scripts pass "
-        "${MASTER_ADDR:-127.0.0.1}); MASTER_ADDR at run time overrides it. Unset: MASTER_ADDR when set and other "
-        "nodes join, else the address Ray chooses."))
+        "${MASTER_ADDR:-127.0.0.1}); MASTER_ADDR at run time overrides it. Set, train.sh exports MASTER_ADDR (that "
+        "value) before `ray start --head`, adds it to no_proxy and puts it in the job's runtime env, as slime's "
+        "scripts do. Unset: MASTER_ADDR when set and other nodes join, else the address Ray chooses."))
     ray_start_args: list[str] = setting(factory=list, doc=(
         "Further options of the local head's `ray start --head`, verbatim and shell-quoted (e.g. [\"--num-cpus\", "
         "\"64\"]); not those acrl computes (--head, --num-gpus, --port, --dashboard-*, --node-ip-address, "
@@ -81,8 +82,12 @@ class Cuda:
 
 @attrs.frozen(kw_only=True)
 class Wandb:
-    """[wandb]: logging; on only when the key's environment variable is set at run time."""
+    """[wandb]: logging; on only when the key's environment variable is set at run time (and enabled)."""
 
+    enabled: bool = setting(True, doc=(
+        "false: W&B stays off even when the key's variable is set at run time: train.sh (and the RayJob) pass no "
+        "W&B flags and the log says so once. true: on whenever the key's variable is set. `acrl import "
+        "train-sh` writes false for a script that never passes --use-wandb."))
     project: str | None = setting(None, doc="W&B project.", flag="--wandb-project")
     group: str | None = setting(None, doc="W&B group.", flag="--wandb-group")
     key_env: str = setting("WANDB_API_KEY", doc="Name of the environment variable holding the API key. "

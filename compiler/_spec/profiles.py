@@ -37,20 +37,24 @@ CUSTOM_FUNCTION_KEYS = ("rollout.function_path", "rollout.custom_generate_functi
 @attrs.frozen
 class ProfileValue:
     """One spec key's default per profile: ``agentcore`` (the field default of tables.py) and ``slime`` (also the
-    custom profile's); ``owner`` and ``where``: who defines the slime default, and where."""
+    custom profile's); ``owner`` and ``where``: who defines the slime default, and where. ``native``: where
+    ``slime`` is None (the flag left out), the value slime then ends up with when the spec can state it (the
+    documented default ``where`` cites); None where that value is computed or unset. `acrl import train-sh` writes
+    it for a script of the agentcore profile that does not pass the flag (train_sh_profile.faithful)."""
 
     key: str
     agentcore: Any
     slime: Any
     owner: Owner
     where: str
+    native: Any = None
 
     def value(self, integration: Integration) -> Any:
         return self.agentcore if integration == "agentcore" else self.slime
 
 
-def _row(key: str, agentcore: Any, slime: Any, owner: Owner, where: str) -> ProfileValue:
-    return ProfileValue(key, agentcore, slime, owner, where)
+def _row(key: str, agentcore: Any, slime: Any, owner: Owner, where: str, native: Any = None) -> ProfileValue:
+    return ProfileValue(key, agentcore, slime, owner, where, native)
 
 
 TOOLKIT_ROLLOUT = "agentcore_rl_toolkit.backends.slime.integration.rollout.generate_rollout"
@@ -67,9 +71,9 @@ PROFILE: tuple[ProfileValue, ...] = (
          "slime/utils/arguments.py:328 (default slime.rollout.sglang_rollout.generate_rollout)"),
     _row("rollout.reward_post_process_path", TOOLKIT_REWARDS, None, "slime",
          "slime/utils/arguments.py:1370 (default None)"),
-    _row("data.input_key", "prompt", None, "slime", "slime/utils/arguments.py:659 (default 'input')"),
+    _row("data.input_key", "prompt", None, "slime", "slime/utils/arguments.py:659 (default 'input')", "input"),
     _row("algorithm.use_kl_loss", True, False, "slime", "slime/utils/arguments.py:980 (store_true)"),
-    _row("algorithm.kl_loss_type", "low_var_kl", None, "slime", "slime/utils/arguments.py:933 (default 'k1')"),
+    _row("algorithm.kl_loss_type", "low_var_kl", None, "slime", "slime/utils/arguments.py:933 (default 'k1')", "k1"),
     _row("algorithm.eps_clip_high", 0.28, None, "slime", "slime/utils/arguments.py:900 (default None: eps_clip)"),
     _row("train.use_dynamic_batch_size", True, False, "slime", "slime/utils/arguments.py:746 (store_true)"),
     _row("train.max_tokens_per_gpu", 9216, None, "slime", "slime/utils/arguments.py:757 (default None)"),
@@ -83,9 +87,10 @@ PROFILE: tuple[ProfileValue, ...] = (
     _row("parallel.sequence_parallel", True, False, "megatron",
          "megatron/core/model_parallel_config.py:42 (default False)"),
     _row("train.lr_decay_style", "constant", None, "megatron",
-         "megatron/training/training_config.py:124 (default 'linear')"),
-    _row("train.weight_decay", 0.1, None, "megatron", "megatron/training/arguments.py:1844 (default 0.01)"),
-    _row("train.adam_beta2", 0.98, None, "megatron", "megatron/training/arguments.py:1853 (default 0.999)"),
+         "megatron/training/training_config.py:124 (default 'linear')", "linear"),
+    _row("train.weight_decay", 0.1, None, "megatron", "megatron/training/arguments.py:1844 (default 0.01)", 0.01),
+    _row("train.adam_beta2", 0.98, None, "megatron", "megatron/training/arguments.py:1853 (default 0.999)",
+         0.999),
     _row("train.optimizer_cpu_offload", True, False, "megatron",
          "megatron/training/arguments.py:2084 (store_true)"),
     _row("train.overlap_cpu_optimizer_d2h_h2d", True, False, "megatron",
@@ -93,11 +98,11 @@ PROFILE: tuple[ProfileValue, ...] = (
     _row("train.precision_aware_optimizer", True, False, "megatron",
          "megatron/training/arguments.py:2873 (store_true)"),
     _row("train.attention_backend", "flash", None, "megatron",
-         "megatron/core/transformer/transformer_config.py:112 (default auto)"),
+         "megatron/core/transformer/transformer_config.py:112 (default auto)", "auto"),
     _row("train.attention_dropout", 0.0, None, "megatron",
-         "megatron/core/transformer/transformer_config.py:142 (default 0.1)"),
+         "megatron/core/transformer/transformer_config.py:142 (default 0.1)", 0.1),
     _row("train.hidden_dropout", 0.0, None, "megatron",
-         "megatron/core/transformer/transformer_config.py:139 (default 0.1)"),
+         "megatron/core/transformer/transformer_config.py:139 (default 0.1)", 0.1),
     _row("train.accumulate_allreduce_grads_in_fp32", True, False, "megatron",
          "megatron/training/arguments.py:2227 (store_true)"),
     _row("train.attention_softmax_in_fp32", True, False, "megatron",
@@ -106,9 +111,9 @@ PROFILE: tuple[ProfileValue, ...] = (
     _row("sglang.mem_fraction_static", 0.7, None, "sglang", f"{_SGLANG}: mem_fraction_static None (auto)"),
     _row("sglang.tool_call_parser", "qwen", None, "sglang", f"{_SGLANG}: tool_call_parser None"),
     _row("sglang.data_parallel_size", 1, None, "sglang", f"{_SGLANG}: dp_size 1 (--sglang-data-parallel-size is "
-         "its alias)"),
+         "its alias)", 1),
     _row("sglang.cuda_graph_max_bs", 32, None, "sglang", f"{_SGLANG}: cuda_graph_max_bs None (auto)"),
-    _row("sglang.log_level", "warning", None, "sglang", f"{_SGLANG}: log_level 'info'"),
+    _row("sglang.log_level", "warning", None, "sglang", f"{_SGLANG}: log_level 'info'", "info"),
     _row("sglang.log_level_http", "warning", None, "sglang", f"{_SGLANG}: log_level_http None (log_level's)"),
 )
 
