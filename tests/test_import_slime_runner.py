@@ -22,6 +22,7 @@ import pytest
 import yaml
 from test_train_sh import CALLER_LD_LIBRARY_PATH, Toolbox, make_toolbox, run_train_sh
 
+from acrl.compiler import compile_spec
 from acrl.compiler._importers.base import ImportInputError
 from acrl.compiler._importers.slime_runner import import_slime_runner
 from acrl.compiler.errors import UsageError
@@ -641,13 +642,15 @@ def test_eval_flags_map_to_the_eval_table_end_to_end(tmp_path: Path, toolbox: To
     assert differing(effective(argv), runner) <= noted_flags(notes)
 
 
-def test_eval_datasets_without_an_interval_are_left_out_and_noted(tmp_path: Path, slime_dir: Path) -> None:
+def test_eval_datasets_without_an_interval_are_kept_and_noted(tmp_path: Path, slime_dir: Path) -> None:
+    # slime accepts datasets without --eval-interval (arguments.py:1840-1841 asserts only the other way): the spec
+    # keeps them, so the bundle passes the same --eval-prompt-data, and ACRL-E004 warns they are never evaluated
     fields = {**minimal(slime_dir), "extra_flags": ["--eval-prompt-data", "aime", "/data/aime.jsonl"]}
     config = write_yaml(tmp_path / "run.yaml", yaml.safe_dump(fields))
     proc = acrl("import", "slime-runner", str(config), "-o", "spec.toml", "--json", cwd=tmp_path)
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["ok"] is True, report
     spec = tomllib.loads((tmp_path / "spec.toml").read_text(encoding="utf-8"))
-    assert "eval" not in spec and "extra" not in spec
-    (note,) = [n for n in report["notes"] if n["where"] == "--eval-prompt-data"]
-    assert "aime = '/data/aime.jsonl'" in note["message"]
+    assert spec["eval"] == {"datasets": {"aime": "/data/aime.jsonl"}} and "extra" not in spec
+    assert [n for n in report["notes"] if n["where"] == "--eval-prompt-data"]
+    assert [w.rule for w in compile_spec(tmp_path / "spec.toml").warnings if w.rule == "ACRL-E004"]

@@ -312,13 +312,13 @@ def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags:
             spec.setdefault(table, {})[key] = value
         else:
             kept += segment
-    if datasets and spec.get("eval", {}).get("interval") is not None:
-        spec["eval"]["datasets"] = datasets
-    elif datasets:
-        notes.append(Note("difference", "extra_flags: --eval-prompt-data is left out: without --eval-interval slime "
-                          "never evaluated them, and acrl refuses datasets that are never evaluated (ACRL-E001). To "
-                          "evaluate, set [eval] interval and [eval.datasets] " +
-                          ", ".join(f"{name} = {path!r}" for name, path in datasets.items()), "--eval-prompt-data"))
+    if datasets:
+        spec.setdefault("eval", {})["datasets"] = datasets
+    if datasets and spec["eval"].get("interval") is None:
+        notes.append(Note("difference", "extra_flags: --eval-prompt-data without --eval-interval: slime accepts the "
+                          "datasets and never evaluates them; [eval.datasets] keeps them, so train.sh passes them as "
+                          "SlimeRunner did (warning ACRL-E004); set [eval] interval to evaluate them",
+                          "--eval-prompt-data"))
     if kept:
         spec.setdefault("extra", {})["args"] = kept
     return notes
