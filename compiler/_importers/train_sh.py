@@ -29,6 +29,7 @@ from .base import Imported, ImportInputError, Note
 from .train_sh_launch import Launched, heredoc_lines
 from .train_sh_map import INLINE_FLAG, Occurrence, SpecBuilder
 from .train_sh_model import known_model_flags
+from .train_sh_nodes import size_cluster
 
 _ENTRY = re.compile(r"(?:^|/)(train|train_async)\.py$")
 # slime's scripts/models/<type>.sh, also as its own scripts/run-*.sh source it: "${SCRIPT_DIR}/models/<type>.sh"
@@ -324,6 +325,7 @@ def _build(reader: _Reader, torch_memory_saver: bool, acrl_made: bool) -> Import
                               builder.spec["slime"].get("dir", "/root/slime"),
                               builder.spec["slime"].get("megatron_dir", "/root/Megatron-LM"))
     builder.flags([*(attrs.evolve(o, before_model=True) for o in before), *after], known)
+    size_cluster(builder, reader.launch.ssh_loop)
     spec = builder.finish()
     spec = copy.deepcopy(spec)
     left_out = [Note("difference", f"{key}: its value looks like a secret (a token, or a URL with user:password): "
