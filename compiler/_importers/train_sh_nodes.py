@@ -63,7 +63,7 @@ def size_cluster(builder: SpecBuilder, ssh_loop: int | None) -> None:
                                        "other nodes (run it on each, or let your scheduler do it)", at)
         return
     cluster["num_nodes"] = need
-    how = (f"slime's placement group of {gpus} GPUs on nodes of {node} GPUs (the head's `ray start --num-gpus`): "
+    how = (f"slime's placement group of {gpus} GPUs on nodes of {node} GPUs ([cluster] gpus_per_node): "
            f"[cluster] num_nodes = {need}")
     if ssh_loop:
         builder.note("difference", f"{loop}: {how}; the bundle's train.sh starts the head and waits for the other "
