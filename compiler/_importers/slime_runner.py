@@ -23,6 +23,7 @@ import yaml
 from .._pipeline.bundle import YAML_LIMIT, read_input
 from .._pipeline.parse import unreadable_hint
 from .._secrets import drop_secret_values, is_credential_flag, looks_secret_value
+from .._pipeline.placement import node_size_matters
 from .._spec.flags import is_number, known_absent_flags
 from .._spec.tables import TOOLKIT_SLIME_COMMIT, table_types
 from ..errors import UsageError
@@ -331,7 +332,11 @@ def _differences(spec: Mapping[str, Mapping[str, Any]]) -> list[Note]:
                   f"targeted slime {TOOLKIT_SLIME_COMMIT[:7]} ({absent[flag]}), so slime ignored it", flag)
              for flag in _HARD_CODED_VERSIONED if flag in absent]
     node = spec.get("cluster", {}).get("gpus_per_node", 8)
-    if node != 8:
+    per_engine = spec.get("rollout", {}).get("gpus_per_engine", 2)  # the agentcore profile's default
+    engines = node // max(1, min(per_engine, node))  # colocated on one node: the rollout has the node's GPUs
+    distributed_post = "--use-distributed-post" in spec.get("extra", {}).get("args", [])
+    if node_size_matters(node, nodes=1, gpus_per_engine=per_engine, engine_actors=engines,
+                         distributed_post=distributed_post):
         notes.append(Note("difference", f"--num-gpus-per-node {node} is passed: the node has {node} GPUs, and without "
                           "it slime maps rollout engines to nodes of 8 (slime PR #2012)", "--num-gpus-per-node"))
     if spec.get("cluster", {}).get("num_nodes") is None:
