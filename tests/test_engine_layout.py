@@ -171,6 +171,8 @@ def test_the_node_size_flag_changes_no_engine_where_acrl_omits_it(commit: str) -
             (passed["num_engines"], passed["error"], passed["engines"]), a
         compared += 1
     assert compared >= 5  # the table holds such layouts (one node of 4, one engine of 1 to 4 GPUs)
-    # and where more than one engine runs on one node of 4, the flag does change slime's engines (their addresses)
-    assert any(p[0]["engines"] != p[1]["engines"] for p in by_args.values() if len(p) == 2
-               and p[0]["args"]["nodes"] == 1 and p[0]["num_engines"] > 1)
+    # where acrl passes it, it changes slime's engines on some rows (several nodes, an engine larger than the node);
+    # several engines on one node of 4 place the same, but their seeds are seed + rank x num_gpus_per_node
+    # (sglang_engine.py:530), which the table does not record: acrl passes the flag there too
+    assert any(p[0]["engines"] != p[1]["engines"] or p[0]["num_engines"] != p[1]["num_engines"]
+               for p in by_args.values() if len(p) == 2 and p[0]["args"]["gpus_per_node"] < 8)

@@ -22,8 +22,8 @@ import yaml
 
 from .._pipeline.bundle import YAML_LIMIT, read_input
 from .._pipeline.parse import unreadable_hint
-from .._secrets import drop_secret_values, is_credential_flag, looks_secret_value
 from .._pipeline.placement import node_size_matters
+from .._secrets import drop_secret_values, is_credential_flag, looks_secret_value
 from .._spec.flags import is_number, known_absent_flags
 from .._spec.tables import TOOLKIT_SLIME_COMMIT, table_types
 from ..errors import UsageError

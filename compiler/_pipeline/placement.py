@@ -255,8 +255,8 @@ class Placement(NamedTuple):
         slime does; None where it is 8, or where omitting it changes nothing. Every use of args.num_gpus_per_node at
         624b824 gives the same values with 8 as with the real size G when G < 8, the run is one node, at most one
         engine actor no larger than the node, and no --use-distributed-post: the engines (rollout.py:71, :107, :843,
-        :896, :1034 and sglang_engine.py:22-27, :523) lie on node 0 with the same slots (tests/test_engine_layout.py compares the
-        rows of slime's own engine code with and without the flag), engine rank 0's seed is ``seed + 0 *
+        :896, :1034 and sglang_engine.py:22-27, :523) lie on node 0 with the same slots (tests/test_engine_layout.py
+        compares the rows of slime's own engine code with and without the flag), engine rank 0's seed is ``seed + 0 *
         num_gpus_per_node`` (sglang_engine.py:530), the training ranks are below G so ``RANK % 8 == RANK % G``
         (train_actor.py:83; actor.py:88-89 loads the config once per rank either way), and http_utils.py:270-276
         makes num_gpus_per_node HTTP actors per node only under --use-distributed-post (http_utils.py:229)."""
