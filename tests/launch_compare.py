@@ -18,6 +18,8 @@ from typing import Any
 
 import attrs
 
+from acrl.compiler._secrets import is_secret_name
+
 # The categories, in report order, with what each means.
 CATEGORIES = {
     "run": "a side did not launch (no `ray job submit` recorded, or the script failed before it)",
@@ -33,8 +35,15 @@ CATEGORIES = {
     "ray-start": "`ray start --head`: --num-gpus or an address option (node ip, port, dashboard host/port)",
     "start-env": "a variable the original exported before `ray start --head` that the bundle's head lacks or sets "
                  "otherwise (Ray's processes, the job's included, inherit it)",
+    "allowed": "a difference the criterion allows, listed with why and not counted: a one-sided flag restating "
+               "slime's or Megatron-LM's default, --megatron-to-hf-mode, the global batch said the other way, the "
+               "bundle as the job's working_dir",
 }
-RESULT_CATEGORIES = frozenset(CATEGORIES)
+ALLOWED = "allowed"
+RESULT_CATEGORIES = frozenset(CATEGORIES) - {ALLOWED}
+# The runtime-env keys other than env_vars that differ by design: acrl's job runs in its bundle (train.sh submits
+# with --working-dir set to the bundle folder); the criterion compares the runtime env's variables.
+ALLOWED_RUNTIME_ENV_KEYS = {"working_dir": "the bundle is the job's working_dir (acrl's job runs in its bundle)"}
 # One-sided flags the criterion allows whatever their value: acrl's --megatron-to-hf-mode (slime 624b824 has no
 # such flag any more; the toolkit's pinned slime does), and --num-steps-per-rollout where it agrees with the batch.
 ALWAYS_ALLOWED = frozenset({"--megatron-to-hf-mode"})
@@ -51,6 +60,7 @@ class Mismatch:
     subject: str  # the flag, variable or option
     original: Any
     bundle: Any
+    why: str = ""  # for "allowed": why; for a one-sided flag: why its default did not allow it
 
     def as_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -92,6 +102,9 @@ class Default:
     value: Any
     bare: bool = False
     kind: str | None = None  # "int", "float", "str" where add_argument names its type
+    known: bool = True  # False: the default is an expression (os.environ..., 2 ** 32) that was not evaluated
+    source: str = ""  # "slime" or "Megatron-LM": whose parser defines the default
+    where: str = ""  # the fact's file:line or dataclass field
 
 
 def options(tokens: Sequence[str]) -> dict[str, list[str]]:
@@ -126,40 +139,23 @@ def flags_of(program: Sequence[str]) -> dict[str, list[str]]:
     return options(rest)
 
 
-def slime_defaults(slime_dir: Path) -> dict[str, Default]:
-    """Each flag slime/utils/arguments.py defines or resets (``parser.add_argument(...)``,
-    ``reset_arg(parser, NAME, ...)``, slime 624b824 slime/utils/arguments.py:19-32), with its default as a literal;
-    store_true without default= is False, store_false True. Flags whose default is not a literal are left out."""
-    tree = ast.parse((slime_dir / "slime" / "utils" / "arguments.py").read_text(encoding="utf-8"))
+def defaults_from(*tables: Mapping[str, Mapping[str, Any]], sources: Sequence[str] = ()) -> dict[str, Default]:
+    """{flag: Default} of fact tables as acrl's readers write them (slime's: acrl.compiler._slime.default_facts,
+    tests/data/slime/<commit>/slime_defaults.json; Megatron-LM's: acrl.compiler._slime.megatron_defaults,
+    tests/data/megatron/<commit>/megatron_defaults.json), a later table's flag winning (give Megatron's first:
+    slime's reset_arg sets the default of a Megatron flag, slime 624b824 slime/utils/arguments.py:19-32). A fact
+    with an "expression" (a default that is not a literal) becomes a Default that is not ``known``."""
     out: dict[str, Default] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        args = node.args[1:] if name == "reset_arg" else node.args if name == "add_argument" else None
-        if args is None:
-            continue
-        names = [a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str)
-                 and a.value.startswith("--")]
-        keywords = {k.arg: k.value for k in node.keywords if k.arg}
-        action = keywords.get("action")
-        action_name = action.value if isinstance(action, ast.Constant) else None
-        kind_node = keywords.get("type")
-        kind = kind_node.id if isinstance(kind_node, ast.Name) and kind_node.id in ("int", "float", "str") else None
-        try:
-            if "default" in keywords:
-                value = ast.literal_eval(keywords["default"])
-            elif action_name in ("store_true", "store_false"):
-                value = action_name == "store_false"
-            elif action is None:
-                value = None
-            else:
-                continue
-        except ValueError:
-            continue
-        for flag in names:
-            out[flag] = Default(value, action_name in ("store_true", "store_false"), kind)
+    for i, table in enumerate(tables):
+        source = sources[i] if i < len(sources) else ""
+        for flag, fact in table.items():
+            action = fact.get("action")
+            kind = fact.get("type") if fact.get("type") in ("int", "float", "str") else None
+            default = Default(fact.get("default"), action in ("store_true", "store_false"), kind,
+                              known="expression" not in fact, source=source,
+                              where=str(fact.get("via") or fact.get("line") or ""))
+            for name in (flag, *(a for a in fact.get("aliases", ()) if str(a).startswith("--"))):
+                out[name] = default
     return out
 
 
@@ -209,16 +205,24 @@ def _normal(words: Sequence[str], kind: str | None = None) -> list[Any]:
 def restates_default(flag: str, words: Sequence[str], defaults: Mapping[str, Default]) -> bool:
     """Whether passing ``flag words`` leaves slime's args as leaving it out would."""
     default = defaults.get(flag)
-    if default is None:
-        return False
-    if default.bare:
-        return False  # present stores the opposite of the default
-    if default.value is None:
-        return False
+    if default is None or not default.known or default.bare or default.value is None:
+        return False  # bare: present stores the opposite of the default
     value = default.value if isinstance(default.value, list) else [default.value]
     if isinstance(default.value, bool) or not all(isinstance(v, int | float | str) for v in value):
         return False
     return _normal(list(words), default.kind) == _normal([str(v) for v in value], default.kind)
+
+
+def not_restated(flag: str, words: Sequence[str], defaults: Mapping[str, Default]) -> str:
+    """Why ``flag words`` given on one side only is not allowed as a restated default."""
+    default = defaults.get(flag)
+    if default is None:
+        return "no default known: neither slime's nor Megatron-LM's parser (as read) defines it"
+    if not default.known:
+        return f"default not known: {default.source} {default.where} computes it"
+    if default.bare:
+        return f"a switch: present, it stores {not default.value!r} ({default.source} default {default.value!r})"
+    return f"{default.source} default {default.value!r} ({default.where})"
 
 
 def global_batch(flags: Mapping[str, list[str]]) -> int | None:
@@ -238,8 +242,14 @@ def global_batch(flags: Mapping[str, list[str]]) -> int | None:
     return number("--global-batch-size")
 
 
+def counted(differences: Sequence[Mismatch]) -> list[Mismatch]:
+    """The differences the Result criterion does not allow (all but the ALLOWED ones)."""
+    return [m for m in differences if m.category != ALLOWED]
+
+
 def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default]) -> list[Mismatch]:
-    """Every difference between the two launches that the Result criterion does not allow, in category order."""
+    """Every difference between the two launches, in category order: the mismatches, then the differences the
+    Result criterion allows (category ALLOWED, each with why)."""
     out: list[Mismatch] = []
     for side, launch in (("original", original), ("bundle", bundle)):
         if not launch.program:
@@ -254,7 +264,7 @@ def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default]) -
         out.append(Mismatch("entrypoint", "script", theirs_entry[1], ours_entry[1]))
     theirs, ours = flags_of(original.program), flags_of(bundle.program)
     out += _compare_flags(theirs, ours, defaults, (original.custom_config, bundle.custom_config))
-    out += _compare_env(original.runtime_env, bundle.runtime_env)
+    out += _compare_env(original.runtime_env, bundle.runtime_env, dict(bundle.start_env))
     out += _compare_start(original.start, bundle.start)
     ours_env = dict(bundle.start_env)
     out += [Mismatch("start-env", name, value, ours_env.get(name))
@@ -278,15 +288,20 @@ def _compare_flags(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]
                 out.append(Mismatch("flag-value", flag, theirs[flag], ours[flag]))
             continue
         words = theirs.get(flag, ours.get(flag, []))
-        if flag in ALWAYS_ALLOWED or restates_default(flag, words, defaults):
-            continue
-        if flag in ("--num-steps-per-rollout", "--global-batch-size") and global_batch(theirs) is not None \
+        pair = (theirs.get(flag), ours.get(flag))
+        if flag in ALWAYS_ALLOWED:
+            out.append(Mismatch(ALLOWED, flag, *pair, "acrl's --megatron-to-hf-mode (the criterion allows it)"))
+        elif restates_default(flag, words, defaults):
+            default = defaults[flag]
+            out.append(Mismatch(ALLOWED, flag, *pair, f"restates {default.source}'s default ({default.where})"))
+        elif flag in ("--num-steps-per-rollout", "--global-batch-size") and global_batch(theirs) is not None \
                 and global_batch(theirs) == global_batch(ours):
-            continue  # the same global batch, said the other way
-        if flag in theirs:
-            out.append(Mismatch("flag-original-only", flag, theirs[flag], None))
+            out.append(Mismatch(ALLOWED, flag, *pair, f"the same global batch ({global_batch(theirs)}), said the "
+                                                      "other way"))
+        elif flag in theirs:
+            out.append(Mismatch("flag-original-only", flag, theirs[flag], None, not_restated(flag, words, defaults)))
         else:
-            out.append(Mismatch("flag-bundle-only", flag, None, ours[flag]))
+            out.append(Mismatch("flag-bundle-only", flag, None, ours[flag], not_restated(flag, words, defaults)))
     return out
 
 
@@ -295,7 +310,11 @@ def _entries(pythonpath: str) -> list[str]:
     return [e.rstrip("/") or "/" for e in pythonpath.split(":") if e]
 
 
-def _compare_env(theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> list[Mismatch]:
+def _compare_env(theirs: Mapping[str, Any], ours: Mapping[str, Any],
+                 our_head_env: Mapping[str, str] | None = None) -> list[Mismatch]:
+    """The runtime env's variables and PYTHONPATH entries; a secret the original passes in its runtime env (so in
+    `ray job submit`'s argv) is allowed where the bundle's head was started with it: acrl's job gets secrets only
+    through the cluster's own environment (Ray's workers inherit the head's), never through argv."""
     out = []
     their_vars, our_vars = theirs.get("env_vars") or {}, ours.get("env_vars") or {}
     for name, value in their_vars.items():
@@ -303,10 +322,17 @@ def _compare_env(theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> list[Mis
             have = _entries(str(our_vars.get(name, "")))
             out += [Mismatch("pythonpath", entry, entry, our_vars.get(name))
                     for entry in _entries(str(value)) if entry not in have]
+        elif name not in our_vars and is_secret_name(name) and (our_head_env or {}).get(name) == str(value):
+            out.append(Mismatch(ALLOWED, f"runtime-env {name}", "(secret)", None, "a secret: the bundle's job "
+                                "inherits it from `ray start --head`'s environment, never through argv"))
         elif name not in our_vars or str(our_vars[name]) != str(value):
             out.append(Mismatch("runtime-env", name, value, our_vars.get(name)))
     for key in sorted(set(theirs) | set(ours)):
-        if key != "env_vars" and theirs.get(key) != ours.get(key):
+        if key == "env_vars" or theirs.get(key) == ours.get(key):
+            continue
+        if key in ALLOWED_RUNTIME_ENV_KEYS and key not in theirs:
+            out.append(Mismatch(ALLOWED, f"runtime-env {key}", None, ours.get(key), ALLOWED_RUNTIME_ENV_KEYS[key]))
+        else:
             out.append(Mismatch("runtime-env-key", key, theirs.get(key), ours.get(key)))
     return out
 

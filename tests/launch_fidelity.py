@@ -6,12 +6,18 @@ of the stand-ins then /usr/bin:/bin only, so nothing real is stopped, killed or 
 `acrl import train-sh SCRIPT --env NAME=VALUE ...` (only --env values) and compiles the spec with no edit, then runs
 the bundle's train.sh under the same stand-ins; (c) compares the two recorded launches (tests/launch_compare.py).
 
-    python tests/launch_fidelity.py --slime-dir DIR [--toolkit-dir DIR] [--json OUT] [--patch-agentcore] [SCRIPT...]
+    python tests/launch_fidelity.py --slime-dir DIR [--megatron-dir DIR] [--toolkit-dir DIR] [--json OUT]
+                                    [--jobs N] [--patch-agentcore] [SCRIPT...]
 
-DIR is a slime tree holding scripts/ (and slime/utils/arguments.py, for slime's defaults); --toolkit-dir an
-agentcore-rl-toolkit tree. --patch-agentcore adds a hand-written [agentcore] table to an imported spec of integration
-"agentcore" that has none (a spec edit, so the result is NOT the Result criterion's: every such row says so; a script
-imported as integration "slime" or "custom" needs no table and is never patched). The exit status is 0 when every
+DIR is a slime tree holding scripts/ (and slime/utils/arguments.py: slime's defaults, read by acrl's own reader
+acrl.compiler._slime.default_facts); --megatron-dir a Megatron-LM tree (megatron/training/arguments.py: Megatron's
+defaults, which slime's parser includes, read by acrl.compiler._slime.megatron_defaults; without it, the facts
+generated from the Megatron-LM slime HEAD uses, tests/data/megatron/); --toolkit-dir an agentcore-rl-toolkit tree.
+Both sides run with a dummy WANDB_API_KEY (so W&B flags that depend on a key appear on both), and the harness checks
+that the dummy never reaches the spec, the bundle's files or any argv the bundle's run records.
+--patch-agentcore adds a hand-written [agentcore] table to an imported spec of integration "agentcore" that has
+none (a spec edit, so the result is NOT the Result criterion's: every such row says so; a script imported as
+integration "slime" or "custom" needs no table and is never patched). The exit status is 0 when every
 script reproduces, else 1.
 """
 
@@ -28,6 +34,7 @@ import tempfile
 import tomllib
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +42,10 @@ import attrs
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from launch_compare import CATEGORIES, Default, Launch, Mismatch, compare, flags_of, slime_defaults
+from launch_compare import ALLOWED, CATEGORIES, Default, Launch, Mismatch, compare, counted, defaults_from, flags_of
+
+from acrl.compiler._slime.default_facts import SLIME_ARGUMENTS_PY, parse_defaults
+from acrl.compiler._slime.megatron_defaults import megatron_defaults
 
 SHIMS = Path(__file__).resolve().parent / "shims"
 SHIM_NAMES = ("ray", "pkill", "pgrep", "nvidia-smi")
@@ -53,7 +63,13 @@ HEAD_IP = "10.11.12.13"  # what the ray shim reports as the head's address (ACRL
 # The values a user gives each script: what it reads from its environment, and what it computes from the machine
 # (nvidia-smi's GPU count and NVLink: the stand-in reports 8 GPUs, all NVLink) that `acrl import` cannot evaluate.
 # The multi-node scripts read MASTER_ADDR (the head's address) and a checkpoint folder with no default.
-COMMON_ENV = {"DETECTED_GPUS": "8", "HAS_NVLINK": "1"}
+# A dummy W&B key (never a real one): the bundle turns W&B on only when its key variable is set at run time.
+WANDB_DUMMY_KEY = "acrl-fidelity-dummy-wandb-key-not-a-secret-0000"
+COMMON_ENV = {"DETECTED_GPUS": "8", "HAS_NVLINK": "1", "WANDB_API_KEY": WANDB_DUMMY_KEY}
+# The Megatron-LM commit slime 624b824 uses, and the facts generated from it (acrl.compiler._slime.megatron_defaults).
+MEGATRON_COMMIT = "1dcf0dafa884ad52ffb243625717a3471643e087"
+DATA = Path(__file__).resolve().parent / "data"
+MEGATRON_FACTS = DATA / "megatron" / MEGATRON_COMMIT / "megatron_defaults.json"
 MULTI_NODE_ENV = {"MASTER_ADDR": HEAD_IP, "BASE_FOLDER": "/root", "BASE_DIR": "/root", "MLP_WORKER_0_HOST": HEAD_IP}
 SCRIPT_ENV: dict[str, dict[str, str]] = {
     **{name: MULTI_NODE_ENV for name in (
@@ -89,10 +105,13 @@ class Result:
     mismatches: tuple[Mismatch, ...]
     patched: bool
     problem: str = ""  # why the import or compile failed, its last lines
+    allowed: tuple[Mismatch, ...] = ()  # differences the criterion allows, each with why
+    leaks: tuple[str, ...] = ()  # where the dummy W&B key was found: spec, bundle files, recorded argv
 
     @property
     def reproduces(self) -> bool:
-        return not self.patched and self.import_rc == 0 and self.compile_rc == 0 and not self.mismatches
+        return (not self.patched and self.import_rc == 0 and self.compile_rc == 0 and not self.mismatches
+                and not self.leaks)
 
     def as_json(self) -> dict[str, Any]:
         return {"script": self.script, "env": self.env, "import_rc": self.import_rc, "compile_rc": self.compile_rc,
@@ -100,7 +119,8 @@ class Result:
                 "original_rc": self.original.returncode, "original_launched": bool(self.original.launch.program),
                 "bundle_rc": self.bundle and self.bundle.returncode,
                 "counts": dict(Counter(m.category for m in self.mismatches)),
-                "mismatches": [m.as_json() for m in self.mismatches]}
+                "mismatches": [m.as_json() for m in self.mismatches],
+                "allowed": [m.as_json() for m in self.allowed], "secret_leaks": list(self.leaks)}
 
 
 def make_bin(root: Path) -> Path:
@@ -198,9 +218,23 @@ def check_script(script: Path, tree: Path, *, slime_dir: Path | None, defaults: 
         else:
             bundle = run_under_standins(["bash", str(work / "bundle" / "train.sh")], bin_dir=bin_dir,
                                         cwd=work / "bundle", work=work / "bundle-run", env=env)
-    mismatches = compare(original.launch, bundle.launch, defaults) if bundle is not None else []
-    return Result(script.name, dict(env), original, imported.returncode, compile_rc, bundle, tuple(mismatches),
-                  patched, problem)
+    differences = compare(original.launch, bundle.launch, defaults) if bundle is not None else []
+    leaks = secret_leaks(env.get("WANDB_API_KEY", ""), spec, work / "bundle", bundle)
+    return Result(script.name, dict(env), original, imported.returncode, compile_rc, bundle,
+                  tuple(counted(differences)), patched, problem,
+                  tuple(m for m in differences if m.category == ALLOWED), leaks)
+
+
+def secret_leaks(secret: str, spec: Path, bundle_dir: Path, bundle: Side | None) -> tuple[str, ...]:
+    """Where ``secret`` (the dummy W&B key both runs were given) appears: the imported spec, a file of the bundle,
+    an argv (the runtime-env JSON of `ray job submit` included) that the bundle's run recorded."""
+    if not secret:
+        return ()
+    found = [str(p.relative_to(spec.parent)) for p in (spec, *sorted(bundle_dir.rglob("*")))
+             if p.is_file() and secret.encode() in p.read_bytes()]
+    found += [f"argv of {' '.join(c['argv'][:3])}" for c in (bundle.calls if bundle else ())
+              if any(secret in word for word in c["argv"])]
+    return tuple(dict.fromkeys(found))
 
 
 def _needs_agentcore(spec_text: str) -> bool:
@@ -258,25 +292,66 @@ def check_toolkit_example(toolkit_dir: Path, slime_dir: Path, defaults: Mapping[
     return attrs.evolve(result, script="toolkit:math_agent/train.sh")
 
 
+def load_defaults(slime_dir: Path, megatron_dir: Path | None) -> tuple[dict[str, Default], str]:
+    """slime's and Megatron-LM's flag defaults (slime's winning: its reset_arg resets Megatron's), and where they
+    were read from. slime's from the tree's slime/utils/arguments.py by acrl's reader (nothing where the tree has
+    no slime/); Megatron's from ``megatron_dir``, else the generated facts of MEGATRON_COMMIT."""
+    slime_file = slime_dir / SLIME_ARGUMENTS_PY
+    slime = parse_defaults(slime_file.read_text(encoding="utf-8")) if slime_file.is_file() else {}
+    if megatron_dir is not None:
+        megatron, where = megatron_defaults(megatron_dir), f"Megatron-LM defaults read from {megatron_dir}"
+    else:
+        megatron = json.loads(MEGATRON_FACTS.read_text(encoding="utf-8"))["flags"]
+        where = f"Megatron-LM defaults of {MEGATRON_COMMIT[:8]} ({MEGATRON_FACTS.relative_to(DATA.parent.parent)})"
+    source = f"slime defaults read from {slime_file}" if slime else "no slime defaults (no slime/ in --slime-dir)"
+    return defaults_of(slime, megatron), f"{source}; {where}"
+
+
+def defaults_of(slime: Mapping[str, Mapping[str, Any]],
+                megatron: Mapping[str, Mapping[str, Any]]) -> dict[str, Default]:
+    """{flag: Default} of slime's facts (acrl.compiler._slime.default_facts) over Megatron-LM's
+    (acrl.compiler._slime.megatron_defaults), each saying where it was read."""
+    cited = {flag: {**fact, "via": f"{SLIME_ARGUMENTS_PY}:{fact['line']}"
+                    + (" (reset_arg)" if fact.get("via") == "reset_arg" else "")} for flag, fact in slime.items()}
+    return defaults_from(megatron, cited, sources=("Megatron-LM", "slime"))
+
+
 def table(results: Sequence[Result]) -> str:
-    """The markdown table: script, import and compile exit, mismatches by category."""
-    short = {c: c.replace("flag-", "").replace("runtime-env", "renv") for c in CATEGORIES}
-    head = ["script", "import", "compile", *short.values(), "reproduces", "why it does not compile"]
+    """The markdown table: script, import and compile exit, mismatches by category, allowed differences."""
+    counted_categories = [c for c in CATEGORIES if c != ALLOWED]
+    short = {c: c.replace("flag-", "").replace("runtime-env", "renv") for c in counted_categories}
+    head = ["script", "import", "compile", *short.values(), "allowed", "secret leaks", "reproduces",
+            "why it does not compile"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         counts = Counter(m.category for m in r.mismatches)
         verdict = "yes" if r.reproduces else "no (patched spec)" if r.patched else "no"
         cells = [r.script, _rc(r.import_rc), _rc(r.compile_rc),
-                 *(str(counts.get(c, "")) if r.bundle else "-" for c in CATEGORIES), verdict,
+                 *(str(counts.get(c, "")) if r.bundle else "-" for c in counted_categories),
+                 str(len(r.allowed)) if r.bundle else "-", str(len(r.leaks) or ""), verdict,
                  r.problem.replace("|", "/")]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
+def details(results: Sequence[Result]) -> str:
+    """Each script's mismatches and allowed differences, one a line."""
+    lines = []
+    for r in results:
+        lines.append(f"{r.script}:")
+        lines += [f"  {m.category}: {m.subject}: original {m.original!r}, bundle {m.bundle!r}"
+                  + (f" ({m.why})" if m.why else "") for m in r.mismatches]
+        lines += [f"  allowed: {m.subject}: {m.why}" for m in r.allowed]
+        lines += [f"  SECRET LEAK: the dummy W&B key is in {where}" for where in r.leaks]
+    return "\n".join(lines)
+
+
 def _status(result: Result) -> str:
     if result.bundle is None:
         return f"import exit {result.import_rc}, compile exit {_rc(result.compile_rc)}: {result.problem}"
-    return f"{len(result.mismatches)} mismatches" + (" (spec patched)" if result.patched else "")
+    return (f"{len(result.mismatches)} mismatches, {len(result.allowed)} allowed"
+            + (f", {len(result.leaks)} SECRET LEAKS" if result.leaks else "")
+            + (" (spec patched)" if result.patched else ""))
 
 
 def _rc(rc: int | None) -> str:
@@ -286,8 +361,12 @@ def _rc(rc: int | None) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--slime-dir", type=Path, required=True, help="a slime tree with scripts/ (and slime/)")
+    parser.add_argument("--megatron-dir", type=Path,
+                        help=f"a Megatron-LM tree (default: the facts of {MEGATRON_COMMIT[:8]} in tests/data)")
     parser.add_argument("--toolkit-dir", type=Path, help="an agentcore-rl-toolkit tree: also its example train.sh")
     parser.add_argument("--json", type=Path, help="write every mismatch here")
+    parser.add_argument("--jobs", type=int, default=2, help="scripts checked at once (default 2)")
+    parser.add_argument("--details", action="store_true", help="also print each mismatch and allowed difference")
     parser.add_argument("--patch-agentcore", action="store_true",
                         help="add a hand-written [agentcore] table to specs without one (a spec EDIT: reported)")
     parser.add_argument("scripts", nargs="*", help="only these run-*.sh (default: all)")
@@ -295,27 +374,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (args.slime_dir / "scripts").is_dir():
         parser.error(f"--slime-dir {args.slime_dir}: no scripts/ folder there (a slime checkout, or "
                      "`git archive COMMIT scripts slime | tar -x -C DIR`)")
+    if args.megatron_dir is not None and not (args.megatron_dir / "megatron" / "training" / "arguments.py").is_file():
+        parser.error(f"--megatron-dir {args.megatron_dir}: no megatron/training/arguments.py there (a Megatron-LM "
+                     "checkout, or `git archive COMMIT megatron | tar -x -C DIR`)")
     if args.toolkit_dir is not None and not (args.toolkit_dir / TOOLKIT_EXAMPLE / "train.sh").is_file():
         parser.error(f"--toolkit-dir {args.toolkit_dir}: no {TOOLKIT_EXAMPLE}/train.sh there")
-    defaults = slime_defaults(args.slime_dir) if (args.slime_dir / "slime").is_dir() else {}
-    results = []
-    with tempfile.TemporaryDirectory(prefix="acrl-fidelity-") as tmp:
-        for i, name in enumerate(args.scripts or slime_scripts(args.slime_dir)):
-            results.append(check_slime_script(name, args.slime_dir, defaults, patch_agentcore=args.patch_agentcore,
-                                              work=Path(tmp) / str(i)))
-            print(f"{name}: {_status(results[-1])}", file=sys.stderr)
+    defaults, read_from = load_defaults(args.slime_dir, args.megatron_dir)
+    print(f"defaults: {read_from}", file=sys.stderr)
+    names = args.scripts or slime_scripts(args.slime_dir)
+    with tempfile.TemporaryDirectory(prefix="acrl-fidelity-") as tmp, \
+            ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = [pool.submit(check_slime_script, name, args.slime_dir, defaults,
+                               patch_agentcore=args.patch_agentcore, work=Path(tmp) / str(i))
+                   for i, name in enumerate(names)]
         if args.toolkit_dir is not None:
-            results.append(check_toolkit_example(args.toolkit_dir, args.slime_dir, defaults,
-                                                 patch_agentcore=args.patch_agentcore, work=Path(tmp) / "toolkit"))
+            futures.append(pool.submit(check_toolkit_example, args.toolkit_dir, args.slime_dir, defaults,
+                                       patch_agentcore=args.patch_agentcore, work=Path(tmp) / "toolkit"))
+        results = []
+        for future in futures:  # in order, each printed as it is ready
+            results.append(future.result())
+            print(f"{results[-1].script}: {_status(results[-1])}", file=sys.stderr)
     if args.patch_agentcore:
         print("NOTE: --patch-agentcore: specs without [agentcore] were EDITED before compiling; these rows do not "
               "measure the Result criterion (import + compile with no edit).")
     print(table(results))
     print(f"\n{sum(r.reproduces for r in results)} of {len(results)} reproduce the original launch")
+    if args.details:
+        print("\n" + details(results))
     if args.json is not None:
         args.json.write_text(json.dumps({"patched_agentcore": args.patch_agentcore, "defaults": len(defaults),
-                                         "results": [r.as_json() for r in results]}, indent=1) + "\n",
-                             encoding="utf-8")
+                                         "defaults_from": read_from, "results": [r.as_json() for r in results]},
+                                        indent=1) + "\n", encoding="utf-8")
     return 0 if all(r.reproduces for r in results) else 1
 
 

@@ -14,6 +14,7 @@ import yaml
 
 from acrl.compiler import UsageError, read_spec
 from acrl.compiler._cli.main import acrl_main
+from acrl.compiler._pipeline.compile import WRITTEN_WHEN_SET
 from acrl.compiler._review.explain import Explanation, Item, explain_bundle, explain_path, explain_spec
 from acrl.compiler._review.view import read_view
 from acrl.compiler._spec import profiles
@@ -60,9 +61,12 @@ def test_every_resolved_value_is_explained(spec: Path, bundle: Path) -> None:
     explained = explain_path(spec)
     resolved = flatten(tomllib.loads((bundle / "spec.toml").read_text(encoding="utf-8")))
     keys = by_name(explained.keys)
-    # spec.toml leaves out integration = "agentcore", the default (a bundle compiled before profiles reads the same)
-    assert ("experiment.integration" in resolved) == (keys["experiment.integration"].value != "agentcore")
-    resolved.setdefault("experiment.integration", "agentcore")
+    # spec.toml leaves out the keys added since the first bundles while they hold their default (integration =
+    # "agentcore", an empty [cluster] env, ...): a bundle compiled before they existed reads the same
+    for table, defaults in WRITTEN_WHEN_SET.items():
+        for key, default in defaults.items():
+            assert (f"{table}.{key}" in resolved) == (keys[f"{table}.{key}"].value != default)
+            resolved.setdefault(f"{table}.{key}", default)
     assert {name: item.value for name, item in keys.items() if item.value is not None} == resolved
     assert all(item.doc for item in explained.keys)
 
@@ -200,7 +204,8 @@ def test_a_bundle_is_explained_from_its_resolved_spec_toml(bundle: Path) -> None
         if item.value is None:  # TOML has no null: an unset key is not in spec.toml
             assert item.origin.text == "default: unset"
             continue
-        if item.name == "experiment.integration" and integration == "agentcore":  # spec.toml leaves the default out
+        table, _, key = item.name.partition(".")
+        if item.value == WRITTEN_WHEN_SET.get(table, {}).get(key, ...):  # spec.toml leaves these defaults out
             assert item.origin.text == "default"
             continue
         assert item.origin.kind == "bundle", item

@@ -212,7 +212,7 @@ def supplied_keys(source: SpecSource, spec: Spec) -> frozenset[str]:
 # Keys added after bundles were first committed, written to spec.toml only when they differ from their default: a
 # spec that does not use them compiles to the same bundle, byte for byte, as before they existed (`acrl
 # check-bundles` keeps passing across the upgrade). Table -> key -> the default it is left out at.
-_WRITTEN_WHEN_SET: dict[str, dict[str, Any]] = {
+WRITTEN_WHEN_SET: dict[str, dict[str, Any]] = {
     "experiment": {"integration": DEFAULT_INTEGRATION},
     "cluster": {"env": {}, "ray_start_args": []},
     "env": {"pythonpath": [], "pythonpath_before_megatron": []},
@@ -220,9 +220,9 @@ _WRITTEN_WHEN_SET: dict[str, dict[str, Any]] = {
 
 
 def resolved_spec_data(spec: Spec, model_args: ModelArgs) -> dict[str, Any]:
-    """spec.toml's data: the resolved spec, without the keys of :data:`_WRITTEN_WHEN_SET` at their default."""
+    """spec.toml's data: the resolved spec, without the keys of :data:`WRITTEN_WHEN_SET` at their default."""
     data = unstructure(resolved_spec(spec, model_args))
-    for table, keys in _WRITTEN_WHEN_SET.items():
+    for table, keys in WRITTEN_WHEN_SET.items():
         for key, default in keys.items():
             if data[table].get(key, default) == default:
                 data[table].pop(key, None)
