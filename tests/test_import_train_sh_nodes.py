@@ -10,6 +10,7 @@ from shlex import quote
 
 import pytest
 from launch_fidelity import COMMON_ENV, HEAD_IP, check_script
+from test_launch_fidelity import FACTS
 
 from acrl.compiler import compile_spec
 from acrl.compiler._importers.base import Imported, render_spec
@@ -96,7 +97,7 @@ def test_multi_node_shape_submits_the_same_argv(tmp_path: Path) -> None:
     hosts = tmp_path / "hosts"
     hosts.write_text(f"{HEAD_IP} slots=8\n10.11.12.14 slots=8\n", encoding="utf-8")
     copied = Path(shutil.copy(MULTINODE, tree / "scripts" / MULTINODE.name))
-    result = check_script(copied, tree, slime_dir=None, defaults={}, work=tmp_path / "work", env={
+    result = check_script(copied, tree, slime_dir=None, defaults=FACTS, work=tmp_path / "work", env={
         **COMMON_ENV, "MASTER_ADDR": HEAD_IP, "HOSTFILE": str(hosts), "ACRL_SHIM_NODES": "8,8"})
     assert (result.import_rc, result.compile_rc) == (0, 0) and result.bundle is not None
     spec = (tmp_path / "work" / "spec.toml").read_text(encoding="utf-8")
