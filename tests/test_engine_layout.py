@@ -143,3 +143,36 @@ def test_a_one_line_change_to_the_model_is_caught(old: str, new: str) -> None:
     model = mutant(old, new)
     check: Callable[[Row], list[str]] = lambda row: disagreements(model, row)  # noqa: E731
     assert any(check(row) for row in rows(SLIME_HEAD))
+
+
+@pytest.mark.parametrize("commit", [SLIME_HEAD, SLIME_PIN])
+def test_the_node_size_flag_changes_no_engine_where_acrl_omits_it(commit: str) -> None:
+    """Where acrl leaves --num-gpus-per-node out on a node of fewer than 8 GPUs (one node, at most one engine actor:
+    placement.node_size_matters), slime's own engine code placed and addressed every engine the same with the flag
+    as without it (slime's 8): the rows of the table that differ only in whether the flag was passed agree."""
+    table = rows(commit)
+    by_args = {json.dumps({k: v for k, v in r["args"].items() if k != "num_gpus_per_node_passed"}, sort_keys=True):
+               [] for r in table}
+    for r in table:
+        by_args[json.dumps({k: v for k, v in r["args"].items() if k != "num_gpus_per_node_passed"},
+                           sort_keys=True)].append(r)
+    compared = 0
+    for pair in by_args.values():
+        if len(pair) != 2:
+            continue
+        a = pair[0]["args"]
+        passed = next(r for r in pair if r["args"]["num_gpus_per_node_passed"])
+        omitted = next(r for r in pair if not r["args"]["num_gpus_per_node_passed"])
+        if placement.node_size_matters(a["gpus_per_node"], nodes=a["nodes"], gpus_per_engine=a["gpus_per_engine"],
+                                       engine_actors=passed["num_engines"], distributed_post=False):
+            continue
+        assert a["gpus_per_node"] < 8 and a["nodes"] == 1
+        assert (omitted["num_engines"], omitted["error"], omitted["engines"]) == \
+            (passed["num_engines"], passed["error"], passed["engines"]), a
+        compared += 1
+    assert compared >= 5  # the table holds such layouts (one node of 4, one engine of 1 to 4 GPUs)
+    # where acrl passes it, it changes slime's engines on some rows (several nodes, an engine larger than the node);
+    # several engines on one node of 4 place the same, but their seeds are seed + rank x num_gpus_per_node
+    # (sglang_engine.py:530), which the table does not record: acrl passes the flag there too
+    assert any(p[0]["engines"] != p[1]["engines"] or p[0]["num_engines"] != p[1]["num_engines"]
+               for p in by_args.values() if len(p) == 2 and p[0]["args"]["gpus_per_node"] < 8)

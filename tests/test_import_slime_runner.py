@@ -22,7 +22,8 @@ import pytest
 import yaml
 from test_train_sh import CALLER_LD_LIBRARY_PATH, Toolbox, make_toolbox, run_train_sh
 
-from acrl.compiler._importers.base import ImportInputError
+from acrl.compiler import compile_spec
+from acrl.compiler._importers.base import ImportInputError, render_spec
 from acrl.compiler._importers.slime_runner import import_slime_runner
 from acrl.compiler.errors import UsageError
 
@@ -276,8 +277,9 @@ def acrl_differences(runner: dict[str, tuple[Any, ...]], num_steps: int = 1) -> 
     out = {k: v for k, v in runner.items() if k != "--use-dynamic-global-batch-size"}
     out["--custom-config-path"] = ("custom_config.yaml",)
     out["--actor-num-nodes"] = (1.0,)
-    if runner["--actor-num-gpus-per-node"] != (8.0,):  # the node size, which slime assumes is 8 (PR #2012)
-        out["--num-gpus-per-node"] = runner["--actor-num-gpus-per-node"]
+    node, per_engine = runner["--actor-num-gpus-per-node"][0], runner["--rollout-num-gpus-per-engine"][0]
+    if node != 8.0 and node // min(per_engine, node) > 1:  # the node size, which slime assumes is 8 (PR #2012),
+        out["--num-gpus-per-node"] = (node,)  # where it changes what slime does: more than one engine on the node
     out["--num-steps-per-rollout"] = (float(num_steps),)
     out["--global-batch-size"] = (samples / num_steps,)
     return out
@@ -344,8 +346,8 @@ def test_every_field_end_to_end(tmp_path: Path, toolbox: Toolbox, slime_dir: Pat
     assert expected["--lr"] == (3e-6,) and expected["--train-env-vars"][0]["CUDA_HOME"] == "/usr/local/cuda-12.9"
     assert {"--use-wandb", "--wandb-project", "--sglang-enable-dp-attention", "--num-epoch"} <= got.keys()
     changed = differing(got, effective(runner))
+    # one engine of the node's 4 GPUs: --num-gpus-per-node changes nothing slime does, so it is not passed
     assert changed == {"--use-dynamic-global-batch-size", "--custom-config-path", "--actor-num-nodes",
-                       "--num-gpus-per-node",
                        "--num-steps-per-rollout", "--global-batch-size"}
     assert changed == noted_flags(notes)
     assert custom == slime_runner_custom_config(config)
@@ -641,13 +643,29 @@ def test_eval_flags_map_to_the_eval_table_end_to_end(tmp_path: Path, toolbox: To
     assert differing(effective(argv), runner) <= noted_flags(notes)
 
 
-def test_eval_datasets_without_an_interval_are_left_out_and_noted(tmp_path: Path, slime_dir: Path) -> None:
+def test_eval_datasets_without_an_interval_are_kept_and_noted(tmp_path: Path, slime_dir: Path) -> None:
+    # slime accepts datasets without --eval-interval (arguments.py:1840-1841 asserts only the other way): the spec
+    # keeps them, so the bundle passes the same --eval-prompt-data, and ACRL-E004 warns they are never evaluated
     fields = {**minimal(slime_dir), "extra_flags": ["--eval-prompt-data", "aime", "/data/aime.jsonl"]}
     config = write_yaml(tmp_path / "run.yaml", yaml.safe_dump(fields))
     proc = acrl("import", "slime-runner", str(config), "-o", "spec.toml", "--json", cwd=tmp_path)
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["ok"] is True, report
     spec = tomllib.loads((tmp_path / "spec.toml").read_text(encoding="utf-8"))
-    assert "eval" not in spec and "extra" not in spec
-    (note,) = [n for n in report["notes"] if n["where"] == "--eval-prompt-data"]
-    assert "aime = '/data/aime.jsonl'" in note["message"]
+    assert spec["eval"] == {"datasets": {"aime": "/data/aime.jsonl"}} and "extra" not in spec
+    assert [n for n in report["notes"] if n["where"] == "--eval-prompt-data"]
+    assert [w.rule for w in compile_spec(tmp_path / "spec.toml").warnings if w.rule == "ACRL-E004"]
+
+
+@pytest.mark.parametrize(("gpus", "per_engine", "noted"), [(4, 2, True), (4, 4, False), (2, 1, True), (1, 1, False),
+                                                           (8, 2, False)])
+def test_num_gpus_per_node_is_noted_where_it_is_passed(tmp_path: Path, slime_dir: Path, gpus: int, per_engine: int,
+                                                       noted: bool) -> None:
+    # passed (and noted) only where slime's default 8 would change what slime does: more than one engine on the
+    # node (placement.node_size_matters); one engine of a smaller node runs the same with or without it
+    fields = {**minimal(slime_dir), "num_gpus": gpus, "tp_size": 1, "rollout_gpus_per_engine": per_engine}
+    imported = import_slime_runner(write_yaml(tmp_path / "run.yaml", yaml.safe_dump(fields)))
+    assert bool([n for n in imported.notes if n.where == "--num-gpus-per-node"]) == noted
+    bundle = compile_spec(tmp_path / "spec.toml", data=render_spec(imported).encode())
+    flags = [a.flag for g in bundle.groups for a in g.args]
+    assert ("--num-gpus-per-node" in flags) == noted

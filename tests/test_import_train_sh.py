@@ -614,8 +614,15 @@ def test_broken_line_continuation_is_reported(tmp_path: Path) -> None:
     imported = import_train_sh(fixture)
     (broken,) = [n for n in notes(imported, "difference") if n.message.startswith("broken line continuation")]
     assert broken.where == f"{fixture}:18" and "line 19" in broken.message
-    assert "data" not in imported.spec  # bash never passed ROLLOUT_ARGS: neither does the spec
+    # bash never passed MODEL_ARGS and ROLLOUT_ARGS, and slime cannot train without them (Megatron requires
+    # --num-layers): the spec takes them as the script means them, so it compiles (run-kimi-k2-Instruct.sh)
+    assert imported.spec["data"] == {"path": "/root/data.jsonl"} and imported.spec["experiment"]["num_rollout"] == 100
+    assert imported.spec["model"]["type"] == "qwen3-4B"
     assert imported.spec["extra"]["flags"] == {"--update-weight-buffer-size": 4 * 512 * 1024 * 1024}
+    twice = script(tmp_path, SUBMIT + "  --lr 1e-6\n  --num-rollout 7\n  --rollout-batch-size 16\n", "twice.sh")
+    spec = import_train_sh(twice).spec  # two lines without their backslash: both joined, each noted
+    assert spec["experiment"]["num_rollout"] == 7 and spec["rollout"]["batch_size"] == 16
+    assert len([n for n in import_train_sh(twice).notes if n.message.startswith("broken line continuation")]) == 2
     whole = script(tmp_path, SUBMIT + "  --lr 1e-6\n\necho done\n--not-a-continuation\n")
     assert not [n for n in import_train_sh(whole).notes if "continuation" in n.message]
 

@@ -61,9 +61,13 @@ def check_bundle(files: dict[str, bytes], spec: Any) -> None:
     assert head_gpus == min(gpn, p.group.num_gpus) <= gpn
     assert p.group.num_gpus <= nodes * gpn
     assert view.derived["placement_gpus"] == p.group.num_gpus and view.derived["node_gpus"][0] == head_gpus
-    # --num-gpus-per-node: passed exactly when the node is not slime's default 8, and then the node size
+    # --num-gpus-per-node: passed exactly when the node is not slime's default 8 and slime would do something
+    # differently without it (several nodes, a node over 8, more than one engine actor, distributed post), then
+    # the node size
     flag = view.flags.get("--num-gpus-per-node")
-    assert (flag is not None) == (gpn != 8)
+    several = nodes > 1 or gpn > 8 or len(p.engine_actors) > 1 or p.args.rollout_num_gpus_per_engine > gpn \
+        or "--use-distributed-post" in view.flags
+    assert (flag is not None) == (gpn != 8 and several)
     assert flag is None or flag.values == (str(gpn),)
     actor = [int(view.flags[f].values[0]) for f in ("--actor-num-nodes", "--actor-num-gpus-per-node")]
     assert actor[0] * actor[1] == view.derived["actor_gpus"]

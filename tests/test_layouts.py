@@ -64,8 +64,21 @@ ROWS: list[tuple[str, dict[str, Any], Placed | str]] = [
      Placed(16, 8, "1x8", 8, "1 1 1 1", 8, None)),
     ("disaggregated 4+4 on 2x4", cluster(gpus_per_node=4, num_nodes=2, colocate=False, rollout_num_gpus=4),
      Placed(8, 4, "1x4", 4, "1 1", 4, 4)),
+    # one engine on one node of 4: slime's default 8 changes nothing, so --num-gpus-per-node is not passed
     ("disaggregated 2+2 on 1x4", cluster(gpus_per_node=4, colocate=False, rollout_num_gpus=2),
-     Placed(4, 2, "1x2", 2, "0", 4, 4)),
+     Placed(4, 2, "1x2", 2, "0", 4, None)),
+    ("disaggregated 2+2 on 1x4, engines of 1", {**cluster(gpus_per_node=4, colocate=False, rollout_num_gpus=2),
+                                                "rollout": {"gpus_per_engine": 1}},
+     Placed(4, 2, "1x2", 2, "0 0", 4, 4)),  # two engines: seeds and addressing change with the node size
+    ("one engine of 1 GPU on 1x1 (slime's gb10 smoke)", {**cluster(gpus_per_node=1), "parallel": {"tensor": 1},
+                                                       "rollout": {"gpus_per_engine": 1}},
+     Placed(1, 0, "1x1", 1, "0", 1, None)),
+    ("debug-train-only on 1x4: no engine", flags({"--debug-train-only": True}, **cluster(gpus_per_node=4)),
+     Placed(4, 0, "1x4", 4, "", 4, None)),
+    ("one engine of 4 on 1x4 with --use-distributed-post", flags({"--use-distributed-post": True},
+                                                                 **cluster(gpus_per_node=4), rollout={
+                                                                     "gpus_per_engine": 4}),
+     Placed(4, 0, "1x4", 4, "0", 4, 4)),  # its HTTP actors per node are num_gpus_per_node (http_utils.py:270-276)
     ("disaggregated 16+16 on 4x8", cluster(num_nodes=4, colocate=False, rollout_num_gpus=16),
      Placed(32, 16, "2x8", 16, "2 2 2 2 3 3 3 3", 8, None)),
     ("disaggregated, nodes from the group (address given)",

@@ -321,15 +321,17 @@ def test_a_key_swept_twice_by_one_point_is_an_error(tmp_path: Path, sweep: str) 
 def test_keep_going_with_every_point_invalid_writes_the_index_naming_the_set(tmp_path: Path,
                                                                             capsys: pytest.CaptureFixture[str]) -> None:
     # the index could not be written (no directory: "cannot write ... No such file or directory"), and a
-    # --set's name was cut as a path: '--set eval.datasets.x="/d/t.jsonl"' became 't.jsonl"'
+    # --set's name was cut as a path: '--set eval.datasets.x="/d/t.jsonl"' became 't.jsonl"' (now ACRL-E004, a
+    # warning: the rule error is an interval without datasets, and a path is in the wrong --set)
     spec = sweep_spec(tmp_path, '[sweep]\ngrid = { "rollout.temperature" = [0.5, 0.7] }\n')
     out = tmp_path / "out"
-    code, _, err = run(capsys, str(spec), "-o", str(out), "--keep-going", "--set", 'eval.datasets.x="/d/t.jsonl"')
+    code, _, err = run(capsys, str(spec), "-o", str(out), "--keep-going", "--set", 'data.path="/d/t.jsonl"',
+                    "--set", "eval.interval=5")
     assert code == 1 and "cannot write" not in err
     index = json.loads((out / "sweep.json").read_text())
     assert index["points"] == [] and len(index["invalid"]) == 2
     files = {e["file"] for i in index["invalid"] for e in i["errors"]}
-    assert files == {'--set eval.datasets.x="/d/t.jsonl"'}  # ACRL-E001: datasets without an interval
+    assert files == {"--set eval.interval=5"}  # ACRL-E001: an interval without datasets
 
 
 def test_an_experiment_id_too_long_for_any_point_suffix_is_an_error_at_the_id(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import yaml
 
 from .._pipeline.bundle import YAML_LIMIT, read_input
 from .._pipeline.parse import unreadable_hint
+from .._pipeline.placement import node_size_matters
 from .._secrets import drop_secret_values, is_credential_flag, looks_secret_value
 from .._spec.flags import is_number, known_absent_flags
 from .._spec.tables import TOOLKIT_SLIME_COMMIT, table_types
@@ -312,13 +313,13 @@ def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags:
             spec.setdefault(table, {})[key] = value
         else:
             kept += segment
-    if datasets and spec.get("eval", {}).get("interval") is not None:
-        spec["eval"]["datasets"] = datasets
-    elif datasets:
-        notes.append(Note("difference", "extra_flags: --eval-prompt-data is left out: without --eval-interval slime "
-                          "never evaluated them, and acrl refuses datasets that are never evaluated (ACRL-E001). To "
-                          "evaluate, set [eval] interval and [eval.datasets] " +
-                          ", ".join(f"{name} = {path!r}" for name, path in datasets.items()), "--eval-prompt-data"))
+    if datasets:
+        spec.setdefault("eval", {})["datasets"] = datasets
+    if datasets and spec["eval"].get("interval") is None:
+        notes.append(Note("difference", "extra_flags: --eval-prompt-data without --eval-interval: slime accepts the "
+                          "datasets and never evaluates them; [eval.datasets] keeps them, so train.sh passes them as "
+                          "SlimeRunner did (warning ACRL-E004); set [eval] interval to evaluate them",
+                          "--eval-prompt-data"))
     if kept:
         spec.setdefault("extra", {})["args"] = kept
     return notes
@@ -331,7 +332,11 @@ def _differences(spec: Mapping[str, Mapping[str, Any]]) -> list[Note]:
                   f"targeted slime {TOOLKIT_SLIME_COMMIT[:7]} ({absent[flag]}), so slime ignored it", flag)
              for flag in _HARD_CODED_VERSIONED if flag in absent]
     node = spec.get("cluster", {}).get("gpus_per_node", 8)
-    if node != 8:
+    per_engine = spec.get("rollout", {}).get("gpus_per_engine", 2)  # the agentcore profile's default
+    engines = node // max(1, min(per_engine, node))  # colocated on one node: the rollout has the node's GPUs
+    distributed_post = "--use-distributed-post" in spec.get("extra", {}).get("args", [])
+    if node_size_matters(node, nodes=1, gpus_per_engine=per_engine, engine_actors=engines,
+                         distributed_post=distributed_post):
         notes.append(Note("difference", f"--num-gpus-per-node {node} is passed: the node has {node} GPUs, and without "
                           "it slime maps rollout engines to nodes of 8 (slime PR #2012)", "--num-gpus-per-node"))
     if spec.get("cluster", {}).get("num_nodes") is None:

@@ -29,6 +29,7 @@ from .base import Imported, ImportInputError, Note
 from .train_sh_launch import Launched, heredoc_lines
 from .train_sh_map import INLINE_FLAG, Occurrence, SpecBuilder
 from .train_sh_model import known_model_flags
+from .train_sh_nodes import size_cluster
 
 _ENTRY = re.compile(r"(?:^|/)(train|train_async)\.py$")
 # slime's scripts/models/<type>.sh, also as its own scripts/run-*.sh source it: "${SCRIPT_DIR}/models/<type>.sh"
@@ -76,22 +77,32 @@ class _Reader:
         for command in commands:
             self.shell.step(command.line)
             if self.just_found is not None:
-                self._continued(self.just_found, command)
-                self.just_found = None
+                found, self.just_found = self.just_found, None
+                if self._continued(found, command):
+                    continue
             self.command(command)
 
-    def _continued(self, train: Command, command: Command) -> None:
+    def _continued(self, train: Command, command: Command) -> bool:
         """A command right after the train.py command that starts with a flag or a *_ARGS array: the line before
-        it lacks its trailing backslash, so bash ran the flags as a command of their own (slime never saw them)."""
+        it lacks its trailing backslash, so bash ran the flags as a command of their own and slime never saw them.
+        The spec takes them as the script means them (True: the command is joined to the train.py command): the
+        launch as written cannot train (without MODEL_ARGS Megatron stops at its required --num-layers,
+        megatron/training/arguments.py:795 at 1dcf0daf), so its own argv is no launch to reproduce."""
         end = train.words[-1].line + train.words[-1].raw.count("\n")
         first = command.words[0]
-        if command.line == end + 1 and (first.text.startswith("-") or _WHOLE_ARRAY.fullmatch(first.raw)):
-            lost = " ".join(w.raw for w in command.words[:4]) + (" ..." if len(command.words) > 4 else "")
-            self.notes.append(Note("difference", f"broken line continuation: line {end} ends without '\\', so the "
-                                   f"train.py command ends there and bash runs line {command.line} ({lost}) as a "
-                                   "command of its own: slime never got those flags, and the spec does not have them "
-                                   f"either; if they were meant for slime, add the '\\' at the end of line {end} and "
-                                   "import again", self.where(end)))
+        if self.train is None or command.line != end + 1 or not (
+                first.text.startswith("-") or _WHOLE_ARRAY.fullmatch(first.raw)):
+            return False
+        lost = " ".join(w.raw for w in command.words[:4]) + (" ..." if len(command.words) > 4 else "")
+        self.notes.append(Note("difference", f"broken line continuation: line {end} ends without '\\', so the "
+                               f"train.py command ends there and bash runs line {command.line} ({lost}) as a command "
+                               "of its own: slime never gets those flags, and the script's launch cannot train; the "
+                               "spec takes them as the script means them, so the bundle passes them (add the '\\' "
+                               f"at the end of line {end} to make the script do the same)", self.where(end)))
+        whole, index = self.train
+        self.train = (Command(whole.words + command.words, whole.line), index)
+        self.just_found = command  # a next line may lack its backslash too
+        return True
 
     def command(self, command: Command) -> None:
         words = list(command.words)
@@ -332,6 +343,7 @@ def _build(reader: _Reader, torch_memory_saver: bool, acrl_made: bool, mentions_
     if not acrl_made and not mentions_wandb and not any(f.startswith(("--use-wandb", "--wandb")) for f in
                                                         builder.given):
         builder.wandb_off()  # a W&B flag the importer did not evaluate (an `if` body) is noted, not turned off
+    size_cluster(builder, reader.launch.ssh_loop)
     spec = builder.finish()
     spec = copy.deepcopy(spec)
     left_out = [Note("difference", f"{key}: its value looks like a secret (a token, or a URL with user:password): "

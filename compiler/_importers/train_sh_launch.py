@@ -300,6 +300,7 @@ class Launched:
     starts: list[tuple[list[Word], int]] = attrs.Factory(list)  # top-level `ray start`
     notes: list[tuple[str, str, int]] = attrs.Factory(list)  # kind, message, line
     hidden_at: set[int] = attrs.Factory(set)
+    ssh_loop: int | None = None  # the line of a `for` loop starting Ray workers over ssh
 
     def hidden(self, openers: list[tuple[str, int]], raws: list[str]) -> None:
         """A command inside if/loop/case bodies the importer does not evaluate (``openers``: their heads and
@@ -314,11 +315,10 @@ class Launched:
             return
         self.hidden_at.add(line)
         if head == "for" and raws[0] == "ssh" and ray:
-            what = "an ssh loop starting Ray workers: acrl's bundle has join.sh for the other nodes (run it on " \
-                   "each, or let your scheduler do it)"
-        else:
-            what = f"an `{head}` whose body holds {'a ray command' if ray else 'flags or a command'}: the importer " \
-                   "does not evaluate it; add what it does to the spec by hand"
+            self.ssh_loop = self.ssh_loop or line  # noted with [cluster] num_nodes (train_sh_nodes.py)
+            return
+        what = f"an `{head}` whose body holds {'a ray command' if ray else 'flags or a command'}: the importer " \
+               "does not evaluate it; add what it does to the spec by hand"
         self.notes.append(("difference", what, line))
 
     def top_level(self, words: list[Word], line: int) -> None:

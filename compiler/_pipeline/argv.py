@@ -188,6 +188,13 @@ def _actor_layout(s: Spec) -> list[Arg]:
     return out
 
 
+def _num_gpus_per_node(s: Spec) -> list[Arg]:
+    """[cluster] gpus_per_node, where slime's default 8 would change what slime does (Placement.num_gpus_per_node_flag:
+    not on one node of fewer GPUs with at most one engine)."""
+    flag = placement_spec.read(s).placement.num_gpus_per_node_flag
+    return [] if flag is None else [Arg("--num-gpus-per-node", (str(flag),), from_key("cluster.gpus_per_node"))]
+
+
 def _global_batch(s: Spec) -> list[Arg]:
     return [Arg("--global-batch-size", (str(global_batch_size(s)),),
                 derived_from("rollout.batch_size x rollout.n_samples_per_prompt / train.num_steps_per_rollout",
@@ -252,7 +259,8 @@ class _Group:
 LAYOUT = (
     _Group(CLUSTER, CLUSTER, (_Computed("--actor-num-nodes", _actor_layout),
                               _Computed("--actor-num-gpus-per-node", lambda s: []),
-                              _keys("cluster", "gpus_per_node", "colocate", "rollout_num_gpus"),
+                              _Computed("--num-gpus-per-node", _num_gpus_per_node),
+                              _keys("cluster", "colocate", "rollout_num_gpus"),
                               _keys("rollout", "gpus_per_engine"),
                               _keys("parallel", "tensor", "pipeline", "context", "expert", "sequence_parallel"))),
     _Group("model and data", MODEL, (_keys("model", "dir"), _Computed("--ref-load", _ref_load),

@@ -44,6 +44,7 @@ class LayoutArgs(NamedTuple):
     rollout_external: bool = False
     num_gpus_per_node: int = SLIME_GPUS_PER_NODE
     rollout_num_gpus_per_engine: int = 1
+    distributed_post: bool = False  # --use-distributed-post: HTTP actors per node = num_gpus_per_node
 
 
 class GroupLayout(NamedTuple):
@@ -250,8 +251,20 @@ class Placement(NamedTuple):
 
     @property
     def num_gpus_per_node_flag(self) -> int | None:
-        """The --num-gpus-per-node train.sh passes: the real node size when it is not slime's default."""
-        return None if self.gpus_per_node == SLIME_GPUS_PER_NODE else self.gpus_per_node
+        """The --num-gpus-per-node train.sh passes: the real node size where slime's default (8) would change what
+        slime does; None where it is 8, or where omitting it changes nothing. Every use of args.num_gpus_per_node at
+        624b824 gives the same values with 8 as with the real size G when G < 8, the run is one node, at most one
+        engine actor no larger than the node, and no --use-distributed-post: the engines (rollout.py:71, :107, :843,
+        :896, :1034 and sglang_engine.py:22-27, :523) lie on node 0 with the same slots (tests/test_engine_layout.py
+        compares the rows of slime's own engine code with and without the flag), engine rank 0's seed is ``seed + 0 *
+        num_gpus_per_node`` (sglang_engine.py:530), the training ranks are below G so ``RANK % 8 == RANK % G``
+        (train_actor.py:83; actor.py:88-89 loads the config once per rank either way), and http_utils.py:270-276
+        makes num_gpus_per_node HTTP actors per node only under --use-distributed-post (http_utils.py:229)."""
+        node = self.gpus_per_node
+        matters = node_size_matters(node, nodes=self.nodes if self.fits else 2,
+                                    gpus_per_engine=self.args.rollout_num_gpus_per_engine,
+                                    engine_actors=len(self.engine_actors), distributed_post=self.args.distributed_post)
+        return node if matters else None
 
     def roles(self) -> dict[Gpu, list[str]]:
         """Each GPU of the cluster and what runs on it ("actor 3", "engine 1"), in node order."""
@@ -262,6 +275,17 @@ class Placement(NamedTuple):
             for g in e.gpus:
                 out.setdefault(g, []).append(f"engine {e.index}")
         return out
+
+
+def node_size_matters(gpus_per_node: int, *, nodes: int, gpus_per_engine: int, engine_actors: int,
+                      distributed_post: bool) -> bool:
+    """Whether slime does anything differently told ``gpus_per_node`` than with its default 8
+    (:attr:`Placement.num_gpus_per_node_flag` says why): not for 8, nor for one node of fewer GPUs with at most one
+    engine actor, no engine larger than the node, and no --use-distributed-post."""
+    if gpus_per_node == SLIME_GPUS_PER_NODE:
+        return False
+    return (gpus_per_node > SLIME_GPUS_PER_NODE or nodes > 1 or gpus_per_engine > gpus_per_node or engine_actors > 1
+            or distributed_post)
 
 
 def place(args: LayoutArgs, *, nodes: int, local_head: bool, parallel: Parallel | None = None,

@@ -130,7 +130,8 @@ def _read(spec: Spec) -> SpecPlacement:
                       rollout_num_gpus=rollout, colocate=c.colocate and not debug_rollout_only,
                       debug_train_only=debug_train_only, debug_rollout_only=debug_rollout_only,
                       rollout_external=external, num_gpus_per_node=c.gpus_per_node,
-                      rollout_num_gpus_per_engine=spec.rollout.gpus_per_engine)
+                      rollout_num_gpus_per_engine=spec.rollout.gpus_per_engine,
+                      distributed_post=_on(extra, "--use-distributed-post"))
     if debug_rollout_only and not external:
         # arguments.py:1919-1929: the actor is resized to the rollout (min(8, rollout) per node)
         per = min(8, rollout) if rollout else 0

@@ -223,7 +223,8 @@ class Shell:
             return [Text("", line, f"line {line}: ${{{text}}} is not evaluated")]
         if not rest:
             return value if isinstance(value, list) else [Text("", line, f"line {line}: ${name} is never set "
-                                                          "in the script (it would come from the environment)")]
+                                                          "in the script (it would come from the environment: give "
+                                                          f"it with --env {name}=VALUE)")]
         op = re.match(r":?[-=+?]", rest)
         if op is None:
             return [Text("", line, f"line {line}: ${{{text}}}: the importer does not evaluate this expansion")]

@@ -26,9 +26,10 @@ class Cluster:
                   "bundle's join.sh. Default: 1 with a local head; with `address` or --target kuberay, the fewest "
                   "nodes that hold the placement.", ge=1, le=MAX_NODES)
     gpus_per_node: int = setting(8, doc="GPUs on each node of the cluster. Passed to slime as --num-gpus-per-node "
-                                        "when it is not slime's default 8 (slime maps rollout engines to nodes with "
-                                        "it).", flag="--num-gpus-per-node", ge=1, le=MAX_NODE_GPUS,
-                                        omit_if=8)
+                                        "when it is not slime's default 8 and can change what slime does (slime maps "
+                                        "rollout engines to nodes and seeds them with it): not on one node of fewer "
+                                        "GPUs with at most one rollout engine.", flag="--num-gpus-per-node", ge=1,
+                                        le=MAX_NODE_GPUS, omit_if=8)
     actor_num_nodes: int | None = setting(
         None, doc="Nodes of the training actor. Default: every node when colocated or when no rollout GPUs are local "
                   "(--debug-train-only, external engines); else the nodes the rollout leaves (1 when num_nodes is "
