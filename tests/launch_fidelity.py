@@ -71,11 +71,13 @@ MEGATRON_COMMIT = "1dcf0dafa884ad52ffb243625717a3471643e087"
 DATA = Path(__file__).resolve().parent / "data"
 MEGATRON_FACTS = DATA / "megatron" / MEGATRON_COMMIT / "megatron_defaults.json"
 MULTI_NODE_ENV = {"MASTER_ADDR": HEAD_IP, "BASE_FOLDER": "/root", "BASE_DIR": "/root", "MLP_WORKER_0_HOST": HEAD_IP}
+# run-glm4.7-30B-A3B.sh reads its model and data folder from BASE_DIR, with no default.
 SCRIPT_ENV: dict[str, dict[str, str]] = {
     **{name: MULTI_NODE_ENV for name in (
         "run-qwen3-235B-A22B.sh", "run-qwen3-235B-A22B-sft.sh", "run-glm4.7-355B-A32B.sh", "run-glm5-744B-A40B.sh",
         "run-glm5.2-744B-A40B.sh", "run-kimi-k2-Instruct.sh", "run-kimi-k2-Thinking.sh", "run-deepseek-r1.sh",
         "run-qwen3-next-80B-A3B.sh", "run-qwen3.5-27B.sh", "run-qwen3.5-35B-A3B-sft.sh")},
+    "run-glm4.7-30B-A3B.sh": {"BASE_DIR": "/root"},
     "train.sh": {"MODEL_DIR": "/root/Qwen3-4B", "TRAIN_DATA_PATH": "/root/gsm8k/train.jsonl",
                  "VAL_DATA_PATH": "/root/gsm8k/test.jsonl", "MODEL_TYPE": "qwen3-4B"},
 }
@@ -217,12 +219,21 @@ def check_script(script: Path, tree: Path, *, slime_dir: Path | None, defaults: 
             problem = _errors(compiled.stderr)
         else:
             bundle = run_under_standins(["bash", str(work / "bundle" / "train.sh")], bin_dir=bin_dir,
-                                        cwd=work / "bundle", work=work / "bundle-run", env=env)
+                                        cwd=work / "bundle", work=work / "bundle-run",
+                                        env={**env, **joined_nodes(work / "bundle")})
     differences = compare(original.launch, bundle.launch, defaults) if bundle is not None else []
     leaks = secret_leaks(env.get("WANDB_API_KEY", ""), spec, work / "bundle", bundle)
     return Result(script.name, dict(env), original, imported.returncode, compile_rc, bundle,
                   tuple(counted(differences)), patched, problem,
                   tuple(m for m in differences if m.category == ALLOWED), leaks)
+
+
+def joined_nodes(bundle_dir: Path) -> dict[str, str]:
+    """The ray stand-in's answer to `ray list nodes` for a bundle whose head waits for other nodes (join.sh): every
+    node of its placement joined, as the multi-node script's ssh loop would have started them."""
+    derived = json.loads((bundle_dir / "manifest.json").read_text(encoding="utf-8"))["derived"]
+    nodes, per_node = derived.get("nodes") or 1, derived.get("gpus_per_node") or 8
+    return {"ACRL_SHIM_NODES": ",".join([str(per_node)] * nodes)} if nodes > 1 else {}
 
 
 def secret_leaks(secret: str, spec: Path, bundle_dir: Path, bundle: Side | None) -> tuple[str, ...]:
