@@ -144,6 +144,23 @@ def test_runtime_env_every_variable_of_the_original_and_its_pythonpath_entries()
     assert found(compare(theirs, with_dir, {})) == {("runtime-env-key", "working_dir"), ("runtime-env-key", "pip")}
 
 
+def test_an_unexpanded_reference_and_acrls_no_proxy_entry_are_allowed() -> None:
+    """run-deepseek-r1.sh's single-quoted JSON passes the text `${MASTER_ADDR}`; acrl's train.sh puts 127.0.0.1 first
+    in the no_proxy it forwards."""
+    ours = launch("train.py", env={"MASTER_ADDR": "10.0.0.1", "no_proxy": "127.0.0.1,a.b", "X": "1"})
+    for text in ("${MASTER_ADDR}", "$MASTER_ADDR"):
+        differences = compare(launch("train.py", env={"MASTER_ADDR": text}), ours, {})
+        assert not found(differences) and allowed(differences) == {"runtime-env MASTER_ADDR"}
+    assert found(compare(launch("train.py", env={"MASTER_ADDR": "x${MASTER_ADDR}"}), ours, {})) == {
+        ("runtime-env", "MASTER_ADDR")}  # a text around the reference is a mismatch
+    mismatch = {("runtime-env", "no_proxy")}
+    for theirs, counted_ in (("a.b", set()), ("", mismatch), ("c.d", mismatch)):
+        assert found(compare(launch("train.py", env={"no_proxy": theirs}), ours, {})) == counted_
+    only_local = launch("train.py", env={"no_proxy": "127.0.0.1"})
+    assert not found(compare(launch("train.py", env={"no_proxy": ""}), only_local, {}))
+    assert found(compare(launch("train.py", env={"X": "2"}), ours, {})) == {("runtime-env", "X")}
+
+
 def test_a_secret_in_the_originals_runtime_env_is_allowed_where_the_bundles_head_has_it() -> None:
     """The toolkit's script passes WANDB_API_KEY in --runtime-env-json (argv); acrl's job inherits it from the head."""
     original = launch("train.py", env={"WANDB_API_KEY": "k", "NOT_SECRET": "v"})
@@ -358,8 +375,8 @@ def test_sft_shape_keeps_num_epoch(tmp_path: Path) -> None:
     assert allowed(list(result.allowed)) == ALLOWED_EVERYWHERE | {
         "--rollout-temperature", "--num-steps-per-rollout", "--n-samples-per-prompt", "--rollout-num-gpus-per-engine",
         "--tensor-model-parallel-size"}
-    # NOT REPRODUCED YET: a head the script never starts
-    assert found(list(result.mismatches)) == {("ray-start", "ray start --head")}
+    # reproduced since i14-r4: a head the script never starts -> [cluster] start_ray_head = false
+    assert found(list(result.mismatches)) == set()  # i14-r4: no `ray start --head` -> start_ray_head = false
 
 
 def test_seq_and_repeated_flag_shape(tmp_path: Path) -> None:
@@ -393,8 +410,8 @@ SLIME_DIR = os.environ.get("ACRL_SLIME_DIR")
 # when the importer, spec or templates change.
 _C001 = (1, 1, "ACRL-C001")  # more than one node: the workers their ssh loop starts are not in the spec
 SLIME_RESULT: dict[str, tuple[int, int, object]] = {
-    "run-deepseek-r1.sh": _C001, "run-glm4.7-355B-A32B.sh": _C001, "run-glm5-744B-A40B.sh": _C001,
-    "run-glm5.2-744B-A40B.sh": _C001, "run-kimi-k2-Thinking.sh": _C001, "run-minimax-m2.sh": _C001,
+    "run-glm4.7-355B-A32B.sh": _C001,
+    "run-glm5.2-744B-A40B.sh": _C001, "run-minimax-m2.sh": _C001,
     "run-qwen3-235B-A22B-sft.sh": _C001, "run-qwen3-next-80B-A3B.sh": _C001, "run-qwen3.5-27B.sh": _C001,
     "run-qwen3-235B-A22B.sh": (1, 1, "ACRL-C001; ACRL-E001"),
     "run-glm4.7-30B-A3B.sh": (1, 1, "[model] dir: missing required key 'dir' in [model]; [data] path: missing "
@@ -404,7 +421,10 @@ SLIME_RESULT: dict[str, tuple[int, int, object]] = {
     **{name: (0, 0, set()) for name in (  # reproduce
         "run-glm4-9B.sh", "run-mimo-7B-rl-eagle.sh", "run-moonlight-16B-A3B.sh", "run-qwen3-30B-A3B.sh",
         "run-qwen3-32B.sh", "run-qwen3-4B.sh", "run-qwen2.5-0.5B-reproducibility.sh", "run-qwen3-4B-amd.sh",
-        "run-qwen3-4B-base-sft.sh", "run-qwen3.5-35B-A3B-sft.sh")},
+        "run-qwen3-4B-base-sft.sh", "run-qwen3.5-35B-A3B-sft.sh",
+        # i14-r4: a head started outside the script -> start_ray_head = false, "${MASTER_ADDR}" -> [env] forward;
+        # deepseek-r1's single-quoted "${MASTER_ADDR}" is the unexpanded text (allowed)
+        "run-deepseek-r1.sh", "run-glm5-744B-A40B.sh", "run-kimi-k2-Thinking.sh")},
     "run-qwen2.5-0.5B-gb10-smoke.sh": (0, 0, {("flag-bundle-only", "--num-gpus-per-node")}),
 }
 
