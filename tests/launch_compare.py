@@ -39,7 +39,8 @@ CATEGORIES = {
                  "otherwise (Ray's processes, the job's included, inherit it)",
     "allowed": "a difference the criterion allows, listed with why and not counted: a one-sided flag restating "
                "slime's or Megatron-LM's default, --megatron-to-hf-mode, the global batch said the other way, the "
-               "bundle as the job's working_dir",
+               "bundle as the job's working_dir, a runtime-env value the original passes unexpanded (`${NAME}`), the "
+               "127.0.0.1 acrl's train.sh puts first in no_proxy",
 }
 ALLOWED = "allowed"
 RESULT_CATEGORIES = frozenset(CATEGORIES) - {ALLOWED}
@@ -53,6 +54,8 @@ RAY_START_OPTIONS = ("--num-gpus", "--node-ip-address", "--port", "--dashboard-h
 # Ray's own defaults of those options (ray/python/ray/scripts/scripts.py, `ray start`): an option given on one
 # side only restates them when it has this value.
 RAY_START_DEFAULTS = {"--port": "6379", "--dashboard-port": "8265", "--dashboard-host": "127.0.0.1"}
+# A variable's reference as text, not expanded (`${NAME}` or `$NAME`).
+UNEXPANDED = re.compile(r"\$\{[A-Za-z_]\w*\}|\$[A-Za-z_]\w*")
 _NEGATIVE_NUMBER = re.compile(r"^-\.?\d")
 # LD_LIBRARY_PATH's empty entries (a leading, trailing or doubled ':', as `...:${LD_LIBRARY_PATH}` makes of an unset
 # variable) tell the dynamic loader to search the current directory (ld.so(8): as in PATH, an empty entry is the
@@ -372,7 +375,7 @@ def _compare_env(theirs: Mapping[str, Any], ours: Mapping[str, Any],
                 _library_path(str(our_vars[name])) == _library_path(str(value)):
             out.append(Mismatch(ALLOWED, f"runtime-env {name}", value, our_vars[name], EMPTY_ENTRIES))
         elif name not in our_vars or str(our_vars[name]) != str(value):
-            out.append(Mismatch("runtime-env", name, value, our_vars.get(name)))
+            out.append(_env_difference(name, value, our_vars.get(name)))
     for key in sorted(set(theirs) | set(ours)):
         if key == "env_vars" or theirs.get(key) == ours.get(key):
             continue
@@ -381,6 +384,19 @@ def _compare_env(theirs: Mapping[str, Any], ours: Mapping[str, Any],
         else:
             out.append(Mismatch("runtime-env-key", key, theirs.get(key), ours.get(key)))
     return out
+
+
+def _env_difference(name: str, theirs: Any, ours: Any) -> Mismatch:
+    """A runtime-env variable the two sides set otherwise: allowed where the original passes a variable's unexpanded
+    text (a single-quoted JSON: `"MASTER_ADDR": "${MASTER_ADDR}"` reaches the job as those characters), or its
+    no_proxy entries after the 127.0.0.1 acrl's train.sh puts first (templates/train.sh.jinja, `export no_proxy`)."""
+    if isinstance(theirs, str) and UNEXPANDED.fullmatch(theirs):
+        return Mismatch(ALLOWED, f"runtime-env {name}", theirs, ours, "the original passes the unexpanded text")
+    if name == "no_proxy" and isinstance(theirs, str) and isinstance(ours, str) and \
+            ours.split(",") == ["127.0.0.1", *filter(None, theirs.split(","))]:
+        return Mismatch(ALLOWED, f"runtime-env {name}", theirs, ours, "acrl's train.sh puts 127.0.0.1 first in "
+                                                                      "no_proxy (its local Ray dashboard)")
+    return Mismatch("runtime-env", name, theirs, ours)
 
 
 def _compare_start(theirs: Sequence[str] | None, ours: Sequence[str] | None) -> list[Mismatch]:

@@ -693,13 +693,14 @@ def test_runtime_env_written_as_a_here_document() -> None:
     path = LAUNCH / "run-heredoc-env.sh"
     imported = import_train_sh(path)
     spec = imported.spec
-    # CUDA_DEVICE_MAX_CONNECTIONS=2 is not what acrl sets, so it is kept; MASTER_ADDR is read at run time
-    assert spec["env"] == {"vars": {"GLOO_SOCKET_IFNAME": "eth0", "CUDA_DEVICE_MAX_CONNECTIONS": "2"}}
+    # CUDA_DEVICE_MAX_CONNECTIONS=2 is not what acrl sets, so it is kept; "${MASTER_ADDR}" -> [env] forward (i14-r4)
+    assert spec["env"] == {"vars": {"GLOO_SOCKET_IFNAME": "eth0", "CUDA_DEVICE_MAX_CONNECTIONS": "2"},
+                           "forward": ["WANDB_ENTITY", "MASTER_ADDR"]}
     assert spec["slime"]["megatron_dir"] == "/opt/Megatron-LM"
     assert "dashboard_host" not in spec.get("cluster", {}) and "gpus_per_node" not in spec.get("cluster", {})
     assert kinds_at(imported, path, line_of(path, "ray start")) == ["difference"]  # dashboard_host 10.0.0.1: no key
     assert kinds_at(imported, path, line_of(path, '"working_dir"')) == ["difference"]
-    assert kinds_at(imported, path, line_of(path, '"MASTER_ADDR"')) == ["default"]
+    assert kinds_at(imported, path, line_of(path, '"MASTER_ADDR"')) == ["difference"]  # forwarded (i14-r4)
     assert kinds_at(imported, path, line_of(path, "<<EOF_JSON")) == []  # read: not noted as a here-document
 
 

@@ -29,7 +29,7 @@ from .base import Imported, ImportInputError, Note
 from .train_sh_launch import Launched, heredoc_lines
 from .train_sh_map import INLINE_FLAG, Occurrence, SpecBuilder
 from .train_sh_model import known_model_flags
-from .train_sh_nodes import size_cluster
+from .train_sh_nodes import head_outside, size_cluster, writes_head
 
 _ENTRY = re.compile(r"(?:^|/)(train|train_async)\.py$")
 # slime's scripts/models/<type>.sh, also as its own scripts/run-*.sh source it: "${SCRIPT_DIR}/models/<type>.sh"
@@ -299,6 +299,7 @@ def import_train_sh(path: Path, *, env: Sequence[str] = ()) -> Imported:
     try:
         reader.run(commands)
         reader.launch.heredocs = heredoc_lines(text)
+        reader.launch.head_written = writes_head(text)
         return _build(reader, "torch_memory_saver" in text, "ACRL_ENV_VARS=" in text,
                       bool(re.search(r"^[^#\n]*--(use-)?wandb", text, re.MULTILINE)))
     except RecursionError:
@@ -320,9 +321,13 @@ def _build(reader: _Reader, torch_memory_saver: bool, acrl_made: bool, mentions_
     command, index = reader.train
     builder = SpecBuilder(path, reader.shell, reader.notes, torch_memory_saver=torch_memory_saver)
     builder.entry(reader.shell.scalar(command.words[index]))
-    if reader.launcher is not None and (address := _address(reader.shell, reader.launcher)) is not None:
+    address = _address(reader.shell, reader.launcher) if reader.launcher is not None else None
+    if address is not None:
         builder.address(address)
-    reader.launch.finish(builder, reader.shell, list(reader.launcher.words if reader.launcher else ()), acrl_made)
+    launcher = list(reader.launcher.words if reader.launcher else ())
+    reader.launch.finish(builder, reader.shell, launcher, acrl_made)
+    if not acrl_made:
+        head_outside(builder, launcher, address, reader.launch.head_written)
     argv: list[Text] = []
     model_at: int | None = None  # where ${MODEL_ARGS[@]} is on the command line
     for word in command.words[index + 1:]:

@@ -18,7 +18,9 @@ from .._secrets import ENV_NAME, looks_secret_value
 from .._shell.eval import MARK, Shell, Text
 from .._shell.lexer import Word
 from .._spec.flags import is_secret_env_name
+from .._spec.launch import Env
 from .._spec.tables import MAX_NODE_GPUS
+from .train_sh_env import pythonpath
 from .train_sh_map import SpecBuilder
 
 # what acrl's train.sh puts in the job's runtime env itself (templates/train.sh.jinja, RUNTIME_ENV_JSON)
@@ -62,6 +64,8 @@ class Launch:
     shell: Shell
     assigned: dict[str, Word]  # the last top-level assignment word of each variable
     names: set[str] = attrs.Factory(set)  # the variables of the runtime env
+    raw: str = ""  # the runtime env's JSON as the script writes it
+    master_addr: tuple[str, int, bool] | None = None  # its MASTER_ADDR: value, line, the launching shell's own
 
     def note(self, kind: Any, message: str, line: int) -> None:
         self.builder.note(kind, message, Text("", line))
@@ -109,8 +113,10 @@ class Launch:
 
                     source = lex_loose('"' + body.replace('"', '\\"') + '"', line)  # `"` is literal in it
                 else:
+                    self.raw = body
                     self._env_vars(body, line, None)
                     return
+        self.raw = source.raw
         (text, *_) = self.shell.expand(source, split=False, partial=True) or [Text("", line)]
         self._env_vars(text.text, line, text)
 
@@ -171,49 +177,52 @@ class Launch:
         self.names.add(name)
         if name in ("CUDA_HOME", "LD_LIBRARY_PATH") and "home" in self.builder.spec["cuda"]:
             self.note("default", f"env_vars {name}: acrl sets it from [cuda] home (train.sh's runtime env)", line)
-        elif name == "MASTER_ADDR":
-            self.note("default", "env_vars MASTER_ADDR: not copied: with [cluster] node_ip_address, train.sh puts "
-                                 "MASTER_ADDR's run-time value (else node_ip_address) in the runtime env", line)
+        elif name == "MASTER_ADDR":  # mapped once the head's options are known (master_addr_env)
+            self.master_addr = (value, line, self._own(name, value))
+        elif self._own(name, value):
+            self._forward(name, line)
         elif MARK in value:
             why = text.problem if text is not None and text.problem else "a part of it cannot be resolved"
             self.note("unresolved", f"env_vars {name}: {why}; set [env] vars {name} by hand", line)
         elif name == "PYTHONPATH":
-            self._pythonpath(value, line)
+            pythonpath(self.builder, value, line)
         elif ACRL_RUNTIME_ENV.get(name) == value:
             self.note("default", f"env_vars {name}={value}: acrl sets it (train.sh's runtime env)", line)
         else:
             self.builder.spec.setdefault("env", {}).setdefault("vars", {})[name] = value
 
-    def _pythonpath(self, value: str, line: int) -> None:
-        """Megatron's entry -> [slime] megatron_dir; the others, in the script's order, -> [env]
-        pythonpath_before_megatron (before it) and pythonpath (after it, or all of them without it)."""
-        before: list[str] = []
-        after: list[str] = []
-        seen_megatron = False
-        for entry in filter(None, value.split(":")):
-            if "megatron" in entry.lower() and not seen_megatron:
-                seen_megatron = True
-                megatron = entry.rstrip("/") or entry
-                known = self.builder.spec["slime"].get("megatron_dir")
-                if known is not None and known.rstrip("/") != megatron:
-                    self.note("difference", f"env_vars PYTHONPATH: {entry} is not MEGATRON_DIR ({known}); "
-                                            "[slime] megatron_dir keeps MEGATRON_DIR", line)
-                else:
-                    self.builder.spec["slime"]["megatron_dir"] = megatron
-            elif not entry.startswith("/"):
-                self.note("difference", f"env_vars PYTHONPATH: {entry} is not an absolute path (the job runs in the "
-                                        "bundle's folder); not imported: add its absolute path to [env] pythonpath",
-                          line)
-            else:
-                (after if seen_megatron else before).append(entry)
-        if not seen_megatron:
-            after, before = before, []
-            self.note("difference", "env_vars PYTHONPATH: no Megatron-LM entry; acrl's train.sh puts [slime] "
-                                    "megatron_dir first", line)
-        env = self.builder.spec.setdefault("env", {})
-        for key, entries in (("pythonpath_before_megatron", before), ("pythonpath", after)):
-            if entries:
-                env[key] = entries
+    def _own(self, name: str, value: str) -> bool:
+        """Whether the runtime env passes the launching shell's own variable of that name (``"NAME": "${NAME}"``,
+        expanded at run time: the script does not set it)."""
+        own = rf'\\?"{name}\\?"\s*:\s*\\?"\$(\{{{name}\}}|{name}\b)\\?"'
+        return value == MARK and re.search(own, self.raw) is not None
+
+    def _forward(self, name: str, line: int) -> None:
+        """``"NAME": "${NAME}"`` -> [env] forward: train.sh copies the launching shell's NAME into the job's runtime
+        env when it is set (templates/train.sh.jinja, RUNTIME_ENV_JSON)."""
+        forward = self.builder.spec.setdefault("env", {}).setdefault("forward", list(Env().forward))
+        if name not in forward:
+            forward.append(name)
+        extra = "; acrl's train.sh puts 127.0.0.1 first" if name == "no_proxy" else ""
+        self.note("difference", f"env_vars {name}: the launching shell's {name}: [env] forward {name} (train.sh copies "
+                                f"it when it is set{extra}; unset, the script passes an empty value)", line)
+
+    def master_addr_env(self) -> None:
+        """The runtime env's MASTER_ADDR: with [cluster] node_ip_address train.sh puts it there itself; else the
+        launching shell's -> [env] forward, a value the script gives -> [env] vars."""
+        if self.master_addr is None:
+            return
+        value, line, own = self.master_addr
+        if "node_ip_address" in self.builder.spec["cluster"]:
+            self.note("default", "env_vars MASTER_ADDR: not copied: with [cluster] node_ip_address, train.sh puts "
+                                 "MASTER_ADDR's run-time value (else node_ip_address) in the runtime env", line)
+        elif own:
+            self._forward("MASTER_ADDR", line)
+        elif MARK in value:
+            self.note("unresolved", "env_vars MASTER_ADDR: a part of it cannot be resolved; set [env] vars "
+                                    "MASTER_ADDR by hand", line)
+        else:
+            self.builder.spec.setdefault("env", {}).setdefault("vars", {})["MASTER_ADDR"] = value
 
     def ray_start(self, words: list[Word], line: int) -> None:
         """A top-level ``ray start``: the head's options that [cluster] has keys for, --node-ip-address ->
@@ -297,6 +306,7 @@ class Launched:
     assigned: dict[str, Word] = attrs.Factory(dict)
     exports: list[tuple[str, int, Text | None]] = attrs.Factory(list)  # live exports: name, line, its value
     heredocs: list[int] = attrs.Factory(list)
+    head_written: bool = False  # the script runs `ray start --head` somewhere (train_sh_nodes.writes_head)
     starts: list[tuple[list[Word], int]] = attrs.Factory(list)  # top-level `ray start`
     notes: list[tuple[str, str, int]] = attrs.Factory(list)  # kind, message, line
     hidden_at: set[int] = attrs.Factory(set)
@@ -336,6 +346,7 @@ class Launched:
             return
         for words, line in self.starts:
             launch.ray_start(words, line)
+        launch.master_addr_env()
         first_start = min((line for words, line in self.starts if any(w.literal == "--head" for w in words)),
                           default=None)
         for name, line, value in self.exports:

@@ -9,14 +9,19 @@ join with the bundle's join.sh. Without ``num_nodes`` a local head is one node, 
 than it. So the importer sets ``num_nodes`` to the fewest nodes that hold the group, computed by acrl's placement model
 (:func:`acrl.compiler._pipeline.placement.group_layout`, slime's ``_get_placement_group_layout``,
 placement_group.py:100-117 at 624b824): actor nodes x GPUs + rollout GPUs, or the larger of the two when colocated.
+
+A script that submits to a local head (``ray job submit --address="http://127.0.0.1:8265"``) yet never runs ``ray
+start --head`` submits to a head started outside it: ``[cluster] start_ray_head = false`` (:func:`head_outside`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .._pipeline.placement import SLIME_GPUS_PER_NODE, LayoutArgs, group_layout
 from .._shell.eval import Text
+from .._shell.lexer import Word
 from .._spec.flags import parse_flags, table_tokens
 from .train_sh_map import SpecBuilder
 
@@ -73,3 +78,29 @@ def size_cluster(builder: SpecBuilder, ssh_loop: int | None) -> None:
         builder.note("difference", f"{how}: the script starts no workers itself (they are expected in the cluster "
                                    f"already); the bundle's train.sh starts the head and waits for the other "
                                    f"{need - 1} node(s), which join it with the bundle's join.sh", at)
+
+
+_HEAD_START = re.compile(r"^[^#\n]*\bray\s+start\b(?:[^\n]|\\\n)*?--head\b", re.MULTILINE)
+
+
+def writes_head(text: str) -> bool:
+    """Whether the script runs `ray start --head` anywhere (at top level or in a body the importer does not
+    evaluate), comments left out."""
+    return _HEAD_START.search(text) is not None
+
+
+def head_outside(builder: SpecBuilder, launcher: list[Word], address: Text | None, head_written: bool) -> None:
+    """`ray job submit` to a local address (127.0.0.1 or localhost, or none: Ray's default is the local dashboard)
+    in a script without any `ray start --head`: the head is started outside the script -> ``[cluster]
+    start_ray_head = false`` (train.sh then submits to the local dashboard without starting a head), noted."""
+    words = [w.literal for w in launcher]
+    submit = next((i for i in range(len(words) - 2) if words[i:i + 3] == ["ray", "job", "submit"]), None)
+    if submit is None or head_written or "address" in builder.spec["cluster"] or \
+            (address is not None and address.problem):
+        return
+    line = launcher[submit].line
+    to = f" at {address.text}" if address is not None and address.text else ""
+    builder.set("cluster.start_ray_head", False)
+    builder.note("difference", f"`ray job submit` (line {line}) submits to a Ray head{to} that the script does not "
+                               "start (it has no `ray start --head`): [cluster] start_ray_head = false; start the head "
+                               "before running train.sh", Text("", line))
