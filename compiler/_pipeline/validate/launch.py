@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ..structure import shown_value
 from .engine import Context, Finding, rule
 
 # The options of `ray start` that train.sh computes (templates/train.sh.jinja: the head's GPUs from the
@@ -51,7 +52,7 @@ def _launch_keys(ctx: Context) -> Iterator[Finding]:
     c, e = ctx.spec.cluster, ctx.spec.env
     args = c.ray_start_args
     if args and not args[0].startswith("-"):
-        yield Finding(f"{args[0]!r} is not an option: `ray start` takes no positional argument",
+        yield Finding(f"{shown_value(args[0])} is not an option: `ray start` takes no positional argument",
                       'give options and their values, e.g. ["--num-cpus", "64"]', keys=("cluster.ray_start_args.0",))
     for i, token in enumerate(args):
         option = _option(token)
@@ -64,7 +65,7 @@ def _launch_keys(ctx: Context) -> Iterator[Finding]:
             yield Finding("the value holds a NUL byte, which no argument can hold", "remove the \\u0000",
                           keys=(f"cluster.ray_start_args.{i}",))
     if c.node_ip_address is not None and not NODE_ADDRESS.fullmatch(c.node_ip_address):
-        yield Finding(f"{c.node_ip_address!r} is not an IP address or a host name",
+        yield Finding(f"{shown_value(c.node_ip_address)} is not an IP address or a host name",
                       "give the head's address, e.g. 10.0.0.1 (letters, digits, '.', ':', '_' and '-')",
                       keys=("cluster.node_ip_address",))
     for name, value in c.env.items():
@@ -78,8 +79,8 @@ def _launch_keys(ctx: Context) -> Iterator[Finding]:
     for key, entries in (("pythonpath", e.pythonpath), ("pythonpath_before_megatron", e.pythonpath_before_megatron)):
         for i, entry in enumerate(entries):
             if not entry.startswith("/") or ":" in entry or "\0" in entry:
-                yield Finding(f"{entry!r} is not one absolute path: each PYTHONPATH entry is a directory on the "
-                              "cluster, without ':' (the separator); the job runs in the bundle's folder, so a "
+                yield Finding(f"{shown_value(entry)} is not one absolute path: each PYTHONPATH entry is a directory "
+                              "on the cluster, without ':' (the separator); the job runs in the bundle's folder, so a "
                               "relative entry would name a folder there", "give an absolute path, one per item",
                               keys=(f"env.{key}.{i}",))
 
