@@ -273,7 +273,9 @@ def without_secret_flags(tokens: list[str]) -> list[str]:
 
 # --- redaction ---------------------------------------------------------------------------------
 
-_ASSIGNMENT = re.compile(r"""(?P<key>"[^"\n]*"|'[^'\n]*'|[A-Za-z0-9_.\-]+)(?P<eq>\s*=\s*)"""
+# A bare key starts where a word starts (the lookbehind): inside a long run of key characters the scan then fails at
+# once instead of trying every length of the run (quadratic: a 100 KB value in an error's source line took a minute).
+_ASSIGNMENT = re.compile(r"""(?P<key>"[^"\n]*"|'[^'\n]*'|(?<![A-Za-z0-9_.\-])[A-Za-z0-9_.\-]+)(?P<eq>\s*=\s*)"""
                          r"""(?P<value>"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|[^\s,}\]]+)""")
 
 
