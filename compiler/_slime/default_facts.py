@@ -16,7 +16,6 @@ Never imported by the compile path; tests/data/slime/README.md says how the proj
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import sys
@@ -24,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .model_facts import FactsError, _git, _git_dir, _provenance
+from .model_facts import _git, _git_dir, _provenance, facts_main
 
 SLIME_ARGUMENTS_PY = "slime/utils/arguments.py"
 GENERATOR = "python -m acrl.compiler._slime.default_facts"
@@ -110,20 +109,10 @@ def generate(slime_dir: Path, rev: str | None, out_dir: Path, argv: Sequence[str
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog=GENERATOR, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("slime_dir", metavar="SLIME_DIR", type=Path, help="slime work tree or git directory")
-    parser.add_argument("--commit", help="the commit to read (default: HEAD)")
-    parser.add_argument("-o", "--out", type=Path, required=True, help="directory to write slime_defaults.json into")
-    parsed = parser.parse_args(args)
-    shown = ["SLIME_DIR" if a == str(parsed.slime_dir) else a for a in args]
-    try:
-        print(generate(parsed.slime_dir, parsed.commit, parsed.out, shown))
-    except FactsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return facts_main(argv, prog=GENERATOR, doc=__doc__, checkout="SLIME_DIR",
+                      checkout_help="slime work tree or git directory",
+                      commit_help="the commit to read (default: HEAD)",
+                      out_help="directory to write slime_defaults.json into", generate=generate)
 
 
 if __name__ == "__main__":

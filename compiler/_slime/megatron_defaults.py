@@ -24,7 +24,6 @@ Never imported by the compile path; tests/data/megatron/README.md says how the p
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import subprocess
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .default_facts import parse_defaults
-from .model_facts import FactsError, _git, _git_dir
+from .model_facts import FactsError, _git, _git_dir, facts_main
 from .scan import Reader, _dict_get
 
 MEGATRON_URL = "https://github.com/NVIDIA/Megatron-LM"
@@ -188,21 +187,10 @@ def generate(megatron_dir: Path, rev: str | None, out_dir: Path, argv: Sequence[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog=GENERATOR, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("megatron_dir", metavar="MEGATRON_DIR", type=Path,
-                        help="a Megatron-LM work tree, or with --commit a git directory")
-    parser.add_argument("--commit", help="read this commit of the git directory MEGATRON_DIR")
-    parser.add_argument("-o", "--out", type=Path, required=True, help="directory to write megatron_defaults.json")
-    parsed = parser.parse_args(args)
-    shown = ["MEGATRON_DIR" if a == str(parsed.megatron_dir) else a for a in args]
-    try:
-        print(generate(parsed.megatron_dir, parsed.commit, parsed.out, shown))
-    except FactsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return facts_main(argv, prog=GENERATOR, doc=__doc__, checkout="MEGATRON_DIR",
+                      checkout_help="a Megatron-LM work tree, or with --commit a git directory",
+                      commit_help="read this commit of the git directory MEGATRON_DIR",
+                      out_help="directory to write megatron_defaults.json", generate=generate)
 
 
 if __name__ == "__main__":

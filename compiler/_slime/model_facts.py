@@ -30,7 +30,7 @@ import json
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -224,22 +224,32 @@ def generate(slime_dir: Path, rev: str | None, out_dir: Path, argv: Sequence[str
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def facts_main(argv: Sequence[str] | None, *, prog: str, doc: str | None, checkout: str, checkout_help: str,
+               commit_help: str, out_help: str, generate: Callable[[Path, str | None, Path, list[str]], Any]) -> int:
+    """The command line of the facts generators: CHECKOUT [--commit REV] -o DIR; prints the files written (one path,
+    or each of a list), or the FactsError and exit status 1. The checkout's path is recorded as its placeholder."""
     args = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="python -m acrl.compiler._slime.model_facts", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("slime_dir", metavar="SLIME_DIR", type=Path, help="slime work tree or git directory")
-    parser.add_argument("--commit", help="the commit to read (default: HEAD)")
-    parser.add_argument("-o", "--out", type=Path, required=True, help="directory to write the facts into")
+    parser = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkout", metavar=checkout, type=Path, help=checkout_help)
+    parser.add_argument("--commit", help=commit_help)
+    parser.add_argument("-o", "--out", type=Path, required=True, help=out_help)
     parsed = parser.parse_args(args)
-    shown = ["SLIME_DIR" if a == str(parsed.slime_dir) else a for a in args]
+    shown = [checkout if a == str(parsed.checkout) else a for a in args]
     try:
-        for path in generate(parsed.slime_dir, parsed.commit, parsed.out, shown):
-            print(path)
+        written = generate(parsed.checkout, parsed.commit, parsed.out, shown)
     except FactsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    for path in written if isinstance(written, list | tuple) else [written]:
+        print(path)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return facts_main(argv, prog="python -m acrl.compiler._slime.model_facts", doc=__doc__, checkout="SLIME_DIR",
+                      checkout_help="slime work tree or git directory",
+                      commit_help="the commit to read (default: HEAD)",
+                      out_help="directory to write the facts into", generate=generate)
 
 
 if __name__ == "__main__":
