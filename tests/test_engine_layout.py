@@ -120,20 +120,18 @@ MUTATIONS = [
     ("on_node = min(per_engine, per_node)", "on_node = per_engine"),
     ("engines_per_node = max(1, per_node // per_engine)", "engines_per_node = 1"),
     ("engines_per_node = max(1, per_node // per_engine)", "engines_per_node = max(1, -(-per_node // per_engine))"),
-    ("count = args.rollout_num_gpus // on_node", "count = -(-args.rollout_num_gpus // on_node)"),
-    ("rollout_offset + i * on_node, on_node, i - i % engines_per_node)",
-     "rollout_offset + i * on_node, on_node, i)"),
-    ("rollout_offset + i * on_node, on_node, i - i % engines_per_node)",
-     "i * on_node, on_node, i - i % engines_per_node)"),
-    ("actors_per_engine = max(1, per_engine // args.num_gpus_per_node)", "actors_per_engine = 1"),
-    ("host = slot(actors[members[0].addressed_by].gpu_index).node", "host = slot(members[0].gpu_index).node"),
+    ("count = group.num_gpus // on_node", "count = -(-group.num_gpus // on_node)"),
+    ("engine_offset + i - i % engines_per_node, index)", "engine_offset + i, index)"),
+    ("rollout_offset + gpu_offset + i * on_node, on_node,", "gpu_offset + i * on_node, on_node,"),
+    ("actors_per_engine = max(1, shape.num_gpus_per_engine // args.num_gpus_per_node)", "actors_per_engine = 1"),
+    ("host = slot(by_rank[members[0].addressed_by].gpu_index).node", "host = slot(members[0].gpu_index).node"),
     ("node_size = gpus_per_node or args.num_gpus_per_node", "node_size = args.num_gpus_per_node"),
 ]
 
 
 @pytest.mark.slow
 def test_the_model_run_the_mutants_way_unchanged_agrees() -> None:
-    same = "count = args.rollout_num_gpus // on_node"
+    same = "count = group.num_gpus // on_node"
     assert not any(disagreements(mutant(same, same), row) for row in rows(SLIME_HEAD))
 
 

@@ -217,6 +217,7 @@ WRITTEN_WHEN_SET: dict[str, dict[str, Any]] = {
     "cluster": {"env": {}, "ray_start_args": []},
     "env": {"pythonpath": [], "pythonpath_before_megatron": []},
     "wandb": {"enabled": True},
+    "sglang": {"models": {}},
 }
 
 

@@ -32,6 +32,17 @@ SLIME_HEAD = "624b824a898ab0ec1fcb4d373004c7f3852bf515"  # the slime commit acrl
 SLIME_GPUS_PER_NODE = 8
 
 
+class GroupShape(NamedTuple):
+    """One server group of --sglang-config as the placement reads it (slime/backends/sglang_utils/sglang_config.py:
+    ServerGroupConfig after ModelConfig.resolve): its worker type, GPUs and GPUs per engine (resolved)."""
+
+    worker_type: str
+    num_gpus: int
+    num_gpus_per_engine: int
+    model: str = "default"
+    overrides: tuple[tuple[str, object], ...] = ()  # ServerArgs fields, keys as slime normalizes them ('-' -> '_')
+
+
 class LayoutArgs(NamedTuple):
     """The slime arguments the placement reads (their slime names, after slime_validate_args)."""
 
@@ -45,6 +56,9 @@ class LayoutArgs(NamedTuple):
     num_gpus_per_node: int = SLIME_GPUS_PER_NODE
     rollout_num_gpus_per_engine: int = 1
     distributed_post: bool = False  # --use-distributed-post: HTTP actors per node = num_gpus_per_node
+    # --sglang-config's server groups in the order slime makes them (server_groups_in_start_order); () is slime's
+    # default: one regular group of rollout_num_gpus (rollout.py _resolve_sglang_config, 624b824 L1129-1153)
+    server_groups: tuple[GroupShape, ...] = ()
 
 
 class GroupLayout(NamedTuple):
@@ -81,6 +95,12 @@ class EngineSlots(NamedTuple):
     gpu_index: int
     num_gpus: int
     addressed_by: int
+    group: int = 0  # the index of its server group in LayoutArgs.server_groups (0: the default group)
+
+
+def groups_of(args: LayoutArgs) -> tuple[GroupShape, ...]:
+    """The server groups slime makes: --sglang-config's, else its one regular group of the rollout's GPUs."""
+    return args.server_groups or (GroupShape("regular", args.rollout_num_gpus, args.rollout_num_gpus_per_engine),)
 
 
 def engine_slots(args: LayoutArgs, rollout_offset: int) -> tuple[EngineSlots, ...]:
@@ -97,12 +117,22 @@ def engine_slots(args: LayoutArgs, rollout_offset: int) -> tuple[EngineSlots, ..
     :func:`place`'s engines to slime's own code run on 708 layouts at both commits."""
     if args.debug_train_only or args.rollout_external:
         return ()
-    per_engine, per_node = args.rollout_num_gpus_per_engine, args.num_gpus_per_node
-    on_node = min(per_engine, per_node)
-    engines_per_node = max(1, per_node // per_engine)
-    count = args.rollout_num_gpus // on_node
-    return tuple(EngineSlots(i, rollout_offset + i * on_node, on_node, i - i % engines_per_node)
-                 for i in range(count))
+    out: list[EngineSlots] = []
+    gpu_offset = engine_offset = 0
+    # several server groups (--sglang-config): _make_group's gpu_offset and engine_offset run on over the groups of
+    # every model (rollout.py 624b824 L1007-1008, L1061-1062; a placeholder's count too, with no actors), and each
+    # group's addresses are allocated apart, by rank within the group (L848-850: local_rank = rank - rank_offset)
+    for index, group in enumerate(groups_of(args)):
+        per_engine, per_node = group.num_gpus_per_engine, args.num_gpus_per_node
+        on_node = min(per_engine, per_node)
+        engines_per_node = max(1, per_node // per_engine)
+        count = group.num_gpus // on_node
+        if group.worker_type != "placeholder":
+            out += (EngineSlots(engine_offset + i, rollout_offset + gpu_offset + i * on_node, on_node,
+                                engine_offset + i - i % engines_per_node, index) for i in range(count))
+        gpu_offset += group.num_gpus
+        engine_offset += count
+    return tuple(out)
 
 
 class Gpu(NamedTuple):
@@ -158,6 +188,7 @@ class Engine:
     gpus: tuple[Gpu, ...]
     host_node: int
     sizes: EngineParallel
+    group: int = 0  # its server group (LayoutArgs.server_groups; 0: slime's default group)
 
     @property
     def nodes(self) -> tuple[int, ...]:
@@ -175,11 +206,21 @@ class Parallel(NamedTuple):
     sglang_ep: int = 1
     sglang_dp_attention: bool = False
 
-    def engine(self, gpus_per_engine: int) -> EngineParallel:
-        """The sizes of one SGLang engine of ``gpus_per_engine`` GPUs."""
-        pp = max(1, self.sglang_pp)
-        return EngineParallel(gpus_per_engine, max(1, gpus_per_engine // pp), pp, max(1, self.sglang_dp),
-                              max(1, self.sglang_ep), self.sglang_dp_attention)
+    def engine(self, gpus_per_engine: int, overrides: tuple[tuple[str, object], ...] = ()) -> EngineParallel:
+        """The sizes of one SGLang engine of ``gpus_per_engine`` GPUs; a server group's ``overrides`` win over the
+        --sglang-* flags as slime applies them (sglang_engine.py:520-522 for pp_size and tp_size, :585-599 for the
+        rest, at 624b824)."""
+        given = dict(overrides)
+
+        def size(key: str, default: int) -> int:
+            value = given.get(key, default)
+            return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+        pp = max(1, size("pp_size", self.sglang_pp))
+        tp = max(1, size("tp_size", gpus_per_engine // pp))
+        dp_attention = given.get("enable_dp_attention", self.sglang_dp_attention)
+        return EngineParallel(gpus_per_engine, tp, pp, max(1, size("dp_size", self.sglang_dp)),
+                              max(1, size("ep_size", self.sglang_ep)), dp_attention is True)
 
 
 class Placement(NamedTuple):
@@ -237,8 +278,18 @@ class Placement(NamedTuple):
 
     @property
     def engine_parallel(self) -> EngineParallel:
-        """The sizes of every local SGLang engine (the same for all: slime's one server group)."""
+        """The sizes of the engines of slime's default server group (gpus_per_engine and the --sglang-* flags)."""
         return self.parallel.engine(self.args.rollout_num_gpus_per_engine)
+
+    @property
+    def groups(self) -> tuple[GroupShape, ...]:
+        """The rollout's server groups: --sglang-config's, else slime's one regular group."""
+        return groups_of(self.args)
+
+    def group_parallel(self) -> tuple[tuple[GroupShape, EngineParallel], ...]:
+        """Each server group that starts engines and the sizes of its engines (placeholders start none)."""
+        return tuple((g, self.parallel.engine(g.num_gpus_per_engine, g.overrides)) for g in self.groups
+                     if g.worker_type != "placeholder" and self.engine_actors)
 
     @property
     def engine_gpus(self) -> int:
@@ -306,15 +357,18 @@ def place(args: LayoutArgs, *, nodes: int, local_head: bool, parallel: Parallel 
                             rank // (tp * cp * dp)) for rank in range(actor_count))
 
     actors = engine_slots(args, group.rollout_offset)
-    per_engine = args.rollout_num_gpus_per_engine
-    # an engine larger than slime's node is one actor per (slime's) node: ServerGroup.nodes_per_engine (624b824 L69-71)
-    actors_per_engine = max(1, per_engine // args.num_gpus_per_node)
-    engines = []
-    sizes = parallel.engine(per_engine)
-    for index in range(len(actors) // actors_per_engine):
-        members = actors[index * actors_per_engine:(index + 1) * actors_per_engine]
-        gpus = tuple(slot(a.gpu_index + k) for a in members for k in range(a.num_gpus))
-        host = slot(actors[members[0].addressed_by].gpu_index).node
-        engines.append(Engine(index, gpus, host, sizes))
+    by_rank = {a.rank: a for a in actors}
+    engines: list[Engine] = []
+    for index, shape in enumerate(groups_of(args)):
+        members_of_group = [a for a in actors if a.group == index]
+        # an engine larger than slime's node is one actor per (slime's) node: ServerGroup.nodes_per_engine
+        # (624b824 L69-71)
+        actors_per_engine = max(1, shape.num_gpus_per_engine // args.num_gpus_per_node)
+        sizes = parallel.engine(shape.num_gpus_per_engine, shape.overrides)
+        for k in range(len(members_of_group) // actors_per_engine):
+            members = members_of_group[k * actors_per_engine:(k + 1) * actors_per_engine]
+            gpus = tuple(slot(a.gpu_index + i) for a in members for i in range(a.num_gpus))
+            host = slot(by_rank[members[0].addressed_by].gpu_index).node
+            engines.append(Engine(len(engines), gpus, host, sizes, index))
     return Placement(args, nodes, node_size, local_head, group, actor, tuple(engines), actors,
                      args.rollout_external, parallel)

@@ -326,5 +326,7 @@ def unstructure(spec: Spec) -> dict[str, Any]:
 def _drop_none(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):  # [sglang.models.NAME] server_groups: an array of tables
+        return [_drop_none(v) for v in value]
     return value
 

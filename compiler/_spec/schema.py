@@ -151,6 +151,8 @@ def _value(tp: Any, name: str) -> dict[str, Any]:
         return dict(_FLAG_VALUE)
     if tp in _PRIMITIVE:
         return {"type": _PRIMITIVE[tp]}
+    if attrs.has(tp):  # a table inside a table or an array ([sglang.models.NAME], its server_groups)
+        return {"description": _description(tp.__doc__), **_table(tp, f"{name}.", {})}
     origin = get_origin(tp)
     if origin is Literal:
         choices = list(get_args(tp))

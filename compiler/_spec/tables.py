@@ -15,6 +15,7 @@ import attrs
 
 from .launch import MAX_NODE_GPUS, MAX_NODES, TOOLKIT_SLIME_COMMIT, Cluster, Cuda, Env, KubeRay, Slime, Wandb
 from .profiles import DEFAULT_INTEGRATION, TOOLKIT_REWARDS, TOOLKIT_ROLLOUT, Integration
+from .server_groups import SglangModel
 from .setting import (
     AdvantageEstimator,
     AttentionBackend,
@@ -186,6 +187,10 @@ class Sglang:
                                      flag="--sglang-cuda-graph-max-bs", ge=1)
     log_level: LogLevel | None = setting("warning", doc="SGLang log level.", flag="--sglang-log-level")
     log_level_http: LogLevel | None = setting("warning", doc="SGLang HTTP log level.", flag="--sglang-log-level-http")
+    models: dict[str, SglangModel] = setting(factory=dict, doc=(
+        "slime's --sglang-config: the rollout's SGLang models and their server groups (PD disaggregation, "
+        "several models), one table per model named by its key; written to the bundle's sglang_config.yaml. "
+        "Default: slime's one regular group of --rollout-num-gpus GPUs."))
 
 
 @attrs.frozen(kw_only=True)
