@@ -56,7 +56,14 @@ def test_reference_lists_every_key_with_its_flag_and_default() -> None:
     schema = spec_schema()
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     tables = {name: t for name, t in schema["properties"].items() if name != "extends"}  # the one non-table
-    assert len(rows) == sum(len(t["properties"]) for t in tables.values())
+    def nested(table: dict) -> int:  # the keys of the tables inside a table ([sglang.models.NAME], its server_groups)
+        inner = [p.get("additionalProperties") if p.get("type") == "object" else p.get("items")
+                 for p in table["properties"].values()]
+        return sum(len(i["properties"]) + nested(i) for i in inner if isinstance(i, dict) and "properties" in i)
+
+    assert len(rows) == sum(len(t["properties"]) + nested(t) for t in tables.values())
+    assert "\n### [[sglang.models.NAME.server_groups]]\n" in text
+    assert "| `worker_type` | one of `\"regular\"`, `\"prefill\"`, `\"decode\"`, `\"placeholder\"`, `\"encoder\"` |" in text
     for table, table_schema in tables.items():
         assert f"\n## [{table}]\n" in text
         for key, prop in table_schema["properties"].items():

@@ -21,6 +21,7 @@ _SECTIONS = {
     "A": "Algorithm", "E": "Evaluation and checkpoints", "I": "Integration profiles ([experiment] integration)",
     "T": "The toolkit (AgentCore Runtime, gateway, naming)", "F": "Flags", "S": "Security", "M": "Model architecture",
     "K": "KubeRay (--target kuberay)", "L": "Launch: the Ray nodes acrl starts and the job's PYTHONPATH",
+    "G": "SGLang server groups ([sglang.models], slime's --sglang-config)",
 }
 
 
@@ -75,11 +76,31 @@ def reference_markdown(schema: Mapping[str, Any] | None = None) -> str:
         need = "required table" if name in required else "optional table"
         out += ["", f"## [{name}]", "", f"{_cell(table.get('description', ''))} ({need})", "",
                 "| key | type | default | slime flag (or file) | description |", "|---|---|---|---|---|"]
-        keys = set(table.get("required", ()))
-        for key, prop in table["properties"].items():
-            out.append(f"| `{key}` | {_type(prop)} | {_default(prop, key in keys)} | {_flag(prop)} | "
-                       f"{_cell(prop.get('description', ''))} |")
+        out += _rows(table)
+        out += _nested(name, table)
     return "\n".join(out) + "\n"
+
+
+def _rows(table: Mapping[str, Any]) -> list[str]:
+    keys = set(table.get("required", ()))
+    return [f"| `{key}` | {_type(prop)} | {_default(prop, key in keys)} | {_flag(prop)} | "
+            f"{_cell(prop.get('description', ''))} |" for key, prop in table["properties"].items()]
+
+
+def _nested(path: str, table: Mapping[str, Any]) -> list[str]:
+    """A subsection for each table inside a table: a table of tables (``[sglang.models.NAME]``) or an array of
+    tables (``[[sglang.models.NAME.server_groups]]``), with its keys, recursively."""
+    out: list[str] = []
+    for key, prop in table["properties"].items():
+        inner, header = prop.get("additionalProperties"), f"[{path}.{key}.NAME]"
+        if prop.get("type") == "array":
+            inner, header = prop.get("items"), f"[[{path}.{key}]]"
+        if not isinstance(inner, Mapping) or "properties" not in inner:
+            continue
+        out += ["", f"### {header}", "", _cell(inner.get("description", "")), "",
+                "| key | type | default | slime flag (or file) | description |", "|---|---|---|---|---|",
+                *_rows(inner), *_nested(header.strip("[]"), inner)]
+    return out
 
 
 def _type(prop: Mapping[str, Any]) -> str:
@@ -88,9 +109,12 @@ def _type(prop: Mapping[str, Any]) -> str:
     kind = prop.get("type")
     if kind == "object":
         value = prop.get("additionalProperties")
+        if isinstance(value, Mapping) and "properties" in value:
+            return "table of tables"
         return f"table of {_type(value)}" if isinstance(value, Mapping) else "table"
     if kind == "array":
-        return f"array of {_type(prop.get('items', {}))}"
+        items = prop.get("items", {})
+        return "array of tables" if "properties" in items else f"array of {_type(items)}"
     if isinstance(kind, list):  # a flag value: a scalar, or an array of them
         items = prop.get("items", {}).get("type", [])
         kinds = [k if k != "array" else "array of " + " and ".join(f"{i}s" for i in items) for k in kind]

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import attrs
 
 from .._spec.flags import flag_tokens, known_absent_flags, normalize_flag
+from .._spec.server_groups import SGLANG_CONFIG
 from .._spec.tables import Spec
 from . import placement_spec
 from .model_args.resolve import ModelArgs
@@ -338,8 +339,8 @@ def argv_titles() -> Mapping[str, str | None]:
 
 
 # The review groups of the flags train.sh (and the RayJob's entrypoint) add at run time (RuntimeArgs).
-RUNTIME_REVIEW = {"--custom-config-path": INTEGRATION, "--use-wandb": ENVIRONMENT, "--wandb-project": ENVIRONMENT,
-                  "--wandb-group": ENVIRONMENT, "--train-env-vars": ENVIRONMENT}
+RUNTIME_REVIEW = {"--custom-config-path": INTEGRATION, "--sglang-config": ROLLOUT, "--use-wandb": ENVIRONMENT,
+                  "--wandb-project": ENVIRONMENT, "--wandb-group": ENVIRONMENT, "--train-env-vars": ENVIRONMENT}
 
 
 def flat_argv(model_args: ModelArgs, groups: tuple[ArgGroup, ...], spec: Spec) -> list[str]:
@@ -358,7 +359,8 @@ CUSTOM_CONFIG = "custom_config.yaml"
 @attrs.frozen
 class RuntimeArgs:
     """The arguments added at run time, by train.sh or the RayJob's entrypoint, not written into the argv:
-    ``--custom-config-path`` (the bundle's :data:`CUSTOM_CONFIG`), ``--use-wandb`` and the ``wandb`` flags
+    ``--custom-config-path`` (the bundle's :data:`CUSTOM_CONFIG`), ``--sglang-config`` (its :data:`SGLANG_CONFIG`),
+    ``--use-wandb`` and the ``wandb`` flags
     only when ``$key_env`` is set, and ``--train-env-vars`` (CUDA_HOME, LD_LIBRARY_PATH) when ``train_env_vars``."""
 
     key_env: str
@@ -366,6 +368,7 @@ class RuntimeArgs:
     custom_config: str | None  # None: no custom config (integration "slime" or "custom")
     train_env_vars: bool
     wandb_enabled: bool = True  # [wandb] enabled: false, no W&B flags whatever the key's variable holds
+    sglang_config: str | None = None  # the bundle's SGLANG_CONFIG, with [sglang.models]
 
     @property
     def wandb_tokens(self) -> list[str]:
@@ -379,4 +382,4 @@ def runtime_args(spec: Spec) -> RuntimeArgs:
                   for name in ("project", "group") if (value := getattr(spec.wandb, name)))
     return RuntimeArgs(spec.wandb.key_env, wandb if spec.wandb.enabled else (),
                        CUSTOM_CONFIG if spec.agentcore is not None else None, spec.cuda.home is not None,
-                       spec.wandb.enabled)
+                       spec.wandb.enabled, SGLANG_CONFIG if spec.sglang.models else None)

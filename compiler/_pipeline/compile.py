@@ -17,6 +17,7 @@ from .._slime.checkout import SLIME_OPTION, SPEC_SLIME, Asked, CheckoutError, lo
 from .._slime.verify_flags import verify_flags
 from .._spec import profiles
 from .._spec.profiles import DEFAULT_INTEGRATION
+from .._spec.server_groups import SGLANG_CONFIG
 from .._spec.tables import Spec
 from .._version import __version__
 from ..errors import Diagnostic, SpecError, UsageError
@@ -162,16 +163,18 @@ def _compile_source(source: SpecSource, strict: bool, target: Target, checkouts:
 def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tuple[ArgGroup, ...],
               warnings: tuple[Diagnostic, ...], notes: tuple[str, ...], target: Target = "ray") -> Bundle:
     custom_config = _render.custom_config_yaml(spec)  # integration "agentcore" only
+    sglang_config = _render.sglang_config_yaml(spec)  # [sglang.models] only
     files = {
         "train.sh": _render.train_sh(spec, groups),
         "model_args.sh": _render.model_args_sh(spec, model_args),
         **({"custom_config.yaml": custom_config} if custom_config is not None else {}),
+        **({SGLANG_CONFIG: sglang_config} if sglang_config is not None else {}),
         "spec.toml": _render.resolved_spec_toml(resolved_spec_data(spec, model_args)),
     }
     if _render.joins(spec):  # other nodes join the local head: the script they run
         files["join.sh"] = _render.join_sh(spec)
     if target == "kuberay":
-        files["rayjob.yaml"] = rayjob_yaml(spec, flat_argv(model_args, groups, spec), custom_config)
+        files["rayjob.yaml"] = rayjob_yaml(spec, flat_argv(model_args, groups, spec), custom_config, sglang_config)
     hashes = {name: sha256(data) for name, data in sorted(files.items())}
     manifest = _manifest(source, spec, model_args, warnings, hashes)
     manifest = attrs.evolve(manifest, bundle_hash=manifest_hash(manifest.as_json()))

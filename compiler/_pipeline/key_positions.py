@@ -140,6 +140,17 @@ class Scanner:
         self.value(path)
         return True
 
+    def _resolve(self, names: tuple[str, ...]) -> KeyPath:
+        """A header's key path: a name that is an array of tables so far ([[...]]) stands for its last table, so
+        ``[a.b]`` after ``[[a]]`` is a table inside a's last element (TOML's rule)."""
+        out: KeyPath = ()
+        for i, name in enumerate(names):
+            out = (*out, name)
+            count = self._array_counts.get(out)
+            if count and i < len(names) - 1:
+                out = (*out, count - 1)
+        return out
+
     def run(self) -> dict[KeyPath, Position]:
         table: KeyPath = ()
         while True:
@@ -148,7 +159,7 @@ class Scanner:
                 return self.positions
             if self.peek(2) == "[[":
                 self.i += 2
-                base = tuple(name for name, _ in self.key())
+                base = self._resolve(tuple(name for name, _ in self.key()))
                 offset = self.i
                 index = self._array_counts.get(base, 0)
                 self._array_counts[base] = index + 1
@@ -160,7 +171,7 @@ class Scanner:
                 start = self.i
                 self.i += 1
                 parts = self.key()
-                table = tuple(name for name, _ in parts)
+                table = self._resolve(tuple(name for name, _ in parts))
                 for end in range(1, len(table) + 1):
                     self.positions.setdefault(table[:end], self.pos(start))
                 self.i = self.s.index("]", self.i) + 1

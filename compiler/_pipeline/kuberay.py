@@ -14,9 +14,10 @@ import re
 import shlex
 from typing import Any
 
+from .._spec.server_groups import SGLANG_CONFIG
 from .._spec.tables import Spec
 from . import placement_spec
-from .argv import actor_gpus, runtime_args
+from .argv import CUSTOM_CONFIG, actor_gpus, runtime_args
 from .render import comment_text, yaml_dumper  # comment_text: spec values on a comment line, escaped
 
 CONFIG_MOUNT = "/acrl/config"
@@ -53,6 +54,8 @@ def entrypoint(spec: Spec, argv: list[str]) -> str:
     command = ["python3", f"{spec.slime.dir.rstrip('/')}/{script}", *argv]
     if run_time.custom_config is not None:  # integration "agentcore" only
         command += ["--custom-config-path", f"{CONFIG_MOUNT}/{run_time.custom_config}"]
+    if run_time.sglang_config is not None:  # [sglang.models]
+        command += ["--sglang-config", f"{CONFIG_MOUNT}/{run_time.sglang_config}"]
     key = run_time.key_env
     if not run_time.wandb_enabled:  # [wandb] enabled = false: no W&B flags, whatever the pod's environment holds
         return shlex.join(command)
@@ -100,18 +103,22 @@ def _pod(spec: Spec, config_map: str | None, role: str, gpus: int) -> dict[str, 
     }}
 
 
-def rayjob_documents(spec: Spec, argv: list[str], custom_config: bytes | None) -> list[dict[str, Any]]:
-    """The ConfigMap (integration "agentcore": the custom config) and the RayJob, as data."""
+def rayjob_documents(spec: Spec, argv: list[str], custom_config: bytes | None,
+                     sglang_config: bytes | None = None) -> list[dict[str, Any]]:
+    """The ConfigMap (the custom config with integration "agentcore", the sglang config with [sglang.models]) and
+    the RayJob, as data."""
     name = k8s_name(spec.experiment.id)
-    config_map = f"{name}-config" if custom_config is not None else None
+    files = {file: data.decode("utf-8") for file, data in ((CUSTOM_CONFIG, custom_config),
+                                                           (SGLANG_CONFIG, sglang_config)) if data is not None}
+    config_map = f"{name}-config" if files else None
     labels = {"app.kubernetes.io/managed-by": "acrl"}
     namespace = {"namespace": spec.kuberay.namespace} if spec.kuberay.namespace else {}
     env_vars = {"PYTHONPATH": pythonpath(spec), "CUDA_DEVICE_MAX_CONNECTIONS": "1", **spec.env.vars}
     gpus = spec.cluster.gpus_per_node
     replicas = worker_replicas(spec)
-    config = [] if custom_config is None else [
+    config = [] if not files else [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": config_map, **namespace, "labels": labels},
-         "data": {"custom_config.yaml": custom_config.decode("utf-8")}}]
+         "data": files}]
     return [
         *config,
         {"apiVersion": "ray.io/v1", "kind": "RayJob",
@@ -137,13 +144,14 @@ def rayjob_documents(spec: Spec, argv: list[str], custom_config: bytes | None) -
     ]
 
 
-def rayjob_yaml(spec: Spec, argv: list[str], custom_config: bytes | None) -> bytes:
+def rayjob_yaml(spec: Spec, argv: list[str], custom_config: bytes | None, sglang_config: bytes | None = None) -> bytes:
     """rayjob.yaml: ``kubectl apply -f rayjob.yaml`` creates the ConfigMap and starts the RayJob."""
     import yaml  # lazy: PyYAML is needed only for --target kuberay, after a spec compiled without errors
 
     header = (f"# KubeRay RayJob of {comment_text(spec.experiment.id)}: {worker_replicas(spec)} worker pod(s) x "
               f"{spec.cluster.gpus_per_node} GPU(s) ({actor_gpus(spec)} for the training actor).\n"
               f"# Secrets come from the Secret '{comment_text(spec.kuberay.secret)}' (keys named as the variables).\n")
-    body = yaml.dump_all(rayjob_documents(spec, argv, custom_config), Dumper=yaml_dumper(block_multiline=True),
-                         sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
+    body = yaml.dump_all(rayjob_documents(spec, argv, custom_config, sglang_config),
+                         Dumper=yaml_dumper(block_multiline=True), sort_keys=False, allow_unicode=True,
+                         default_flow_style=False, width=100)
     return (header + body).encode("utf-8")

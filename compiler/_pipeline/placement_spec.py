@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from .._spec.flags import parse_flags, table_tokens
 from .._spec.tables import Spec
-from .placement import SLIME_HEAD, LayoutArgs, Parallel, Placement, group_layout, place
+from .placement import SLIME_HEAD, GroupShape, LayoutArgs, Parallel, Placement, group_layout, place
 
 
 class Actor(NamedTuple):
@@ -65,6 +65,24 @@ def sglang_parallel(spec: Spec, extra: Mapping[str, list[str]]) -> Parallel:
                     sglang_dp=dp,
                     sglang_ep=_int(extra, "--sglang-ep-size", "--sglang-expert-parallel-size") or 1,
                     sglang_dp_attention=_on(extra, "--sglang-enable-dp-attention"))
+
+
+def server_groups(spec: Spec) -> tuple[GroupShape, ...]:
+    """[sglang.models]' server groups in the order slime makes them: model by model, a model's encoder groups
+    first when it has one (rollout.py start_rollout_servers, 624b824 L1075-1086 then L1092-1105: EPD phase 1 then
+    phase 2), each group's GPUs per engine resolved as ModelConfig.resolve does (sglang_config.py:69-75: the
+    group's, else the model's, else --rollout-num-gpus-per-engine); () without [sglang.models]."""
+    out: list[GroupShape] = []
+    for name, model in spec.sglang.models.items():
+        groups = model.server_groups
+        if any(g.worker_type == "encoder" for g in groups):
+            groups = [*(g for g in groups if g.worker_type == "encoder"),
+                      *(g for g in groups if g.worker_type != "encoder")]
+        for g in groups:
+            per_engine = g.num_gpus_per_engine or model.num_gpus_per_engine or spec.rollout.gpus_per_engine
+            overrides = tuple((key.replace("-", "_"), value) for key, value in g.overrides.items())
+            out.append(GroupShape(g.worker_type, g.num_gpus, per_engine, name, overrides))
+    return tuple(out)
 
 
 def _actor(spec: Spec, no_local_rollout: bool, local_head: bool) -> Actor:
@@ -131,7 +149,7 @@ def _read(spec: Spec) -> SpecPlacement:
                       debug_train_only=debug_train_only, debug_rollout_only=debug_rollout_only,
                       rollout_external=external, num_gpus_per_node=c.gpus_per_node,
                       rollout_num_gpus_per_engine=spec.rollout.gpus_per_engine,
-                      distributed_post=_on(extra, "--use-distributed-post"))
+                      distributed_post=_on(extra, "--use-distributed-post"), server_groups=server_groups(spec))
     if debug_rollout_only and not external:
         # arguments.py:1919-1929: the actor is resized to the rollout (min(8, rollout) per node)
         per = min(8, rollout) if rollout else 0

@@ -35,7 +35,7 @@ TEMPLATE_VARIABLES = {
         "stop_stale_processes", "ray_stop_timeout", "start_ray_head", "head_gpus", "dashboard_port",
         "env_vars_json", "forward", "secret_policy_json", "forward_check", "dashboard_host", "head_port", "join",
         "num_nodes", "group_gpus", "node_ip_address", "ray_start_args", "node_env", "pythonpath_before",
-        "pythonpath_after", "custom_config",
+        "pythonpath_after", "custom_config", "sglang_config",
     }),
     "join.sh.jinja": frozenset({
         "acrl_version", "exp_id", "num_nodes", "gpus_per_node", "head_port", "stop_stale_processes",
@@ -209,6 +209,7 @@ def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
         "wandb_args": runtime_args(spec).wandb_tokens,
         "wandb_enabled": spec.wandb.enabled,
         "custom_config": runtime_args(spec).custom_config,
+        "sglang_config": runtime_args(spec).sglang_config,
         "ray_address": c.address or "",
         "stop_stale_processes": c.stop_stale_processes,
         "ray_stop_timeout": c.ray_stop_timeout,
@@ -295,6 +296,31 @@ def custom_config_yaml(spec: Spec) -> bytes | None:
 
     header = f"# --custom-config-path of {comment_text(spec.experiment.id)}: read by the rollout integration.\n"
     body = yaml.dump(custom_config(spec), Dumper=yaml_dumper(), sort_keys=False, allow_unicode=True,
+                     default_flow_style=False)
+    return (header + body).encode("utf-8")
+
+
+def sglang_config_yaml(spec: Spec) -> bytes | None:
+    """sglang_config.yaml (slime's --sglang-config) from [sglang.models], or None without it. The layout is what
+    slime's SglangConfig.from_yaml reads (slime/backends/sglang_utils/sglang_config.py:148-171 at 624b824): a list
+    ``sglang`` of models, each its ``name`` and the keys the spec gives (unset ones left out: slime's defaults)."""
+    if not spec.sglang.models:
+        return None
+    import yaml  # lazy: PyYAML is needed only to render a spec that compiled without errors
+
+    models = []
+    for name, model in spec.sglang.models.items():
+        entry: dict[str, Any] = {"name": name}
+        entry.update({key: value for key in ("model_path", "update_weights", "num_gpus_per_engine")
+                      if (value := getattr(model, key)) is not None})
+        entry["server_groups"] = [
+            {"worker_type": g.worker_type, "num_gpus": g.num_gpus,
+             **({"num_gpus_per_engine": g.num_gpus_per_engine} if g.num_gpus_per_engine is not None else {}),
+             **({"overrides": dict(g.overrides)} if g.overrides else {})}
+            for g in model.server_groups]
+        models.append(entry)
+    header = f"# --sglang-config of {comment_text(spec.experiment.id)}: slime's SGLang server groups.\n"
+    body = yaml.dump({"sglang": models}, Dumper=yaml_dumper(), sort_keys=False, allow_unicode=True,
                      default_flow_style=False)
     return (header + body).encode("utf-8")
 

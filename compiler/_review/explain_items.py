@@ -271,6 +271,10 @@ def _runtime_items(spec: Spec, keys: Mapping[str, Item]) -> list[Item]:
         runtime("--custom-config-path", (run_time.custom_config,),
                 "train.sh: the bundle's custom_config.yaml, written from [agentcore] and experiment.id",
                 "The file the rollout integration reads the agent's and the gateway's settings from.")]
+    if run_time.sglang_config is not None:  # [sglang.models]
+        items.append(runtime("--sglang-config", (run_time.sglang_config,),
+                             "train.sh: the bundle's sglang_config.yaml, written from [sglang.models]",
+                             "slime's SGLang deployment: each model's server groups.", "sglang.models"))
     when = f"train.sh, only when ${env} is set at run time (wandb.key_env)"
     if not run_time.wandb_enabled:
         return items + _cuda_item(run_time)

@@ -60,9 +60,9 @@ def _engine_on_one_node(ctx: Context) -> Iterator[Finding]:
     """An engine no larger than a node must sit on one node: slime starts it at a base GPU and SGLang takes the next
     GPUs of that node (rollout.py:133-135), so an engine over a node boundary asks for GPUs its node has not."""
     p = ctx.placement
-    if ctx.spec.rollout.gpus_per_engine > p.gpus_per_node:
-        return  # ACRL-C004
     for actor in p.engine_actors:
+        if p.groups[actor.group].num_gpus_per_engine > p.gpus_per_node:
+            continue  # an engine of whole nodes: ACRL-C004 (ACRL-G004 for a server group)
         if actor.num_gpus > 1 and p.slot(actor.gpu_index).node != p.slot(actor.gpu_index + actor.num_gpus - 1).node:
             first, last = p.slot(actor.gpu_index), p.slot(actor.gpu_index + actor.num_gpus - 1)
             yield Finding(f"rollout engine {actor.rank} ({actor.num_gpus} GPUs from placement slot {actor.gpu_index}) "
@@ -98,8 +98,8 @@ def _multi_node_engine(ctx: Context) -> Iterator[Finding]:
     (rollout.py:71, :107, :896-906): it must start on a node boundary, and the rollout GPUs must make whole
     engines."""
     p, per = ctx.placement, ctx.spec.rollout.gpus_per_engine
-    if per <= p.gpus_per_node or per % p.gpus_per_node or not p.engine_actors:
-        return
+    if per <= p.gpus_per_node or per % p.gpus_per_node or not p.engine_actors or ctx.spec.sglang.models:
+        return  # with server groups: ACRL-G004, and ACRL-C003 for an engine given another node's address
     if p.group.rollout_offset % p.gpus_per_node:
         yield Finding(f"engines of {per} GPUs take whole nodes of {p.gpus_per_node} GPUs, but the rollout starts at "
                       f"placement slot {p.group.rollout_offset}, in the middle of node "
@@ -119,7 +119,6 @@ def _sglang_sizes(ctx: Context) -> Iterator[Finding]:
     DP attention, SGLang asserts that its data-parallel size divides the engine's tensor size (server_args.py,
     _handle_data_parallelism: ``tp_size % dp_size == 0``) when the engine starts."""
     p, per = ctx.placement, ctx.spec.rollout.gpus_per_engine
-    e = p.engine_parallel
     if p.parallel.sglang_pp < 1 and (p.engine_actors or ctx.spec.slime.commit == TOOLKIT_SLIME_COMMIT):
         yield Finding(f"--sglang-pp-size {p.parallel.sglang_pp}: slime divides the {per} GPUs per engine by it (the "
                       "engine's tensor size; at fa3c990 as it parses its arguments) and stops with a "
@@ -127,10 +126,14 @@ def _sglang_sizes(ctx: Context) -> Iterator[Finding]:
     elif p.parallel.sglang_pp > 1 and per % p.parallel.sglang_pp:
         yield Finding(f"--sglang-pp-size {p.parallel.sglang_pp} does not divide the {per} GPUs per engine: slime "
                       "stops with an AssertionError", f"use an SGLang pipeline size that divides {per}")
-    elif p.engine_actors and e.attention_dp > 1 and e.tp % e.attention_dp:
-        yield Finding(f"SGLang's data-parallel size {e.attention_dp} with DP attention does not divide the engine's "
-                      f"tensor parallel size {e.tp}: SGLang stops at start-up (tp_size % dp_size == 0)",
-                      f"use an sglang data_parallel_size that divides {e.tp}")
+    else:
+        for group, e in p.group_parallel():  # a server group's overrides (dp_size, tp_size) win over the flags
+            if e.attention_dp > 1 and e.tp % e.attention_dp:
+                which = f" of the {group.worker_type} group of model {group.model!r}" if p.args.server_groups else ""
+                yield Finding(f"SGLang's data-parallel size {e.attention_dp} with DP attention does not divide the "
+                              f"engine's tensor parallel size {e.tp}{which}: SGLang stops at start-up "
+                              "(tp_size % dp_size == 0)", f"use an sglang data_parallel_size that divides {e.tp}")
+                return
 
 
 @rule("ACRL-C006", "error", ["extra.flags", "cluster.gpus_per_node"], "--num-gpus-per-node is the node size")

@@ -39,6 +39,7 @@ ORDER = (
     "ACRL-P001", "ACRL-P002", "ACRL-P003", "ACRL-P004", "ACRL-P005", "ACRL-P006", "ACRL-P007", "ACRL-P008",
     "ACRL-P009",
     "ACRL-C001", "ACRL-C002", "ACRL-C003", "ACRL-C004", "ACRL-C005", "ACRL-C006", "ACRL-C007", "ACRL-C008",
+    "ACRL-G001", "ACRL-G002", "ACRL-G003", "ACRL-G004", "ACRL-G005", "ACRL-G006", "ACRL-G007",
     "ACRL-L001", "ACRL-L002",
     "ACRL-B001", "ACRL-B002", "ACRL-B003", "ACRL-B004", "ACRL-B005", "ACRL-B006",
     "ACRL-A001", "ACRL-A002", "ACRL-A003", "ACRL-A004",
@@ -54,11 +55,14 @@ ORDER = (
 _POSITION = {rule_id: i for i, rule_id in enumerate(ORDER)}
 
 
+KeyRef = str | tuple[str | int, ...]  # "table.key", or the key's path (a key inside an array of tables)
+
+
 @attrs.frozen
 class Finding:
     message: str
     hint: str
-    keys: tuple[str, ...] = ()  # overrides the rule's keys for pointing at the spec
+    keys: tuple[KeyRef, ...] = ()  # overrides the rule's keys for pointing at the spec
 
 
 @attrs.frozen
@@ -187,7 +191,7 @@ def validate(source: SpecSource, ctx: Context, *, before_sourcing: bool | None =
         if before_sourcing is not None and r.before_sourcing != before_sourcing:
             continue
         for finding in r.check(ctx):
-            keys = [_path(k) for k in (*finding.keys, *r.keys)]
+            keys = [_path(k) if isinstance(k, str) else k for k in (*finding.keys, *r.keys)]
             path = next((k for k in keys if k in source.positions), None) or \
                 next((k for k in keys if source.position(k) is not None), keys[0])
             out.append(source.diagnostic(path, finding.message, hint=finding.hint, severity=r.severity,

@@ -15,7 +15,7 @@ import attrs
 
 from ..._spec.tables import Spec
 from .. import placement_spec
-from ..placement import EngineParallel
+from ..placement import EngineParallel, Placement
 from ..placement_spec import SpecPlacement
 from .parameters import Architecture, Flags, ParameterCount, architecture, count_parameters, flag_int
 
@@ -138,6 +138,13 @@ class RolloutMemory:
         return max(0, int(self.kv_cache * GIB / self.kv_bytes_per_token)) if self.kv_bytes_per_token else 0
 
 
+def _smallest_engine(placement: Placement) -> EngineParallel:
+    """The engine whose GPUs hold the most weights each: the one of fewest GPUs over the server groups
+    ([sglang.models]), else slime's default group's."""
+    engines = [e for _, e in placement.group_parallel()]
+    return min(engines, key=lambda e: e.gpus) if engines else placement.engine_parallel
+
+
 def rollout_memory(spec: Spec, a: Architecture, extra: Flags, engine: EngineParallel) -> RolloutMemory:
     """bf16 weights sharded over the engine's GPUs, and what mem_fraction_static leaves for the KV cache (the KV
     heads sharded over the tensor size the attention runs with: ``engine.attention_tp``, smaller with DP attention)."""
@@ -228,7 +235,7 @@ def estimate_memory(spec: Spec, model: Flags, placed: SpecPlacement | None = Non
     count = count_parameters(a)
     return MemoryEstimate(spec.cluster.gpu_memory_gib, colocated, count.total, count.experts,
                           actor_memory(spec, a, extra, placed.actor.num_nodes * placed.actor.gpus_per_node),
-                          rollout_memory(spec, a, extra, placed.placement.engine_parallel), offload_train,
+                          rollout_memory(spec, a, extra, _smallest_engine(placed.placement)), offload_train,
                           offload_rollout, a.unmodeled)
 
 

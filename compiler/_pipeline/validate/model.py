@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from ..model_args.catalog import entry
 from ..model_args.resolve import model_type_problem
+from ..placement import GroupShape
 from .engine import Context, Finding, rule
 from .memory import estimate_memory, expert_tensor_parallel, memory_problems
 
@@ -39,13 +40,16 @@ def _heads_tp(ctx: Context) -> Iterator[Finding]:
     if "--group-query-attention" not in ctx.model:
         groups = None
     sizes = [(ctx.spec.parallel.tensor, "tensor parallel size", "parallel.tensor")]
-    if ctx.placement.engine_actors:
-        e = ctx.placement.engine_parallel
+    for group, e in ctx.placement.group_parallel():
+        if not _serves_policy(ctx, group):
+            continue  # another checkpoint ([sglang.models] with its own model_path): not these model args
         pp = f" / sglang pipeline size {e.pp}" if e.pp > 1 else ""
-        engine = f"the rollout engine's tensor parallel size (gpus_per_engine{pp})" if e.attention_dp == 1 else \
-            f"the rollout engine's attention tensor parallel size (gpus_per_engine{pp} / sglang dp size " \
-            f"{e.attention_dp}, with DP attention)"
-        sizes.append((e.attention_tp, engine, "rollout.gpus_per_engine"))
+        which = f" ({group.worker_type} group of model {group.model!r})" if ctx.placement.args.server_groups else ""
+        engine = f"the rollout engine's tensor parallel size (gpus_per_engine{pp}){which}" if e.attention_dp == 1 \
+            else f"the rollout engine's attention tensor parallel size (gpus_per_engine{pp} / sglang dp size " \
+            f"{e.attention_dp}, with DP attention){which}"
+        if (e.attention_tp, engine) not in [(tp, what) for tp, what, _ in sizes]:
+            sizes.append((e.attention_tp, engine, "sglang.models" if which else "rollout.gpus_per_engine"))
     for tp, what, key in sizes:
         if heads and heads % tp:
             yield Finding(f"{heads} attention heads are not divisible by {what} {tp}",
@@ -53,6 +57,16 @@ def _heads_tp(ctx: Context) -> Iterator[Finding]:
         if groups and groups % tp and tp % groups:
             yield Finding(f"{groups} query groups (KV heads) are neither a multiple nor a divisor of {what} "
                           f"{tp}", f"choose a {what} that divides or is a multiple of {groups}", keys=(key,))
+
+
+def _serves_policy(ctx: Context, group: GroupShape) -> bool:
+    """Whether a server group serves the policy's checkpoint (the model args acrl resolved): slime's default group
+    does; a [sglang.models] group does unless its model or an override names another model_path."""
+    models = ctx.spec.sglang.models
+    if group.model not in models:
+        return True
+    path = dict(group.overrides).get("model_path", models[group.model].model_path)
+    return path is None or path == ctx.spec.model.dir
 
 
 @rule("ACRL-M002", "error", ["parallel.pipeline", "model.args"], "layers divisible by PP")

@@ -46,9 +46,11 @@ def _async_colocate(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-P004", "warning", ["cluster.rollout_num_gpus", "rollout.gpus_per_engine"],
       "rollout GPUs divisible by GPUs per engine")
 def _rollout_engines(ctx: Context) -> Iterator[Finding]:
-    """Rollout GPUs should be a multiple of GPUs per engine; slime floors the engine count and leaves GPUs idle."""
+    """Rollout GPUs should be a multiple of GPUs per engine; slime floors the engine count and leaves GPUs idle.
+    With [sglang.models] each server group is checked instead (ACRL-G004, ACRL-G005)."""
     gpus, per = ctx.rollout_gpus, ctx.spec.rollout.gpus_per_engine
-    if gpus is not None and ctx.placement.engine_actors and ctx.placement.idle_rollout_gpus:
+    if gpus is not None and not ctx.spec.sglang.models and ctx.placement.engine_actors and \
+            ctx.placement.idle_rollout_gpus:
         yield Finding(f"{gpus} rollout GPUs are not divisible by {per} GPUs per engine: slime floors the "
                       "engine count and leaves GPUs idle", "make rollout GPUs a multiple of gpus_per_engine")
 
@@ -57,9 +59,9 @@ def _rollout_engines(ctx: Context) -> Iterator[Finding]:
       "multi-node engines span whole nodes")
 def _engine_nodes(ctx: Context) -> Iterator[Finding]:
     """An engine larger than a node must span whole nodes; otherwise the multi-node SGLang engine gets a floored node
-    count."""
+    count. With [sglang.models], each server group's engines are checked instead (ACRL-G004)."""
     per, node = ctx.spec.rollout.gpus_per_engine, ctx.spec.cluster.gpus_per_node
-    if per > node and per % node:
+    if per > node and per % node and not ctx.spec.sglang.models:
         yield Finding(f"an engine of {per} GPUs spans nodes of {node} GPUs but is not a multiple of it: the "
                       "multi-node SGLang engine is built with a floored node count",
                       f"use a multiple of {node} or at most {node}")
@@ -68,11 +70,11 @@ def _engine_nodes(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-P006", "error", ["rollout.gpus_per_engine", "cluster.rollout_num_gpus"],
       "rollout GPUs hold at least one engine")
 def _engine_fits(ctx: Context) -> Iterator[Finding]:
-    """The rollout GPUs must hold at least one engine."""
+    """The rollout GPUs must hold at least one engine (with [sglang.models]: each server group, ACRL-G004)."""
     gpus = ctx.rollout_gpus
     a = ctx.placement.args
     if gpus is not None and gpus < ctx.spec.rollout.gpus_per_engine and not a.debug_train_only and \
-            not a.rollout_external:
+            not a.rollout_external and not ctx.spec.sglang.models:
         yield Finding(f"one engine needs {ctx.spec.rollout.gpus_per_engine} GPUs but rollout has {gpus}",
                       "lower gpus_per_engine or give rollout more GPUs")
 
