@@ -63,7 +63,8 @@ def test_reference_lists_every_key_with_its_flag_and_default() -> None:
 
     assert len(rows) == sum(len(t["properties"]) + nested(t) for t in tables.values())
     assert "\n### [[sglang.models.NAME.server_groups]]\n" in text
-    assert "| `worker_type` | one of `\"regular\"`, `\"prefill\"`, `\"decode\"`, `\"placeholder\"`, `\"encoder\"` |" in text
+    assert "| `worker_type` | one of `\"regular\"`, `\"prefill\"`, `\"decode\"`, `\"placeholder\"`, " \
+        "`\"encoder\"` |" in text
     for table, table_schema in tables.items():
         assert f"\n## [{table}]\n" in text
         for key, prop in table_schema["properties"].items():
