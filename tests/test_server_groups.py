@@ -22,6 +22,8 @@ from test_train_sh import Toolbox, compile_into, run_train_sh, toolbox
 from acrl.compiler import SpecError, compile_spec
 from acrl.compiler._pipeline import placement, placement_spec
 from acrl.compiler._pipeline.key_positions import scan_positions
+from acrl.compiler._review.layout_format import format_text
+from acrl.compiler._review.layout_read import layout_path
 from acrl.compiler._review.explain import explain_path
 from conftest import SLIME_HEAD, SpecWriter
 
@@ -224,3 +226,11 @@ def test_slimes_own_reader_takes_the_bundles_file(write_spec: SpecWriter, tmp_pa
     assert model.update_weights is True
     assert [(g.worker_type, g.num_gpus, g.num_gpus_per_engine) for g in model.server_groups] == \
         [("prefill", 2, 2), ("decode", 2, 1)]
+
+
+def test_layout_has_a_line_per_server_group(write_spec: SpecWriter) -> None:
+    text = format_text(layout_path(write_spec(text=spec_text(PD)))[0])
+    lines = [line for line in text.splitlines() if line.startswith("rollout:")]
+    assert lines == ["rollout: model 'default' prefill group: 1 engine of 2 GPUs (SGLang tp 2, pp 1, dp 1), engine 0",
+                     "rollout: model 'default' decode group: 2 engines of 1 GPU (SGLang tp 1, pp 1, dp 1), "
+                     "engines 1-2"]

@@ -138,10 +138,13 @@ class Layout:
             dp = max(r.dp for r in p.actor) + 1
             out.append(f"actor: {actor} ranks, Megatron TP {p.parallel.tensor} x CP {p.parallel.context} x "
                        f"PP {p.parallel.pipeline} x DP {dp} (order tp-cp-ep-dp-pp)")
-        if p.engines:
-            e = p.engines[0]
-            out.append(f"rollout: {len(p.engines)} engine{'s' if len(p.engines) != 1 else ''} of {len(e.gpus)} "
-                       f"GPU{'s' if len(e.gpus) != 1 else ''} ({sglang(e)})")
+        if p.engines and a.server_groups:  # [sglang.models]: a line per server group that starts engines
+            for index, group in enumerate(a.server_groups):
+                mine = [e for e in p.engines if e.group == index]
+                if mine:
+                    out.append(f"rollout: model {group.model!r} {group.worker_type} group: {_engines(mine, True)}")
+        elif p.engines:
+            out.append(f"rollout: {_engines(p.engines)}")
         elif a.rollout_external:
             out.append("rollout: external engines (their addresses are --rollout-external-engine-addrs)")
         if p.idle_rollout_gpus:
@@ -154,6 +157,14 @@ class Layout:
                        "(ACRL-C001)")
         out += [f"default: {d}" for d in self.placed.defaults]
         return out
+
+
+def _engines(engines: Sequence[Engine], numbered: bool = False) -> str:
+    """``N engines of G GPUs (sizes)``, and which engines they are (``numbered``: one server group's)."""
+    e, n, g = engines[0], len(engines), len(engines[0].gpus)
+    which = f", engine {e.index}" if n == 1 else f", engines {e.index}-{engines[-1].index}"
+    return f"{n} engine{'s' if n != 1 else ''} of {g} GPU{'s' if g != 1 else ''} ({sglang(e)})" + \
+        (which if numbered else "")
 
 
 def coordinates(rank: ActorRank) -> str:
