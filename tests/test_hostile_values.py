@@ -261,6 +261,8 @@ class Slot:
 
     def place(self, text: str) -> dict[str, Any]:
         """Spec overrides putting ``text`` in this slot (with the keys it needs to be used)."""
+        if self.kind.startswith(("model-", "override-")):  # [sglang.models.NAME] and its server group
+            return {self.table: {self.field: _models(self.kind, text)}}
         value: Any = {"value": text, "item": [text], "key": {text: "v"}, "table-value": {SAMPLE_KEY: text},
                       "table-item": {SAMPLE_KEY: ["a", text]}}[self.kind]
         return merge(COMPANIONS.get(f"{self.table}.{self.field}", {}), {self.table: {self.field: value}})
@@ -268,9 +270,28 @@ class Slot:
     def read(self, data: Any) -> Any:
         """The slot's text in ``data`` (a spec as a TOML mapping)."""
         node = data[self.table][self.field]
+        if self.kind == "model-key":
+            return next(iter(node))
+        if self.kind == "model-value":
+            return node["default"]["model_path"]
+        if self.kind.startswith("override-"):
+            overrides = node["default"]["server_groups"][0]["overrides"]
+            return next(iter(overrides)) if self.kind == "override-key" else overrides[SAMPLE_KEY]
         return {"value": lambda: node, "item": lambda: node[0],
                 "key": lambda: next(k for k, v in node.items() if v == "v"),
                 "table-value": lambda: node[SAMPLE_KEY], "table-item": lambda: node[SAMPLE_KEY][1]}[self.kind]()
+
+
+def _models(kind: str, text: str) -> dict[str, Any]:
+    """[sglang.models] holding ``text`` as a model's name, its model_path, or a server group's override key or value
+    (one regular group of MINIMAL's 8 rollout GPUs)."""
+    group: dict[str, Any] = {"worker_type": "regular", "num_gpus": 8}
+    if kind.startswith("override-"):
+        group["overrides"] = {text: "v"} if kind == "override-key" else {SAMPLE_KEY: text}
+    model: dict[str, Any] = {"server_groups": [group]}
+    if kind == "model-value":
+        model["model_path"] = text
+    return {text if kind == "model-key" else "default": model}
 
 
 SAMPLE_KEY = "ACRL_TEST_NAME"  # a name every free-form table accepts: a variable name, a flag, a dataset name
@@ -297,7 +318,10 @@ def string_slots() -> list[Slot]:
     for table_name, table in table_types().items():
         for field in attrs.fields(table):
             tp = field.type
-            if typing.get_origin(tp) is dict:
+            if typing.get_origin(tp) is dict and attrs.has(typing.get_args(tp)[1]):  # [sglang.models.NAME]
+                slots += [Slot(table_name, field.name, kind) for kind in ("model-key", "model-value", "override-key",
+                                                                          "override-value")]
+            elif typing.get_origin(tp) is dict:
                 value_type = typing.get_args(tp)[1]
                 slots.append(Slot(table_name, field.name, "key"))
                 if _admits(value_type, str):
@@ -377,6 +401,12 @@ def check_hostile(slot: Slot, text: str, root: Path, toolbox: Toolbox, *, full_r
     if text:  # an empty optional value may resolve to its default (ref_load = "" is dir)
         assert slot.read(tomllib.loads((out / "spec.toml").read_text(encoding="utf-8"))) == text
     assert yaml.safe_load((out / "custom_config.yaml").read_text(encoding="utf-8")) == custom_config(bundle.spec)
+    if bundle.spec.sglang.models:  # sglang_config.yaml reads back as the spec's models, each value verbatim
+        read = yaml.safe_load((out / "sglang_config.yaml").read_text(encoding="utf-8"))["sglang"]
+        assert [m["name"] for m in read] == list(bundle.spec.sglang.models)
+        assert [m.get("model_path") for m in read] == [m.model_path for m in bundle.spec.sglang.models.values()]
+        assert [g.get("overrides", {}) for m in read for g in m["server_groups"]] == \
+            [g.overrides for m in bundle.spec.sglang.models.values() for g in m.server_groups]
     json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     # model_args.sh sourced as train.sh does: the MODEL_ARGS the compiler froze, word for word
     env = {"PATH": toolbox.path, "HOME": str(root), "LANG": "C.UTF-8"}
@@ -419,6 +449,8 @@ def check_join_sh(data: dict[str, Any], root: Path, toolbox: Toolbox) -> None:
     with the spec's values and runs nothing else."""
     if data.get("cluster", {}).get("address") is not None:
         return  # an existing cluster: no join.sh
+    if data.get("sglang", {}).get("models"):
+        return  # join.sh holds nothing of [sglang.models] (and its groups are sized for one node)
     bundle = compile_spec(write_toml(root / "nodes.toml", merge(data, {"cluster": {"num_nodes": 2}})))
     out = root / "nodes"
     write(bundle, out)
@@ -440,7 +472,8 @@ def check_kuberay(data: dict[str, Any], root: Path, run_env: dict[str, str]) -> 
     spec_path = write_toml(root / "kuberay.toml", merge({"kuberay": {"image": "registry.example/s:1"}}, data))
     kuberay = compile_spec(spec_path, target="kuberay")
     documents = list(yaml.safe_load_all(kuberay.files["rayjob.yaml"].decode("utf-8")))
-    assert documents == rayjob_documents(kuberay.spec, kuberay.argv(), kuberay.files["custom_config.yaml"])
+    assert documents == rayjob_documents(kuberay.spec, kuberay.argv(), kuberay.files["custom_config.yaml"],
+                                         kuberay.files.get("sglang_config.yaml"))
     fake = root / "fake-python"
     fake.mkdir(exist_ok=True)
     (fake / "python3").write_text("#!/bin/sh\nprintf '%s\\0' \"$@\"\n", encoding="utf-8")
@@ -453,7 +486,8 @@ def check_kuberay(data: dict[str, Any], root: Path, run_env: dict[str, str]) -> 
     train = "train_async.py" if spec.train.mode == "async" else "train.py"
     assert ran_job.stdout.decode("utf-8").split("\0")[:-1] == [
         f"{spec.slime.dir.rstrip('/')}/{train}", *kuberay.argv(), "--custom-config-path",
-        "/acrl/config/custom_config.yaml", "--use-wandb",
+        "/acrl/config/custom_config.yaml",
+        *(["--sglang-config", "/acrl/config/sglang_config.yaml"] if spec.sglang.models else []), "--use-wandb",
         *(["--wandb-project", spec.wandb.project] if spec.wandb.project else []),
         *(["--wandb-group", spec.wandb.group] if spec.wandb.group else [])]
 

@@ -12,6 +12,11 @@ from acrl.compiler import RULES, Bundle, SpecError
 from conftest import EXAMPLE_SPECS
 
 # rule id -> spec overrides that must trigger it (and only rules of this severity or weaker)
+def _groups(*groups: dict[str, Any]) -> dict[str, Any]:
+    """[sglang.models.default] with these server groups."""
+    return {"sglang": {"models": {"default": {"server_groups": list(groups)}}}}
+
+
 TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-P001": [{"cluster": {"gpus_per_node": 6}, "parallel": {"tensor": 4}}],
     "ACRL-P002": [{"cluster": {"colocate": False}}],
@@ -97,6 +102,20 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-L002": [{"cluster": {"address": "http://head:8265", "node_ip_address": "10.0.0.1"}},
                   {"cluster": {"start_ray_head": False, "ray_start_args": ["--num-cpus", "4"]}},
                   {"cluster": {"address": "http://head:8265", "env": {"HIP_VISIBLE_DEVICES": "0"}}}],
+    # [sglang.models] on MINIMAL's 8 colocated GPUs, engines of 2
+    "ACRL-G001": [_groups({"worker_type": "regular", "num_gpus": 4})],
+    "ACRL-G002": [{**_groups({"worker_type": "regular", "num_gpus": 8}),
+                   "extra": {"flags": {"--prefill-num-servers": 1}}}],
+    "ACRL-G003": [_groups({"worker_type": "regular", "num_gpus": 4},
+                          {"worker_type": "regular", "num_gpus": 4, "overrides": {"model_path": "/models/other"}})],
+    "ACRL-G004": [_groups({"worker_type": "regular", "num_gpus": 1}, {"worker_type": "regular", "num_gpus": 7}),
+                  _groups({"worker_type": "regular", "num_gpus": 8, "num_gpus_per_engine": 12})],
+    "ACRL-G005": [_groups({"worker_type": "regular", "num_gpus": 3}, {"worker_type": "regular", "num_gpus": 5})],
+    "ACRL-G006": [_groups({"worker_type": "regular", "num_gpus": 8, "overrides": {"port": 30000}}),
+                  _groups({"worker_type": "regular", "num_gpus": 8, "overrides": {"base-gpu-id": 0}})],
+    "ACRL-G007": [_groups({"worker_type": "prefill", "num_gpus": 8}),
+                  {"sglang": {"models": {"default": {"server_groups": [{"worker_type": "regular", "num_gpus": 8}]},
+                                         "ref": {"model_path": "/models/ref"}}}}],
     "ACRL-M001": [{"parallel": {"tensor": 3}, "cluster": {"gpus_per_node": 6}},
                   {"rollout": {"gpus_per_engine": 4}, "model": {"args": {"num-query-groups": 3}}},
                   # DP attention 2 in engines of 6: the attention runs with tensor size 3, which 16 heads refuse

@@ -674,6 +674,11 @@ def _placed(key: str, hint: Any, secret: str) -> dict[str, Any]:
                  secret}
     elif shape.startswith(("list", "typing.List")):
         value = [{"name": "eval", "path": secret}] if key == "eval.datasets" else [secret]
+    if key.startswith("sglang.models."):  # a key of [sglang.models.NAME] or of one of its server groups
+        group: dict[str, Any] = {"worker_type": "regular", "num_gpus": 8}
+        model: dict[str, Any] = {"server_groups": [group]}
+        (model if key.count(".") == 2 else group)[key.rsplit(".", 1)[1]] = value
+        return {"sglang": {"models": {"default": model}}}
     table, leaf = key.split(".")
     return {table: {leaf: value}}
 

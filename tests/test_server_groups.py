@@ -22,9 +22,9 @@ from test_train_sh import Toolbox, compile_into, run_train_sh, toolbox
 from acrl.compiler import SpecError, compile_spec
 from acrl.compiler._pipeline import placement, placement_spec
 from acrl.compiler._pipeline.key_positions import scan_positions
+from acrl.compiler._review.explain import explain_path
 from acrl.compiler._review.layout_format import format_text
 from acrl.compiler._review.layout_read import layout_path
-from acrl.compiler._review.explain import explain_path
 from conftest import SLIME_HEAD, SpecWriter
 
 __all__ = ["toolbox"]  # the fixture, shared with test_train_sh

@@ -175,6 +175,8 @@ def expected_slime_argv(bundle: Bundle, env: Mapping[str, str], toolbox: Toolbox
     out: list[Any] = ["python3", f"{spec.slime.dir}/{entrypoint}", *bundle.argv()]
     if spec.experiment.integration == "agentcore":  # slime and custom runs have no custom config
         out += ["--custom-config-path", "custom_config.yaml"]
+    if spec.sglang.models:  # [sglang.models]: the bundle's --sglang-config file
+        out += ["--sglang-config", "sglang_config.yaml"]
     if env.get(spec.wandb.key_env):
         out.append("--use-wandb")
         if spec.wandb.project:
