@@ -11,14 +11,16 @@ from __future__ import annotations
 import json
 import types
 from collections.abc import Callable
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from test_engine_layout import mutant
 
-from acrl.compiler._pipeline import placement
+from acrl.compiler._pipeline import placement, placement_spec
 from acrl.compiler._slime import group_facts
 from acrl.compiler._spec.server_groups import ServerGroup, SglangModel
+from acrl.compiler._spec.tables import Spec
 from conftest import SLIME_DATA, SLIME_HEAD, SLIME_PIN
 
 Row = dict[str, Any]
@@ -159,6 +161,18 @@ def test_the_start_order_puts_a_models_encoders_first_and_resolves_gpus_per_engi
     assert placement.server_groups_in_start_order(models, 4) == (
         G("encoder", 2, 1, "default"), G("prefill", 4, 2, "default"), G("decode", 4, 2, "default", (("dp_size", 2),)),
         G("encoder", 1, 4, "ref"), G("regular", 2, 4, "ref"))
+
+
+def test_the_compile_path_reads_the_groups_in_slimes_order() -> None:
+    """placement_spec.server_groups, which gives the compile path's LayoutArgs its groups, makes on every row the
+    groups server_groups_in_start_order makes (which disagreements holds to the groups slime made)."""
+    for row in rows(SLIME_HEAD):
+        a = row["args"]
+        per_engine = a["rollout_num_gpus_per_engine"]
+        spec = SimpleNamespace(sglang=SimpleNamespace(models=spec_models(a)),
+                               rollout=SimpleNamespace(gpus_per_engine=per_engine))
+        assert placement_spec.server_groups(cast(Spec, spec)) == \
+            placement.server_groups_in_start_order(spec_models(a), per_engine), a
 
 
 MUTATIONS = [

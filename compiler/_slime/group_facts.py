@@ -55,7 +55,7 @@ GROUP_COLUMNS = ("model", "worker_type", "gpu_offset", "rank_offset", "num_gpus_
 WORKER_TYPES = ("regular", "prefill", "decode", "placeholder", "encoder")  # sglang_config.py:37-40 (valid_types)
 POLICY = "/ckpt/policy"  # args.hf_checkpoint: the first model serves it (ModelConfig.resolve's model_path default)
 _CLASS_BUILTINS = {**_BUILTINS, **{n: getattr(builtins, n) for n in ("__build_class__", "property", "staticmethod",
-                                                                      "getattr", "hasattr", "open", "print")}}
+                                                                      "getattr", "hasattr")}}
 
 
 def _class(tree: ast.Module, name: str, shown: str) -> ast.ClassDef:
