@@ -20,9 +20,10 @@ from acrl.compiler._slime import model_facts
 from conftest import SLIME_DATA, SLIME_HEAD, SLIME_PIN
 
 FOLDERS = sorted(p.name for p in SLIME_DATA.iterdir() if p.is_dir())
-FILES = ("model_args.json", "hf_checks.json", "placement_layout.json", "engine_layout.json")
+FILES = ("model_args.json", "hf_checks.json", "placement_layout.json", "engine_layout.json",
+         "engine_groups_layout.json")
 FACTS = {"model_args.json": "scripts", "hf_checks.json": "pairs", "placement_layout.json": "layouts",
-         "engine_layout.json": "layouts"}
+         "engine_layout.json": "layouts", "engine_groups_layout.json": "layouts"}
 GENERATOR = "python -m acrl.compiler._slime.model_facts"
 
 
@@ -154,6 +155,104 @@ def test_engine_layouts_run_slimes_engine_code_with_a_stand_in_for_ray() -> None
         engine_facts.engine_layouts(ROLLOUT.replace("_make_group", "_other"), VALIDATION)
     with pytest.raises(engine_facts.EngineFactsError, match=r"args\.sglang_pp_size"):
         engine_facts.engine_layouts(ROLLOUT.replace("args.debug_train_only", "args.sglang_pp_size"), None)
+
+
+GROUPS_ROLLOUT = """
+import ray
+
+@dataclasses.dataclass
+class ServerGroup:
+    args: Any
+    pg: Any
+    all_engines: list
+    worker_type: str = "regular"
+    rank_offset: int = 0
+    gpu_offset: int = 0
+    num_gpus_per_engine: int = 1
+    router_port: int | None = None
+
+    @property
+    def engines(self):
+        return self.all_engines
+
+    def start_engines(self):
+        _, bundles, gpu_ids = self.pg
+        for i in range(len(self.all_engines)):
+            strategy = PlacementGroupSchedulingStrategy(placement_group_bundle_index=bundles[self.gpu_offset + i])
+            self.all_engines[i] = ray.remote(SGLangEngine).options(scheduling_strategy=strategy).remote(
+                rank=self.rank_offset + i, base_gpu_id=gpu_ids[self.gpu_offset + i])
+
+@dataclasses.dataclass
+class RolloutServer:
+    server_groups: list
+
+def _allocate_rollout_engine_addr_and_ports_normal():
+    pass
+
+def _compute_rollout_offset(args):
+    return 0
+
+def _compute_megatron_num_gpus(args):
+    return 0
+
+def _resolve_sglang_config(args):
+    return SglangConfig.from_yaml(args.sglang_config)
+
+def start_rollout_servers(args, pg):
+    offset = 0
+    for model in _resolve_sglang_config(args).models:
+        _, port = _start_router(args)
+        for g in model.server_groups[::-1]:  # this toy slime makes a model's groups backwards
+            group = ServerGroup(args=args, pg=pg, all_engines=[None] * g.num_gpus, worker_type=g.worker_type,
+                                rank_offset=offset, gpu_offset=offset, router_port=port)
+            group.start_engines()
+            offset += g.num_gpus
+    return args.debug_train_only
+"""
+GROUPS_CONFIG = """
+@dataclasses.dataclass
+class ServerGroupConfig:
+    worker_type: str
+    num_gpus: int
+
+@dataclasses.dataclass
+class ModelConfig:
+    name: str
+    server_groups: list
+
+@dataclasses.dataclass
+class SglangConfig:
+    models: list
+
+    @staticmethod
+    def from_yaml(path):
+        with open(path) as f:
+            data = yaml.safe_load(f)
+        return SglangConfig(models=[ModelConfig(m["name"], [ServerGroupConfig(**g) for g in m["server_groups"]])
+                                    for m in data["sglang"]])
+"""
+
+
+def test_group_layouts_run_slimes_start_up_with_its_own_config_classes() -> None:
+    from acrl.compiler._slime import engine_facts, group_facts  # lazy: only this test reads the group harness
+
+    models = [{"name": "default", "server_groups": [{"worker_type": "prefill", "num_gpus": 2},
+                                                    {"worker_type": "decode", "num_gpus": 1}]},
+              {"name": "ref", "server_groups": [{"worker_type": "regular", "num_gpus": 1}]}]
+    code = group_facts.SlimeGroupCode(GROUPS_ROLLOUT, None, GROUPS_CONFIG)
+    out = code.run(gpus_per_node=4, rollout_offset=2, num_gpus_per_node=4, rollout_num_gpus_per_engine=1,
+                   models=models)
+    # the order, offsets and models of the groups are what the toy's own loop did, not the config's order
+    assert out["groups"] == [[0, "decode", 0, 0, 1, 1, [0]], [0, "prefill", 1, 1, 1, 2, [1, 2]],
+                             [1, "regular", 3, 3, 1, 1, [3]]]
+    assert [(e[0], e[2], e[3], e[6]) for e in out["engines"]] == [(0, 2, 2, 0), (1, 3, 3, 1), (2, 4, 0, 1),
+                                                                   (3, 5, 1, 2)]
+    with pytest.raises(engine_facts.EngineFactsError, match="RolloutServer"):
+        group_facts.SlimeGroupCode(GROUPS_ROLLOUT.replace("class RolloutServer", "class Other"), None, GROUPS_CONFIG)
+    with pytest.raises(engine_facts.EngineFactsError, match=r"args\.sglang_pp_size"):
+        group_facts.SlimeGroupCode(GROUPS_ROLLOUT.replace("args.debug_train_only", "args.sglang_pp_size"), None,
+                                   GROUPS_CONFIG).run(gpus_per_node=4, rollout_offset=0, num_gpus_per_node=4,
+                                                      rollout_num_gpus_per_engine=1, models=models)
 
 
 @pytest.mark.parametrize("source", ["def other(args, hf_config):\n    pass\n",

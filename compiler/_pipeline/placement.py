@@ -20,10 +20,12 @@ What slime cannot place is said by :mod:`.placement_rules`; :mod:`.placement_spe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import attrs
 
+from .._spec.server_groups import SglangModel
 from .._spec.tables import TOOLKIT_SLIME_COMMIT as SLIME_PIN  # agentcore-rl-toolkit's pin
 
 SLIME_HEAD = "624b824a898ab0ec1fcb4d373004c7f3852bf515"  # the slime commit acrl targets
@@ -101,6 +103,23 @@ class EngineSlots(NamedTuple):
 def groups_of(args: LayoutArgs) -> tuple[GroupShape, ...]:
     """The server groups slime makes: --sglang-config's, else its one regular group of the rollout's GPUs."""
     return args.server_groups or (GroupShape("regular", args.rollout_num_gpus, args.rollout_num_gpus_per_engine),)
+
+
+def server_groups_in_start_order(models: Mapping[str, SglangModel], rollout_num_gpus_per_engine: int
+                                 ) -> tuple[GroupShape, ...]:
+    """[sglang.models]' server groups in the order slime's ``start_rollout_servers`` makes them (slime/ray/rollout.py
+    624b824 L1015-1115, fa3c990 L1117-1217): model by model in the config's order; a model with an encoder group
+    (EPD: ModelConfig.has_encoder_disaggregation) makes its encoder groups first (phase 1, 624b824 L1069-1085), then
+    its other groups in order (phase 2, L1087-1103); any other model its groups in order (L1105-1111). Each group's
+    num_gpus_per_engine as ``ModelConfig.resolve`` gives it (sglang_config.py:68-74 at both commits): its own, else
+    the model's, else --rollout-num-gpus-per-engine. tests/test_engine_groups_layout.py holds it to slime's code."""
+    out: list[GroupShape] = []
+    for name, model in models.items():
+        default = model.num_gpus_per_engine or rollout_num_gpus_per_engine
+        in_order = sorted(model.server_groups, key=lambda g: g.worker_type != "encoder")  # stable: encoders first
+        out += (GroupShape(g.worker_type, g.num_gpus, g.num_gpus_per_engine or default, name,
+                           tuple((k.replace("-", "_"), v) for k, v in g.overrides.items())) for g in in_order)
+    return tuple(out)
 
 
 def engine_slots(args: LayoutArgs, rollout_offset: int) -> tuple[EngineSlots, ...]:

@@ -54,12 +54,17 @@ class _Engine:
         self.init_kwargs: dict[str, Any] | None = None
         self._get_current_node_ip_and_free_port = SimpleNamespace(remote=self._ip_and_port)
         self.init = SimpleNamespace(remote=self._init)
+        self.get_url = SimpleNamespace(remote=self._url)  # an encoder's URL, read by start_rollout_servers (EPD)
 
     def _ip_and_port(self, start_port: int = 15000, consecutive: int = 1) -> tuple[str, int]:
         return _node_ip(self.node), start_port
 
     def _init(self, **kwargs: Any) -> None:
         self.init_kwargs = kwargs
+
+    def _url(self) -> str:
+        told = self.init_kwargs or {}
+        return f"http://{told.get('host')}:{told.get('port')}"
 
 
 class _Ray:

@@ -14,7 +14,10 @@ checkout (a work tree, or a git directory such as a bare mirror, read at ``--com
 * ``DIR/engine_layout.json``: what slime's rollout-engine code (slime/ray/rollout.py: the engine count,
   ``ServerGroup.start_engines`` with ``validate_server_group_gpu_indices`` and
   ``_allocate_rollout_engine_addr_and_ports_normal``) does with a table of layouts, run by
-  :mod:`.engine_facts` with a stand-in for ``ray``; one layout a line.
+  :mod:`.engine_facts` with a stand-in for ``ray``; one layout a line;
+* ``DIR/engine_groups_layout.json``: what slime's whole rollout start-up (``start_rollout_servers`` with
+  ``--sglang-config``: its server groups, slime/backends/sglang_utils/sglang_config.py) does with a table of
+  server-group layouts, run by :mod:`.group_facts` the same way; one layout a line.
 
 All carry their provenance: slime's repository URL, the commit and its date, and the command line
 (the local checkout written as ``SLIME_DIR``, so that regenerating anywhere gives the same bytes).
@@ -37,7 +40,7 @@ from typing import Any, cast
 
 from .._pipeline.model_args.resolve import ModelArgsError, _from_script
 from .._spec.tables import Spec
-from . import engine_facts
+from . import engine_facts, group_facts
 from .checkout import Checkout
 
 SLIME_URL = "https://github.com/THUDM/slime"
@@ -184,8 +187,9 @@ def _dumps(data: dict[str, Any]) -> str:
 
 
 def generate(slime_dir: Path, rev: str | None, out_dir: Path, argv: Sequence[str]) -> list[Path]:
-    """Write ``model_args.json``, ``hf_checks.json``, ``placement_layout.json`` and ``engine_layout.json`` for
-    ``rev`` (default: the checkout's HEAD) into ``out_dir``; returns the files written."""
+    """Write ``model_args.json``, ``hf_checks.json``, ``placement_layout.json``, ``engine_layout.json`` and
+    ``engine_groups_layout.json`` for ``rev`` (default: the checkout's HEAD) into ``out_dir``; returns the files
+    written."""
     git_dir = _git_dir(slime_dir)
     commit = _git(git_dir, "rev-parse", "--verify", f"{rev or 'HEAD'}^{{commit}}").decode().strip()
     provenance = _provenance(git_dir, commit, argv)
@@ -204,6 +208,12 @@ def generate(slime_dir: Path, rev: str | None, out_dir: Path, argv: Sequence[str
         "_allocate_rollout_engine_addr_and_ports_normal" + \
         (f"; {engine_facts.VALIDATION_PY}: validate_server_group_gpu_indices" if has_validation else "") + \
         "; run with a stand-in for ray (engine_facts.py)"
+    sglang_config = _git(git_dir, "show", f"{commit}:{group_facts.SGLANG_CONFIG_PY}").decode()
+    read_groups = f"{engine_facts.ROLLOUT_PY}: start_rollout_servers, _resolve_sglang_config, ServerGroup, " \
+        "RolloutServer, _allocate_rollout_engine_addr_and_ports_normal" + \
+        (f"; {engine_facts.VALIDATION_PY}: validate_server_group_gpu_indices" if has_validation else "") + \
+        f"; {group_facts.SGLANG_CONFIG_PY}: SglangConfig, ModelConfig, ServerGroupConfig" + \
+        "; run with a stand-in for ray and _start_router (group_facts.py)"
     facts: dict[str, dict[str, Any]] = {
         "model_args.json": {"provenance": {**provenance, "from": "scripts/models/*.sh, sourced by acrl's "
                                            "args_source = \"script\" resolver"}, "scripts": scripts},
@@ -214,6 +224,10 @@ def generate(slime_dir: Path, rev: str | None, out_dir: Path, argv: Sequence[str
         "engine_layout.json": {"provenance": {**provenance, "from": read},
                                "columns": {"engines": list(engine_facts.COLUMNS)},
                                "layouts": engine_facts.engine_layouts(rollout, validation)},
+        "engine_groups_layout.json": {"provenance": {**provenance, "from": read_groups},
+                                      "columns": {"engines": list(group_facts.ENGINE_COLUMNS),
+                                                  "groups": list(group_facts.GROUP_COLUMNS)},
+                                      "layouts": group_facts.engine_group_layouts(rollout, validation, sglang_config)},
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
