@@ -11,6 +11,7 @@ import pytest
 from acrl.compiler import RULES, Bundle, SpecError
 from conftest import EXAMPLE_SPECS
 
+
 # rule id -> spec overrides that must trigger it (and only rules of this severity or weaker)
 def _groups(*groups: dict[str, Any]) -> dict[str, Any]:
     """[sglang.models.default] with these server groups."""

@@ -14,7 +14,16 @@ from typing import NamedTuple
 
 from .._spec.flags import parse_flags, table_tokens
 from .._spec.tables import Spec
-from .placement import SLIME_HEAD, GroupShape, LayoutArgs, Parallel, Placement, group_layout, place
+from .placement import (
+    SLIME_HEAD,
+    GroupShape,
+    LayoutArgs,
+    Parallel,
+    Placement,
+    group_layout,
+    place,
+    server_groups_in_start_order,
+)
 
 
 class Actor(NamedTuple):
@@ -68,21 +77,9 @@ def sglang_parallel(spec: Spec, extra: Mapping[str, list[str]]) -> Parallel:
 
 
 def server_groups(spec: Spec) -> tuple[GroupShape, ...]:
-    """[sglang.models]' server groups in the order slime makes them: model by model, a model's encoder groups
-    first when it has one (rollout.py start_rollout_servers, 624b824 L1075-1086 then L1092-1105: EPD phase 1 then
-    phase 2), each group's GPUs per engine resolved as ModelConfig.resolve does (sglang_config.py:69-75: the
-    group's, else the model's, else --rollout-num-gpus-per-engine); () without [sglang.models]."""
-    out: list[GroupShape] = []
-    for name, model in spec.sglang.models.items():
-        groups = model.server_groups
-        if any(g.worker_type == "encoder" for g in groups):
-            groups = [*(g for g in groups if g.worker_type == "encoder"),
-                      *(g for g in groups if g.worker_type != "encoder")]
-        for g in groups:
-            per_engine = g.num_gpus_per_engine or model.num_gpus_per_engine or spec.rollout.gpus_per_engine
-            overrides = tuple((key.replace("-", "_"), value) for key, value in g.overrides.items())
-            out.append(GroupShape(g.worker_type, g.num_gpus, per_engine, name, overrides))
-    return tuple(out)
+    """[sglang.models]' server groups in the order slime makes them (placement.server_groups_in_start_order);
+    () without [sglang.models]."""
+    return server_groups_in_start_order(spec.sglang.models, spec.rollout.gpus_per_engine)
 
 
 def _actor(spec: Spec, no_local_rollout: bool, local_head: bool) -> Actor:
