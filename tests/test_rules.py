@@ -102,7 +102,8 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"env": {"pythonpath_before_megatron": ["/a:/b"]}}],
     "ACRL-L002": [{"cluster": {"address": "http://head:8265", "node_ip_address": "10.0.0.1"}},
                   {"cluster": {"start_ray_head": False, "ray_start_args": ["--num-cpus", "4"]}},
-                  {"cluster": {"address": "http://head:8265", "env": {"HIP_VISIBLE_DEVICES": "0"}}}],
+                  {"cluster": {"address": "http://head:8265", "env": {"HIP_VISIBLE_DEVICES": "0"}}},
+                  {"wandb": {"enabled": False, "project": "p"}}, {"wandb": {"enabled": False, "group": "g"}}],
     # [sglang.models] on MINIMAL's 8 colocated GPUs, engines of 2
     "ACRL-G001": [_groups({"worker_type": "regular", "num_gpus": 4})],
     "ACRL-G002": [{**_groups({"worker_type": "regular", "num_gpus": 8}),

@@ -86,12 +86,20 @@ def _launch_keys(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-L002", "warning", ["cluster.node_ip_address", "cluster.ray_start_args", "cluster.env",
-                               "cluster.address", "cluster.start_ray_head"], "launch keys that take effect")
+                               "cluster.address", "cluster.start_ray_head", "wandb.enabled"],
+      "launch keys that take effect")
 def _launch_applies(ctx: Context) -> Iterator[Finding]:
     """[cluster] node_ip_address and ray_start_args are options of the local head train.sh starts: with [cluster]
     address, --target kuberay (the RayJob's pods start Ray) or start_ray_head = false they have no effect. [cluster]
     env reaches the nodes train.sh and join.sh start, and the pods of rayjob.yaml: with an existing cluster
-    ([cluster] address) it has no effect."""
+    ([cluster] address) it has no effect. [wandb] project and group are passed only with W&B on: with
+    [wandb] enabled = false they have no effect."""
+    w = ctx.spec.wandb
+    for key in ("project", "group"):
+        if not w.enabled and getattr(w, key):
+            yield Finding("it has no effect: [wandb] enabled = false passes no W&B flag",
+                          f"remove [wandb] {key}, or set enabled = true (W&B on when ${w.key_env} is set)",
+                          keys=(f"wandb.{key}",))
     c = ctx.spec.cluster
     local_head = ctx.placement.local_head
     where = ("[cluster] address names an existing Ray cluster" if c.address is not None else
