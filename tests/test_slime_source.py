@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
 import pytest
+from test_megatron_defaults import MEGATRON_COMMIT
 
 from acrl.compiler._slime.source import (
     UNVERIFIED_PREFIXES,
@@ -20,6 +23,7 @@ from acrl.compiler._slime.source import (
     read_accepted_flags,
     read_git_commit,
 )
+from conftest import SLIME_HEAD
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SLIME = FIXTURES / "slime_checkout"
@@ -130,6 +134,10 @@ def test_megatron_flags_of_every_shape_are_known(accepted: AcceptedFlags, flag: 
         "--attn-backend",
         "--init-method-std",  # metadata without argparse_meta
         "--micro-batch-size",  # TrainingConfig, imported inside a function through a package
+        # argparse_meta without arg_names keeps the field's names (Megatron 1dcf0daf's argument_utils.py:136-188;
+        # its TransformerConfig.num_layers, ModelParallelConfig.use_cpu_initialization, rampup_batch_size)
+        "--use-cpu-initialization",
+        "--rampup-batch-size",
     ],
 )
 def test_argument_group_factory_dataclass_fields_are_flags(accepted: AcceptedFlags, flag: str) -> None:
@@ -153,6 +161,8 @@ def test_argument_group_factory_dataclass_fields_are_flags(accepted: AcceptedFla
         "--commented-out-flag",  # add_argument in a comment
         "--in-help-text",  # ... in a string
         "--in-docstring",  # ... in a docstring
+        "--no-use-cpu-initialization",  # default False: store_true, no negative name
+        "--use-cpu-initializatoin",  # a typo: unknown, not unverifiable (issue 15: --use-tiss compiled)
     ],
 )
 def test_flags_that_are_not_accepted_are_unknown(accepted: AcceptedFlags, flag: str) -> None:
@@ -510,3 +520,37 @@ def test_not_a_git_checkout_gives_none(tmp_path: Path) -> None:
     assert read_git_commit(tmp_path / "missing") is None
     (tmp_path / ".git").write_text("not a gitdir line\n")
     assert read_git_commit(tmp_path) is None
+
+
+@pytest.mark.parametrize("meta", ['{"argparse_meta": {"arg_names": NAMES}}', '{"argparse_meta": META}',
+                                  '{"argparse_meta": {**EXTRA, "nargs": 3}}'])
+def test_flag_names_the_metadata_hides_are_a_gap(tmp_path: Path, meta: str) -> None:
+    """Only a metadata whose flag names cannot be read is a gap (arg_names, or argparse_meta, not a literal); the
+    flags of argparse_meta without arg_names are read (the test above)."""
+    megatron = _megatron_copy(tmp_path)
+    config = megatron / "megatron" / "training" / "config" / "training_config.py"
+    config.write_text(config.read_text() + f"\n    hidden_names: int = field(default=0, metadata={meta})\n")
+    result = read_accepted_flags(SLIME, megatron)
+    assert result is not None
+    assert [gap.split(": ", 1)[1] for gap in result.gaps] == ["TrainingConfig.hidden_names: cannot read the flag names "
+                                                              "in the field's metadata"]
+    assert result.check("--use-cpu-initializatoin").status is FlagStatus.UNVERIFIABLE
+
+
+@pytest.mark.skipif(not (os.environ.get("ACRL_SLIME_DIR") and os.environ.get("ACRL_MEGATRON_DIR")),
+                    reason="set ACRL_SLIME_DIR and ACRL_MEGATRON_DIR to the slime and Megatron-LM git directories")
+def test_the_real_stack_reads_without_gaps_and_names_a_typo(tmp_path: Path) -> None:
+    """slime 624b824 with the Megatron-LM it uses (1dcf0daf): every flag definition is read, so a typo of a slime flag
+    is unknown with its did-you-mean (issue 15: --use-tiss compiled with exit 0 and was never named)."""
+    for name, git_dir, commit, paths in (("slime", "ACRL_SLIME_DIR", SLIME_HEAD, ["slime"]),
+                                         ("megatron", "ACRL_MEGATRON_DIR", MEGATRON_COMMIT, ["megatron"])):
+        (tmp_path / name).mkdir()
+        archive = subprocess.run(["git", "-C", os.environ[git_dir], "archive", commit, *paths], capture_output=True,
+                                 check=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tmp_path / name, filter="data")
+    result = read_accepted_flags(tmp_path / "slime", tmp_path / "megatron")
+    assert result is not None and result.gaps == ()
+    typo = result.check("--use-tiss")
+    assert typo.status is FlagStatus.UNKNOWN and typo.suggestions[0] == "--use-tis"
+    assert {result.check(f).status for f in ("--use-tis", "--num-layers", "--rampup-batch-size")} == {FlagStatus.KNOWN}

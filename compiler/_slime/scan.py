@@ -329,11 +329,19 @@ class Reader:
                 return set()
             default = _literal(keywords.get("default"), _MISSING)
             if "metadata" in keywords:
+                # Megatron's ArgumentGroupFactory names the flag after the field (and its bool default), then
+                # updates the add_argument kwargs with argparse_meta: only its "arg_names" renames the flag
+                # (megatron/training/argument_utils.py:136-188 at 1dcf0daf). A meta without arg_names
+                # ({"default": None}, {"nargs": 3}) keeps the field's own names.
                 meta = _dict_get(keywords["metadata"], "argparse_meta")
-                names = _literal(_dict_get(meta, "arg_names"), None)
+                names_node = _dict_get(meta, "arg_names")
+                names = _literal(names_node, None)
                 if isinstance(names, list | tuple) and names and all(isinstance(n, str) for n in names):
                     return set(names)
-                if meta is not None or not isinstance(keywords["metadata"], ast.Dict):
+                readable = isinstance(keywords["metadata"], ast.Dict) and (
+                    meta is None or (isinstance(meta, ast.Dict) and names_node is None
+                                     and all(k is not None for k in meta.keys)))
+                if not readable:  # the field's own name is still taken: the likeliest, but not sure
                     self.gap(f"{where}: cannot read the flag names in the field's metadata")
         flag = "--" + stmt.target.id.replace("_", "-")
         if kind not in _BOOL_TYPES:
