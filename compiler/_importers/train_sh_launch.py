@@ -20,7 +20,7 @@ from .._shell.lexer import Command, Word
 from .._spec.flags import is_secret_env_name
 from .._spec.launch import Env
 from .._spec.tables import MAX_NODE_GPUS
-from .train_sh_env import pythonpath
+from .train_sh_env import more_no_proxy, pythonpath
 from .train_sh_files import HereFiles
 from .train_sh_map import SpecBuilder
 
@@ -358,7 +358,8 @@ class Launched:
             cuda = name in ("LD_LIBRARY_PATH", "CUDA_HOME", "PATH") and "home" in builder.spec["cuda"]
             if cuda or is_secret_env_name(name):
                 continue
-            if name in ACRL_EXPORTS:
+            if name in ACRL_EXPORTS and not (first_start and line < first_start and more_no_proxy(builder, name, value,
+                                                                                                  line)):
                 launch.note("default", f"export {name}: acrl's train.sh exports it itself", line)
             elif name == "MASTER_ADDR":
                 launch.note("default", "export MASTER_ADDR: with [cluster] node_ip_address, train.sh exports "

@@ -200,11 +200,11 @@ class _Reader:
     def value(self, table: dict[str, Any], key: str, data: dict[str, Any], node: Any, kind: type) -> None:
         """``data[key]`` into ``table`` when it is of ``kind`` (an int: from 1 to the spec's bound); None (slime's
         default) is left out."""
-        value = data.get(key)
+        value: Any = data.get(key)
         if value is None:
             return
-        good = isinstance(value, kind) and (kind is bool or not isinstance(value, bool)) and \
-            (kind is not int or 1 <= value <= _MAX_GPUS)
+        good = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= _MAX_GPUS if kind is int \
+            else isinstance(value, kind)
         if not good:
             what = f"a number of GPUs from 1 to {_MAX_GPUS}" if kind is int else kind.__name__
             raise _Refused(self.line(self.child(node, key)), f"{key} {value!r} is not {what}")
