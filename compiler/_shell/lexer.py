@@ -153,7 +153,8 @@ class _Lexer:
             out.append(Command(tuple(words), words[0].line, tuple(self.redirects), self.piped))
         bodies = self.bodies  # the here-documents' bodies, read after their command ended
         return [attrs.evolve(c, redirects=tuple(attrs.evolve(r, body=bodies[r.start][0], body_line=bodies[r.start][1])
-                                                 if r.start in bodies else r for r in c.redirects)) for c in out]
+                                                 if r.start in bodies else r for r in c.redirects))
+                if any(r.start in bodies for r in c.redirects) else c for c in out]
 
     def redirect(self, words: list[Word]) -> None:
         start = self.i
