@@ -31,6 +31,8 @@ CATEGORIES = {
     "flag-bundle-only": "a flag only the bundle passes, not restating slime's default",
     "custom-config": "a key of the original's --custom-config-path file that the bundle's lacks or sets otherwise "
                      "(the paths differ by design: the bundle writes its own file)",
+    "sglang-config": "the --sglang-config file's YAML differs, as slime reads it (the paths differ by design: the "
+                     "original writes a file of its own, often a mktemp one; the bundle passes its sglang_config.yaml)",
     "runtime-env": "a runtime-env variable the original sets that the bundle lacks or sets otherwise",
     "pythonpath": "a PYTHONPATH entry of the original's runtime env that the bundle's lacks",
     "runtime-env-key": "a --runtime-env-json key other than env_vars (working_dir, pip, ...) that differs",
@@ -87,6 +89,7 @@ class Launch:
     exported: tuple[tuple[str, str], ...] = ()
     start_env: tuple[tuple[str, str], ...] = ()  # all that `ray start --head` saw
     custom_config: Mapping[str, Any] | None = None  # the --custom-config-path file, read (None: none or unreadable)
+    sglang_config: tuple[Any] | None = None  # (the --sglang-config file's YAML data,); None: no flag, or unreadable
 
     @property
     def program(self) -> list[str]:
@@ -274,7 +277,8 @@ def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default]) -
     if not same_script or ("/" in theirs_entry[1] and theirs_entry[1] != ours_entry[1]):
         out.append(Mismatch("entrypoint", "script", theirs_entry[1], ours_entry[1]))
     theirs, ours = flags_of(original.program), flags_of(bundle.program)
-    out += _compare_flags(theirs, ours, defaults, (original.custom_config, bundle.custom_config))
+    out += _compare_flags(theirs, ours, defaults, (original.custom_config, bundle.custom_config),
+                          (original.sglang_config, bundle.sglang_config))
     out += _compare_env(original.runtime_env, bundle.runtime_env, dict(bundle.start_env))
     out += _compare_start(original.start, bundle.start)
     ours_env = dict(bundle.start_env)
@@ -291,9 +295,13 @@ def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default]) -
 
 
 def _compare_flags(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]], defaults: Mapping[str, Default],
-                   configs: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] = (None, None)) -> list[Mismatch]:
+                   configs: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] = (None, None),
+                   sglang: tuple[tuple[Any] | None, tuple[Any] | None] = (None, None)) -> list[Mismatch]:
     out = []
     for flag in [*theirs, *(f for f in ours if f not in theirs)]:
+        if flag == "--sglang-config" and flag in theirs and flag in ours and sglang[0] and sglang[1]:
+            out += compare_sglang_config(sglang[0][0], sglang[1][0])  # the files' YAML, not their paths
+            continue
         if flag == "--custom-config-path" and flag in theirs and flag in ours and configs[0] is not None \
                 and configs[1] is not None:
             out += [Mismatch("custom-config", key, value, configs[1].get(key))
@@ -325,6 +333,52 @@ def _compare_flags(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]
         else:
             out.append(Mismatch("flag-bundle-only", flag, None, ours[flag], not_restated(flag, words, defaults)))
     return out
+
+
+def slime_reads(data: Any) -> list[dict[str, Any]] | None:
+    """An --sglang-config file's YAML data as slime reads it (slime 624b824 sglang_config.py:158-180,
+    SglangConfig.from_yaml): each model's name, model_path, num_gpus_per_engine, update_weights (None where absent)
+    and server groups (``server_groups``, else the legacy ``engine_groups``; a group's absent num_gpus_per_engine
+    None, its overrides {}); None where slime would fail to read it."""
+    models = data.get("sglang") if isinstance(data, dict) else None
+    if not isinstance(models, list):
+        return None
+    out = []
+    for model in models:
+        groups = (model.get("server_groups") or model.get("engine_groups") or []) if isinstance(model, dict) else None
+        if not isinstance(model, dict) or "name" not in model or not isinstance(groups, list) or \
+                not all(isinstance(g, dict) for g in groups):
+            return None
+        out.append({"name": model["name"], **{k: model.get(k) for k in ("model_path", "num_gpus_per_engine",
+                                                                        "update_weights")},
+                    "server_groups": [{"num_gpus_per_engine": None, "overrides": {}, **g} for g in groups]})
+    return out
+
+
+def first_difference(theirs: Any, ours: Any, path: str = "") -> tuple[str, Any, Any]:
+    """Where two YAML values first differ (``sglang[0].server_groups[1].overrides.dp_size``), and their values there
+    (None where one side lacks the key)."""
+    if isinstance(theirs, dict) and isinstance(ours, dict):
+        for key in [*theirs, *(k for k in ours if k not in theirs)]:
+            if key not in theirs or key not in ours or theirs[key] != ours[key]:
+                return first_difference(theirs.get(key), ours.get(key), f"{path}.{key}" if path else str(key))
+    if isinstance(theirs, list) and isinstance(ours, list) and len(theirs) == len(ours):
+        for i, (a, b) in enumerate(zip(theirs, ours, strict=True)):
+            if a != b:
+                return first_difference(a, b, f"{path}[{i}]")
+    return path or "(the whole file)", theirs, ours
+
+
+def compare_sglang_config(theirs: Any, ours: Any) -> list[Mismatch]:
+    """The two --sglang-config files' YAML (read with yaml.safe_load): equal data match; data slime reads the same
+    (legacy engine_groups, a null key) is allowed; anything else is one mismatch at the first difference."""
+    if theirs == ours:
+        return []
+    read = slime_reads(theirs)
+    if read is not None and read == slime_reads(ours):
+        return [Mismatch(ALLOWED, "--sglang-config", theirs, ours, "the same models and server groups as slime reads "
+                         "them (sglang_config.py:158-180 at 624b824: engine_groups is server_groups, null is absent)")]
+    return [Mismatch("sglang-config", *first_difference(theirs, ours))]
 
 
 def sglang_default(flag: str, words: Sequence[str]) -> str | None:

@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -149,6 +150,7 @@ def run_under_standins(argv: Sequence[str], *, bin_dir: Path, cwd: Path, work: P
     full = {"PATH": f"{bin_dir}:{SYSTEM_PATH}", "HOME": str(work), "LANG": "C.UTF-8", "ACRL_SHIM_LOG": str(log),
             "ACRL_SHIM_NODE_IP": HEAD_IP, "ACRL_RUN_ID": "fidelity.1", "TMPDIR": str(work),
             "ACRL_SHIM_RECORD_ENV": "all", **env}
+    started = time.time()
     try:
         proc = subprocess.run(list(argv), cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout,
                               check=False)
@@ -157,8 +159,9 @@ def run_under_standins(argv: Sequence[str], *, bin_dir: Path, cwd: Path, work: P
         rc, stderr = 124, str(exc.stderr or "")
     calls = tuple(json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()) if log.exists() else ()
     launch = launch_of(calls, full)
-    return Side(rc, attrs.evolve(launch, custom_config=_custom_config(launch, cwd)), calls,
-                "\n".join(stderr.splitlines()[-15:]))
+    launch = attrs.evolve(launch, custom_config=_custom_config(launch, cwd),
+                          sglang_config=_sglang_config(launch, cwd, work, started))
+    return Side(rc, launch, calls, "\n".join(stderr.splitlines()[-15:]))
 
 
 def _custom_config(launch: Launch, cwd: Path) -> dict[str, Any] | None:
@@ -172,6 +175,25 @@ def _custom_config(launch: Launch, cwd: Path) -> dict[str, Any] | None:
     except (OSError, yaml.YAMLError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _sglang_config(launch: Launch, cwd: Path, work: Path, started: float) -> tuple[Any] | None:
+    """The --sglang-config file the launch names, read with yaml.safe_load (relative to the job's working_dir, else
+    ``cwd``), as a 1-tuple; None where there is none or it cannot be read. A file the run made in the system's
+    temporary folder (slime's run-glm5.2-744B-A40B.sh: `mktemp /tmp/...XXXXXX.yaml`, an absolute template that
+    TMPDIR does not move) is removed once read."""
+    words = flags_of(launch.program).get("--sglang-config")
+    if not words:
+        return None
+    path = Path(launch.runtime_env.get("working_dir") or cwd) / words[-1]
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if path.parent.resolve() == Path(tempfile.gettempdir()).resolve() and not path.resolve().is_relative_to(
+                work.resolve()) and path.is_file() and path.stat().st_mtime >= started - 1:
+            path.unlink()
+    except (OSError, yaml.YAMLError):
+        return None
+    return (data,)
 
 
 def launch_of(calls: Sequence[Mapping[str, Any]], given: Mapping[str, str]) -> Launch:

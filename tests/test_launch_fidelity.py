@@ -366,8 +366,15 @@ def test_sglang_config_here_document_shape(tmp_path: Path) -> None:
     assert (result.compile_rc, result.patched) == (0, False)
     flags = options(result.original.launch.program)
     assert flags["--sglang-cuda-graph-bs"] == ["1", "2", "4", "8", "16", "24", "32", "40", "48", "56", "64"]
-    # NOT REPRODUCED YET: the here-document's file (--sglang-config) is a note, not in the bundle
-    assert found(list(result.mismatches)) == {("flag-original-only", "--sglang-config")}
+    # REPRODUCED (i14-groupimport): the here-document's YAML is [sglang.models]; the bundle's sglang_config.yaml holds
+    # the same data as the original's mktemp file (the harness compares the files' YAML, not their paths)
+    groups = tomllib.loads((tmp_path / "work" / "spec.toml").read_text(encoding="utf-8"))["sglang"]["models"]
+    assert groups == {"default": {"server_groups": [
+        {"worker_type": "prefill", "num_gpus": 4, "overrides": {"chunked_prefill_size": 8192}},
+        {"worker_type": "decode", "num_gpus": 4, "num_gpus_per_engine": 4, "overrides": {"cuda_graph_max_bs": 64}}]}}
+    assert options(result.bundle.launch.program)["--sglang-config"] == ["sglang_config.yaml"]  # type: ignore[union-attr]
+    assert result.original.launch.sglang_config == result.bundle.launch.sglang_config  # type: ignore[union-attr]
+    assert found(list(result.mismatches)) == set()
     assert allowed(list(result.allowed)) == ALLOWED_EVERYWHERE | {"--rollout-temperature", "--num-steps-per-rollout"}
 
 
@@ -418,8 +425,6 @@ SLIME_RESULT: dict[str, tuple[int, int, object]] = {
     # The script as written cannot run: expert 8 x expert-tensor 1 x pipeline 2 = 16 does not divide its 8 GPUs
     # (Megatron raises the same at parallel_state.py:794, 1dcf0daf).
     "run-glm4.7-30B-A3B.sh": (1, 1, "ACRL-M003"),
-    # --sglang-config written by a here-document is a note; no_proxy's extra entries.
-    "run-glm5.2-744B-A40B.sh": (0, 0, {("flag-original-only", "--sglang-config"), ("start-env", "no_proxy")}),
     # Line 172 lacks its `\`: the original passes slime 4 flags and no MODEL_ARGS (it cannot train); the import
     # takes the 97 flags after the break as the script means them (noted).
     "run-kimi-k2-Instruct.sh": (0, 0, (97, set())),
@@ -431,7 +436,10 @@ SLIME_RESULT: dict[str, tuple[int, int, object]] = {
         "run-qwen3.5-27B.sh", "run-qwen3.5-35B-A3B-sft.sh",
         # i14-r4: a head started outside the script -> start_ray_head = false, "${MASTER_ADDR}" -> [env] forward;
         # deepseek-r1's single-quoted "${MASTER_ADDR}" is the unexpanded text (allowed)
-        "run-deepseek-r1.sh", "run-glm5-744B-A40B.sh", "run-kimi-k2-Thinking.sh")},
+        "run-deepseek-r1.sh", "run-glm5-744B-A40B.sh", "run-kimi-k2-Thinking.sh",
+        # i14-groupimport: --sglang-config's here-document -> [sglang.models] (the bundle's sglang_config.yaml holds
+        # the same YAML), no_proxy's CIDR ranges -> [cluster] env no_proxy
+        "run-glm5.2-744B-A40B.sh")},
 }
 
 

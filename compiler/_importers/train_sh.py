@@ -30,6 +30,7 @@ from .train_sh_launch import Launched, heredoc_lines
 from .train_sh_map import INLINE_FLAG, Occurrence, SpecBuilder
 from .train_sh_model import known_model_flags
 from .train_sh_nodes import head_outside, size_cluster, writes_head
+from .train_sh_sglang import sglang_config
 
 _ENTRY = re.compile(r"(?:^|/)(train|train_async)\.py$")
 # slime's scripts/models/<type>.sh, also as its own scripts/run-*.sh source it: "${SCRIPT_DIR}/models/<type>.sh"
@@ -185,7 +186,7 @@ class _Reader:
         else:
             self._maybe_train(words, command)
             if self.launcher is not command:
-                self.launch.top_level(words, command.line)
+                self.launch.top_level(words, command, self.shell)
 
     def _exported(self, name: str, line: int) -> None:
         """An export the launch maps (before `ray start --head`: [cluster] env), with its value as one string."""
@@ -344,7 +345,8 @@ def _build(reader: _Reader, torch_memory_saver: bool, acrl_made: bool, mentions_
                               reader.model_script, model_type.line if model_type is not None else 0, inline,
                               builder.spec["slime"].get("dir", "/root/slime"),
                               builder.spec["slime"].get("megatron_dir", "/root/Megatron-LM"))
-    builder.flags([*(attrs.evolve(o, before_model=True) for o in before), *after], known)
+    occurrences = [*(attrs.evolve(o, before_model=True) for o in before), *after]
+    builder.flags(sglang_config(builder, reader.launch.files, occurrences), known)
     if not acrl_made and not mentions_wandb and not any(f.startswith(("--use-wandb", "--wandb")) for f in
                                                         builder.given):
         builder.wandb_off()  # a W&B flag the importer did not evaluate (an `if` body) is noted, not turned off

@@ -1,9 +1,10 @@
 """The runtime env's PYTHONPATH in `acrl import train-sh` (``--runtime-env-json``'s ``env_vars``): Megatron-LM's
-entry -> ``[slime] megatron_dir``, the others -> ``[env] pythonpath`` / ``pythonpath_before_megatron``."""
+entry -> ``[slime] megatron_dir``, the others -> ``[env] pythonpath`` / ``pythonpath_before_megatron``; and the
+``no_proxy`` the script exports before ``ray start --head`` where it holds more than acrl's train.sh puts there."""
 
 from __future__ import annotations
 
-from .._shell.eval import Text
+from .._shell.eval import MARK, Text
 from .train_sh_map import SpecBuilder
 
 
@@ -39,3 +40,20 @@ def pythonpath(builder: SpecBuilder, value: str, line: int) -> None:
         if entries:
             env[key] = entries
 
+
+
+def more_no_proxy(builder: SpecBuilder, name: str, value: Text | None, line: int) -> bool:
+    """Whether ``export no_proxy=VALUE`` before the script's `ray start --head` holds entries acrl's train.sh does not
+    export itself (127.0.0.1, and MASTER_ADDR with [cluster] node_ip_address: templates/train.sh.jinja), such as
+    slime's run-glm5.2-744B-A40B.sh's CIDR ranges: then (with a note) the whole value goes to [cluster] env, which the
+    head's Ray processes get. A value that cannot be resolved is left to acrl's train.sh (noted by the caller)."""
+    if name != "no_proxy" or value is None or value.problem or MARK in value.text:
+        return False
+    address = builder.spec["cluster"].get("node_ip_address")
+    extra = [e for e in value.text.split(",") if e.strip() and e.strip() not in ("127.0.0.1", address)]
+    if extra:
+        builder.note("difference", f"export no_proxy before `ray start`: {','.join(extra)} is more than acrl's "
+                                   "train.sh exports (127.0.0.1 and MASTER_ADDR): [cluster] env no_proxy holds the "
+                                   "script's whole value for the head's Ray processes, MASTER_ADDR as given to the "
+                                   "import", Text("", line))
+    return bool(extra)

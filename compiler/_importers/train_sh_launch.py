@@ -16,11 +16,12 @@ import attrs
 from .._pipeline.validate.launch import COMPUTED_OPTIONS, LAUNCH_VARIABLES, NODE_ADDRESS
 from .._secrets import ENV_NAME, looks_secret_value
 from .._shell.eval import MARK, Shell, Text
-from .._shell.lexer import Word
+from .._shell.lexer import Command, Word
 from .._spec.flags import is_secret_env_name
 from .._spec.launch import Env
 from .._spec.tables import MAX_NODE_GPUS
-from .train_sh_env import pythonpath
+from .train_sh_env import more_no_proxy, pythonpath
+from .train_sh_files import HereFiles
 from .train_sh_map import SpecBuilder
 
 # what acrl's train.sh puts in the job's runtime env itself (templates/train.sh.jinja, RUNTIME_ENV_JSON)
@@ -35,6 +36,8 @@ _HEAD_KEYS = {"--num-gpus": ("cluster.gpus_per_node", 8), "--port": ("cluster.he
               "--dashboard-port": ("cluster.dashboard_port", 8265), "--dashboard-host": ("cluster.dashboard_host",
                                                                                          "127.0.0.1")}
 _HEAD_ACRL = frozenset({"--head", "--disable-usage-stats", "--block"})
+HEREDOC_NOTE = ("a here-document (a file written or fed by the script): the importer does not read it; carry what it "
+                "holds over by hand")
 
 
 def heredoc_lines(text: str) -> list[int]:
@@ -311,6 +314,7 @@ class Launched:
     notes: list[tuple[str, str, int]] = attrs.Factory(list)  # kind, message, line
     hidden_at: set[int] = attrs.Factory(set)
     ssh_loop: int | None = None  # the line of a `for` loop starting Ray workers over ssh
+    files: HereFiles = attrs.Factory(HereFiles)  # the files here-documents write (--sglang-config's)
 
     def hidden(self, openers: list[tuple[str, int]], raws: list[str]) -> None:
         """A command inside if/loop/case bodies the importer does not evaluate (``openers``: their heads and
@@ -331,8 +335,9 @@ class Launched:
                "does not evaluate it; add what it does to the spec by hand"
         self.notes.append(("difference", what, line))
 
-    def top_level(self, words: list[Word], line: int) -> None:
-        name = words[0].literal
+    def top_level(self, words: list[Word], command: Command, shell: Shell) -> None:
+        self.files.see(attrs.evolve(command, words=tuple(words)), shell)
+        name, line = words[0].literal, command.line
         if name == "ray" and len(words) > 1 and words[1].literal == "start":
             self.starts.append((words, line))
         elif name == "ssh":
@@ -353,7 +358,8 @@ class Launched:
             cuda = name in ("LD_LIBRARY_PATH", "CUDA_HOME", "PATH") and "home" in builder.spec["cuda"]
             if cuda or is_secret_env_name(name):
                 continue
-            if name in ACRL_EXPORTS:
+            if name in ACRL_EXPORTS and not (first_start and line < first_start and more_no_proxy(builder, name, value,
+                                                                                                  line)):
                 launch.note("default", f"export {name}: acrl's train.sh exports it itself", line)
             elif name == "MASTER_ADDR":
                 launch.note("default", "export MASTER_ADDR: with [cluster] node_ip_address, train.sh exports "
@@ -367,8 +373,7 @@ class Launched:
         json_lines = {w.line for name, w in self.assigned.items() if _CAT_HEREDOC.search(w.raw)}
         for line in self.heredocs:
             if line not in json_lines:
-                launch.note("difference", "a here-document (a file written or fed by the script): the importer "
-                                          "does not read it; carry what it holds over by hand", line)
+                launch.note("difference", HEREDOC_NOTE, line)
         for kind, message, line in self.notes:
             launch.note(kind, message, line)
 

@@ -4,7 +4,7 @@ used by `acrl import train-sh` (through :mod:`acrl.compiler._shell.eval`) and by
 
 It never runs anything. It splits a script into commands of words (quotes, backslashes, line
 continuations, ``$VAR``, ``${...}``, ``$(...)``, ``$((...))``, backticks and ``NAME=( ... )``
-arrays kept apart), drops comments and redirections, and skips here-document bodies. A comment
+arrays kept apart), drops comments, and keeps redirections and here-documents apart (:class:`Redirect`). A comment
 line inside an array is kept as the array's title at that point (acrl writes its flag groups so). What the
 words mean is decided by :mod:`acrl.compiler._shell.eval`; anything the lexer cannot read is a
 :class:`ShellSyntaxError` with its line.
@@ -64,9 +64,23 @@ class Word:
 
 
 @attrs.frozen
+class Redirect:
+    """A redirection of a command: ``>``, ``>>``, ``>|`` or ``&>`` with the file's word, or a here-document (``<<``,
+    ``<<-``) with its delimiter's word, its body (``<<-``: leading tabs removed) and the line where the body starts."""
+
+    op: str
+    target: Word
+    body: str = ""
+    body_line: int = 0
+    start: int = -1  # the offset of the operator in the lexed text
+
+
+@attrs.frozen
 class Command:
     words: tuple[Word, ...]
     line: int
+    redirects: tuple[Redirect, ...] = ()
+    piped: bool = False  # its input is the output of the command before it (``a | b``)
 
 
 def lex(text: str) -> list[Command]:
@@ -83,7 +97,10 @@ def lex_loose(text: str, line: int) -> Word:
 class _Lexer:
     def __init__(self, text: str, line: int = 1) -> None:
         self.s, self.i, self.line = text, 0, line
-        self.heredocs: list[tuple[str, bool]] = []
+        self.heredocs: list[tuple[str, bool, int]] = []  # pending here-documents: delimiter, `<<-`, offset
+        self.redirects: list[Redirect] = []  # the redirections of the command being read
+        self.bodies: dict[int, tuple[str, int]] = {}  # here-document offset -> its body and first line
+        self.piped = False  # the command being read follows a `|`
 
     def peek(self, k: int = 0) -> str:
         return self.s[self.i + k] if self.i + k < len(self.s) else ""
@@ -113,13 +130,15 @@ class _Lexer:
                 self.redirect(words)
             elif c in "\n;&|":
                 self.advance()
+                pipe = c == "|" and self.peek() != "|"
                 if c != "\n" and self.peek() in (c, "&" if c == "|" else c):
                     self.advance()
                 if c == "\n" and self.heredocs:
                     self.skip_heredocs()
                 if words:
-                    out.append(Command(tuple(words), words[0].line))
-                    words = []
+                    out.append(Command(tuple(words), words[0].line, tuple(self.redirects), self.piped))
+                    words, self.redirects, self.piped = [], [], False
+                self.piped = self.piped or pipe
             elif c in "<>":
                 if words and words[-1].literal is not None and words[-1].literal.isdigit() \
                         and self.s[self.i - 1].isdigit():
@@ -131,15 +150,21 @@ class _Lexer:
             else:
                 words.append(self.word())
         if words:
-            out.append(Command(tuple(words), words[0].line))
-        return out
+            out.append(Command(tuple(words), words[0].line, tuple(self.redirects), self.piped))
+        bodies = self.bodies  # the here-documents' bodies, read after their command ended
+        return [attrs.evolve(c, redirects=tuple(attrs.evolve(r, body=bodies[r.start][0], body_line=bodies[r.start][1])
+                                                 if r.start in bodies else r for r in c.redirects))
+                if any(r.start in bodies for r in c.redirects) else c for c in out]
 
     def redirect(self, words: list[Word]) -> None:
         start = self.i
         while self.peek() in ("<", ">"):
             self.advance()
         op = self.s[start:self.i]
-        if self.peek() == "&":
+        if start > 0 and self.s[start - 1] == "&":
+            op = "&" + op  # &>
+        duplicate = self.peek() == "&"  # 2>&1: no file
+        if duplicate or (op == ">" and self.peek() == "|"):
             self.advance()
         while self.peek() in (" ", "\t"):
             self.advance()
@@ -150,13 +175,17 @@ class _Lexer:
             while self.peek() in (" ", "\t"):
                 self.advance()
             target = self.word()
-            self.heredocs.append(("".join(p[1] for p in target.parts), dash))
+            self.heredocs.append(("".join(p[1] for p in target.parts), dash, start))
+            self.redirects.append(Redirect("<<-" if dash else "<<", target, start=start))
             return
         if self.peek() and self.peek() not in "\n;&|":
-            self.word()  # the target of the redirection: not part of the command
+            target = self.word()  # the target of the redirection: not part of the command
+            if op in (">", ">>", "&>") and not duplicate:
+                self.redirects.append(Redirect(op, target, start=start))
 
     def skip_heredocs(self) -> None:
-        for delimiter, dash in self.heredocs:
+        for delimiter, dash, start in self.heredocs:
+            first, lines = self.line, []
             while self.i < len(self.s):
                 end = self.s.find("\n", self.i)
                 end = len(self.s) if end < 0 else end
@@ -164,6 +193,8 @@ class _Lexer:
                 self.advance(end - self.i + 1)
                 if (body.lstrip("\t") if dash else body) == delimiter:
                     break
+                lines.append(body.lstrip("\t") if dash else body)
+            self.bodies[start] = ("".join(line + "\n" for line in lines), first)
         self.heredocs = []
 
     def word(self, *, loose: bool = False) -> Word:
