@@ -329,13 +329,10 @@ class Reader:
                 return set()
             default = _literal(keywords.get("default"), _MISSING)
             if "metadata" in keywords:
-                # Megatron's ArgumentGroupFactory names the flag after the field (and its bool default), then
-                # updates the add_argument kwargs with argparse_meta: only its "arg_names" renames the flag
-                # (megatron/training/argument_utils.py:136-188 at 1dcf0daf). A meta without arg_names
-                # ({"default": None}, {"nargs": 3}) keeps the field's own names.
+                # ArgumentGroupFactory names the flag after the field, then applies argparse_meta: only "arg_names"
+                # renames it (Megatron 1dcf0daf argument_utils.py:136-188); {"default": None} keeps the names.
                 meta = _dict_get(keywords["metadata"], "argparse_meta")
-                names_node = _dict_get(meta, "arg_names")
-                names = _literal(names_node, None)
+                names = _literal(names_node := _dict_get(meta, "arg_names"), None)
                 if isinstance(names, list | tuple) and names and all(isinstance(n, str) for n in names):
                     return set(names)
                 readable = isinstance(keywords["metadata"], ast.Dict) and (
