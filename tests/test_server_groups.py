@@ -234,3 +234,18 @@ def test_layout_has_a_line_per_server_group(write_spec: SpecWriter) -> None:
     assert lines == ["rollout: model 'default' prefill group: 1 engine of 2 GPUs (SGLang tp 2, pp 1, dp 1), engine 0",
                      "rollout: model 'default' decode group: 2 engines of 1 GPU (SGLang tp 1, pp 1, dp 1), "
                      "engines 1-2"]
+
+
+def test_diff_names_the_rollout_of_each_group(write_spec: SpecWriter, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from acrl.compiler._cli.main import acrl_main
+
+    compile_into(write_spec(text=spec_text(PD), name="a.toml"), tmp_path / "a")
+    compile_into(write_spec(text=spec_text(PD.replace("num_gpus_per_engine = 1", "num_gpus_per_engine = 2")),
+                            name="b.toml"), tmp_path / "b")
+    acrl_main(["diff", str(tmp_path / "a"), str(tmp_path / "b")])
+    out = capsys.readouterr().out
+    assert ("~ rollout: default prefill: 1 engine x 2 GPUs (SGLang tp 2, pp 1, dp 1); default decode: 2 engines x "
+            "1 GPUs (SGLang tp 1, pp 1, dp 1) -> default prefill: 1 engine x 2 GPUs (SGLang tp 2, pp 1, dp 1); "
+            "default decode: 1 engine x 2 GPUs (SGLang tp 2, pp 1, dp 1)") in out
+    assert "  ~ sglang_config.yaml: sha256:" in out  # the file, in the bundle files

@@ -7,8 +7,9 @@ in runs of one node: ``node 1 GPU 0-3: rollout engine 0 -> actor ranks 8-11``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
+from .._pipeline.placement import Engine
 from .layout import Cell, Layout, sglang
 
 ABSENT_GPU = "no such GPU"
@@ -29,10 +30,12 @@ def facts(layout: Layout) -> dict[str, str]:
                         f"PP {p.parallel.pipeline} x DP {dp}")
     else:
         out["actor"] = "none"
-    if p.engines:
-        e = p.engines[0]
-        count = len(p.engines)
-        out["rollout"] = f"{count} engine{'s' if count != 1 else ''} x {len(e.gpus)} GPUs ({sglang(e)})"
+    groups = [[e for e in p.engines if e.group == i] for i in range(len(p.args.server_groups))]
+    if p.engines and p.args.server_groups:  # [sglang.models]: each server group that starts engines
+        out["rollout"] = "; ".join(f"{g.model} {g.worker_type}: {_engines(mine)}"
+                                   for g, mine in zip(p.args.server_groups, groups, strict=True) if mine)
+    elif p.engines:
+        out["rollout"] = _engines(p.engines)
     else:
         out["rollout"] = "external engines" if p.external else "none"
     # each node's share of the group (a local head advertises its share; join.sh advertises the whole node)
@@ -43,6 +46,11 @@ def facts(layout: Layout) -> dict[str, str]:
     out["engine addresses"] = "each engine's own node" if not foreign else "; ".join(
         f"engine {e.index} on node {e.gpus[0].node} gets node {e.host_node}'s (ACRL-C003)" for e in foreign)
     return out
+
+
+def _engines(engines: Sequence[Engine]) -> str:
+    e, count = engines[0], len(engines)
+    return f"{count} engine{'s' if count != 1 else ''} x {len(e.gpus)} GPUs ({sglang(e)})"
 
 
 def _kinds(cell: Cell | None) -> tuple[object, ...]:
