@@ -34,10 +34,12 @@ if TYPE_CHECKING:
     from ._pipeline.reading import read_input
     from ._pipeline.validate import RULES, Rule
     from ._review.diff import BundleDiff, CheckResult, check_bundle, diff_paths
+    from ._review.shell_files import job_env_vars
     from ._review.verify import BundleDir, Verification, read_bundle, verify_bundle
     from ._review.view import bash_arrays, derived_from_spec
     from ._secrets import address_has_credentials, redact, without_credentials
     from ._slime.source import read_git_commit
+    from ._spec.launch import GPU_CAPABILITY
     from ._spec.tables import RUNTIME_ARN, Spec
     from .errors import (
         AcrlError,
@@ -69,16 +71,16 @@ _WHERE = {
     "compare_model_args": "_pipeline.model_args.hf_config:compare",
     "derive_model_args": "_pipeline.model_args.hf_config",
     "address_has_credentials": "_secrets", "redact": "_secrets", "without_credentials": "_secrets",
-    "read_git_commit": "_slime.source",
+    "read_git_commit": "_slime.source", "job_env_vars": "_review.shell_files", "GPU_CAPABILITY": "_spec.launch",
 }
 
 __all__ = [
-    "RULES", "RUNTIME_ARN", "AcrlError", "Bundle", "BundleDiff", "BundleDir", "BundleExistsError", "BundleReadError",
-    "BundleWriteError", "CheckResult", "Derived", "Diagnostic", "HelpFormatter", "Manifest",
+    "GPU_CAPABILITY", "RULES", "RUNTIME_ARN", "AcrlError", "Bundle", "BundleDiff", "BundleDir", "BundleExistsError",
+    "BundleReadError", "BundleWriteError", "CheckResult", "Derived", "Diagnostic", "HelpFormatter", "Manifest",
     "ManifestShapeError", "Rule", "Spec", "SpecError", "SpecSource", "UsageError", "Verification",
     "__version__", "acrl_main", "address_has_credentials", "bash_arrays", "check_bundle",
     "compare_model_args", "compile_source", "compile_spec", "derive_model_args", "derived_from_spec",
-    "diff_paths", "file_kind", "json_converter", "parse_spec_text", "read_bundle", "read_git_commit",
+    "diff_paths", "file_kind", "job_env_vars", "json_converter", "parse_spec_text", "read_bundle", "read_git_commit",
     "read_input", "read_spec", "redact", "resolved_spec", "structure_json", "verify_bundle",
     "without_credentials", "write",
 ]

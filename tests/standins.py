@@ -53,7 +53,9 @@ sys.exit(int(os.environ.get("STANDIN_EXIT", "0")))
 
 # Stand-in for slime/utils/arguments.py, shaped like slime's: parse_known_args over the whole command
 # line, then a validation that raises. It knows every flag it is given but those in STANDIN_UNKNOWN,
-# writes the argv it parsed to STANDIN_PARSED, and raises STANDIN_REJECT's message when set.
+# writes the argv it parsed to STANDIN_PARSED, and raises STANDIN_REJECT's message when set; with
+# STANDIN_REQUIRE_ENV (NAME=VALUE,...), its validation asserts those variables as Megatron's asserts
+# CUDA_DEVICE_MAX_CONNECTIONS=1 (megatron/training/arguments.py:950 at 1dcf0daf).
 STANDIN_ARGUMENTS_PY = '''\
 import argparse, json, os, sys
 
@@ -69,6 +71,9 @@ def parse_args(add_custom_arguments=None):
             json.dump(sys.argv[1:], f)
     if os.environ.get("STANDIN_REJECT"):
         raise AssertionError(os.environ["STANDIN_REJECT"])
+    for pair in filter(None, os.environ.get("STANDIN_REQUIRE_ENV", "").split(",")):
+        name, _, value = pair.partition("=")
+        assert os.environ.get(name) == value, f"the environment variable {name} must be {value}"
     return args
 '''
 

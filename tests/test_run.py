@@ -376,6 +376,20 @@ def test_slimes_parser_rejecting_the_argv_stops_the_run(tmp_path: Path) -> None:
                      r"AssertionError: rollout_batch_size must be positive", proc.stdout, re.M), proc.stdout
 
 
+def test_slimes_parser_runs_with_the_jobs_environment(tmp_path: Path) -> None:
+    """The parse runs with the environment the Ray job gives slime (train.sh's runtime env: CUDA_DEVICE_MAX_CONNECTIONS
+    = 1 and [env] vars), not only the launching shell's, which has neither (issue 15: Megatron asserts it on
+    Hopper)."""
+    project = make_project(tmp_path)
+    require = f"CUDA_DEVICE_MAX_CONNECTIONS=1,STANDIN_OUT={project.received}"
+    env = {k: v for k, v in tool_env(STANDIN_REQUIRE_ENV=require).items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
+    proc = acrl("run", str(project.bundle), "--skip", "gpus", "--dry-run", env=env)
+    assert re.search(r"^slime-parser +passed", proc.stdout, re.M), proc.stdout
+    proc = acrl("run", str(project.bundle), "--skip", "gpus", "--dry-run",
+                env={**env, "STANDIN_REQUIRE_ENV": "CUDA_DEVICE_MAX_CONNECTIONS=8"})
+    assert re.search(r"^slime-parser +failed .*CUDA_DEVICE_MAX_CONNECTIONS must be 8", proc.stdout, re.M), proc.stdout
+
+
 def test_a_rollout_function_that_does_not_import_stops_the_run(tmp_path: Path) -> None:
     project = make_project(tmp_path)
     spec = merge(project.spec, {"rollout": {"custom_rm_path": "my_rewards.score"}})

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from acrl.runtime._preflight.outcome import CheckFailed
+from acrl.runtime._preflight.outcome import CheckFailed, CheckSkipped
 from acrl.runtime._preflight.slime_parser import check_slime_parser
 
 SLIME_ARGUMENTS = '''
@@ -202,3 +202,103 @@ def test_a_hanging_import_times_out(checkouts: tuple[Path, Path, Path]) -> None:
     assert time.monotonic() - started < 30
     assert failed.value.message.startswith("slime's parser did not finish within 2 s")
     assert "last output: connecting to the file server" in failed.value.message
+
+
+# --- GPU queries: Megatron's validation asks torch for the GPU (1dcf0daf arguments.py:852, :927-952) ----------------
+
+# A stand-in Megatron whose validation asks as the real one does: the device's architecture through
+# torch.cuda.get_device_properties(torch.device("cuda:0")).major (megatron/training/utils.py:447-449), and with tensor
+# parallelism before Blackwell it asserts CUDA_DEVICE_MAX_CONNECTIONS=1.
+MEGATRON_ASKING_THE_GPU = '''
+import os
+
+import torch
+
+
+def get_device_arch_version():
+    return torch.cuda.get_device_properties(torch.device("cuda:0")).major
+
+
+def validate_args(args):
+    if args.tensor_model_parallel_size > 1 and get_device_arch_version() < 10:
+        assert os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1", (
+            "Using tensor model parallelism or context parallelism require setting the environment variable "
+            "CUDA_DEVICE_MAX_CONNECTIONS to 1")
+'''
+
+# torch as a machine without an NVIDIA driver answers (torch/cuda/__init__.py's _lazy_init), or, with
+# STANDIN_MACHINE_GPU=MAJOR, as a machine with a GPU of that architecture.
+STANDIN_TORCH = '''
+import os
+from types import SimpleNamespace
+
+
+class device:
+    def __init__(self, name):
+        self.name = name
+
+
+def _properties(device=None):
+    major = os.environ.get("STANDIN_MACHINE_GPU")
+    if not major:
+        raise RuntimeError("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
+                           "installed a driver from http://www.nvidia.com/Download/index.aspx")
+    return SimpleNamespace(name="machine GPU", major=int(major), minor=0)
+
+
+cuda = SimpleNamespace(get_device_properties=_properties,
+                       get_device_capability=lambda device=None: (_properties().major, 0),
+                       get_device_name=lambda device=None: _properties().name)
+'''
+
+
+@pytest.fixture
+def asking(checkouts: tuple[Path, Path, Path]) -> tuple[Path, Path, Path]:
+    megatron = checkouts[1]
+    _write(megatron / "megatron/training/arguments.py", MEGATRON_ASKING_THE_GPU)
+    _write(megatron / "torch/__init__.py", STANDIN_TORCH)
+    return checkouts
+
+
+JOB_ENV = {"PATH": "/usr/bin:/bin", "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+
+
+def test_no_gpu_and_none_declared_is_this_machines_limit_not_the_specs(asking: tuple[Path, Path, Path]) -> None:
+    with pytest.raises(CheckSkipped) as skipped:
+        check(asking, GOOD_ARGV, env=JOB_ENV)
+    assert skipped.value.reason.startswith("this machine cannot check it: slime's validation asks the GPU "
+                                           "(torch.cuda.get_device_properties: Found no NVIDIA driver")
+    assert "[cluster] gpu" in skipped.value.reason
+
+
+def test_the_declared_gpu_answers_and_is_reported_as_assumed(asking: tuple[Path, Path, Path]) -> None:
+    detail = check(asking, GOOD_ARGV, env=JOB_ENV, gpu=("H100", (9, 0)))
+    assert detail.endswith("; its 1 GPU queries answered from [cluster] gpu = H100 (assumed: compute capability 9.0)")
+
+
+def test_the_jobs_environment_decides_megatrons_assertion(asking: tuple[Path, Path, Path]) -> None:
+    """On Hopper Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 (train.sh's runtime env sets it); on Blackwell not."""
+    with pytest.raises(CheckFailed) as failed:
+        check(asking, GOOD_ARGV, env={"PATH": "/usr/bin:/bin"}, gpu=("H100", (9, 0)))
+    assert "CUDA_DEVICE_MAX_CONNECTIONS to 1" in failed.value.message
+    assert "the validation ran as on a H100 ([cluster] gpu)" in failed.value.hint
+    assert check(asking, GOOD_ARGV, env={"PATH": "/usr/bin:/bin"}, gpu=("B200", (10, 0)))
+
+
+def test_this_machines_gpu_answers_when_none_is_declared(asking: tuple[Path, Path, Path]) -> None:
+    detail = check(asking, GOOD_ARGV, env={**JOB_ENV, "STANDIN_MACHINE_GPU": "9"})
+    assert detail.endswith("; its 1 GPU queries answered by this machine's GPU (set [cluster] gpu for the cluster's)")
+
+
+def test_the_declared_gpu_answers_even_on_a_machine_with_another(asking: tuple[Path, Path, Path]) -> None:
+    """The cluster's GPU is the one the job validates on: a Blackwell machine does not hide Hopper's assertion."""
+    with pytest.raises(CheckFailed):
+        check(asking, GOOD_ARGV, env={"PATH": "/usr/bin:/bin", "STANDIN_MACHINE_GPU": "10"}, gpu=("H100", (9, 0)))
+
+
+def test_gpu_models_and_their_capabilities_are_one_table() -> None:
+    import typing
+
+    from acrl.compiler._spec.launch import GPU_CAPABILITY, GpuModel
+
+    assert list(typing.get_args(GpuModel)) == list(GPU_CAPABILITY)

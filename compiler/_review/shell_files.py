@@ -304,3 +304,10 @@ def _without_spans(source: str, spans: list[tuple[int, int]], name: str) -> str:
         start = end
     parts.append(source[start:])
     return "".join(parts)
+
+
+def job_env_vars(train_sh: str) -> dict[str, str]:
+    """The Ray job's env_vars a bundle's train.sh sets from the spec (PYTHONPATH, CUDA_DEVICE_MAX_CONNECTIONS,
+    [env] vars), without the ones it takes from the launching shell at launch (forwarded, pinned CUDA)."""
+    return {name: value for name, value in read_train_sh(train_sh).runtime_env.items()
+            if value not in (FORWARDED, PINNED_AT_LAUNCH)}

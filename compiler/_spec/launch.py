@@ -11,6 +11,16 @@ from .setting import setting
 # agentcore-rl-toolkit's scripts/install_slime.sh pins this slime commit.
 TOOLKIT_SLIME_COMMIT = "fa3c990af6f18efd3fd9922698bf4bf4048d1263"
 
+# GPU models [cluster] gpu names, and the compute capability (major, minor) torch.cuda reports for each (NVIDIA's
+# CUDA GPUs table, developer.nvidia.com/cuda-gpus): what `acrl run`'s slime-parser preflight answers slime's and
+# Megatron-LM's GPU queries with (torch.cuda.get_device_capability / get_device_properties: Megatron 1dcf0daf
+# megatron/training/arguments.py:852, :927 through megatron/training/utils.py:447-449) on a machine without one.
+GPU_CAPABILITY: dict[str, tuple[int, int]] = {
+    "A100": (8, 0), "A10G": (8, 6), "L4": (8, 9), "L40S": (8, 9), "H100": (9, 0), "H200": (9, 0), "H20": (9, 0),
+    "B200": (10, 0), "GB200": (10, 0), "B300": (10, 3), "GB300": (10, 3),
+}
+GpuModel = Literal["A100", "A10G", "L4", "L40S", "H100", "H200", "H20", "B200", "GB200", "B300", "GB300"]
+
 # Bounds of the cluster's sizes: acrl's placement model and `acrl layout` go GPU by GPU, so a size no cluster has
 # (num_nodes = 10**8) would take minutes and gigabytes where the spec deserves an error.
 MAX_NODES = 4096
@@ -41,6 +51,10 @@ class Cluster:
     rollout_num_gpus: int | None = setting(None, doc="GPUs for rollout engines (required when not colocated; "
                                                      "colocated: the actor's).",
                                            flag="--rollout-num-gpus", ge=1, le=MAX_NODES * MAX_NODE_GPUS)
+    gpu: GpuModel | None = setting(None, doc=(
+        "The cluster's GPU model. Not passed to slime: `acrl run`'s slime-parser preflight answers the GPU queries "
+        "of slime's and Megatron-LM's argument validation with its compute capability on a machine without a GPU "
+        "(or whose GPU is not the cluster's), and says so."))
     gpu_memory_gib: float = setting(80.0, doc="Memory of one GPU in GiB, for acrl's static memory estimate "
                                               "(ACRL-M007, docs/memory.md); e.g. 80 for an 80 GB A100/H100, 141 "
                                               "for an H200. Not passed to slime.", gt=0, le=4096)

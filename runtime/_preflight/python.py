@@ -73,12 +73,33 @@ def target_python(command: str) -> str:
     return found
 
 
+def job_env(info: BundleInfo) -> dict[str, str]:
+    """The environment slime's processes get in the Ray job: the launching shell's (train.sh's, where forwarded
+    variables come from), then the job's env_vars as the bundle's train.sh builds them (PYTHONPATH,
+    CUDA_DEVICE_MAX_CONNECTIONS=1, [env] vars), read from train.sh itself by the review reader."""
+    from acrl.compiler import job_env_vars  # lazy: the shell reader is loaded only for this check
+
+    env = train_sh_env(info)
+    env.update(job_env_vars((info.path / "train.sh").read_text(encoding="utf-8", errors="surrogateescape")))
+    return env
+
+
+def declared_gpu(info: BundleInfo) -> tuple[str, tuple[int, int]] | None:
+    """[cluster] gpu and its compute capability, or None when the spec declares no GPU model."""
+    from acrl.compiler import GPU_CAPABILITY  # lazy: the spec's table, loaded only for this check
+
+    name = info.get("cluster.gpu")
+    return (name, GPU_CAPABILITY[name]) if isinstance(name, str) and name in GPU_CAPABILITY else None
+
+
 def check_slime_parser_of_bundle(info: BundleInfo) -> str:
     argv = entrypoint_argv(info)
     megatron = info.get("slime.megatron_dir")
+    env = job_env(info)
+    # the job's PYTHONPATH holds Megatron's dir (and [env] pythonpath); check_slime_parser puts slime's first
     return check_slime_parser(info.get("slime.dir", ""), argv[2:], python=target_python(argv[0]),
-                              megatron_dir=megatron or None, cwd=info.path, env=train_sh_env(info),
-                              program=argv[1], timeout=TIMEOUT_S)
+                              megatron_dir=megatron or None, cwd=info.path, env=env, program=argv[1],
+                              timeout=TIMEOUT_S, gpu=declared_gpu(info))
 
 
 # Runs in the target Python: argv[1] is a JSON list of dotted paths; prints a JSON list of problems.

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .outcome import CheckFailed
+from .outcome import CheckFailed, CheckSkipped
 
 DEFAULT_MODULE = "slime.utils.arguments"
 DEFAULT_FUNCTION = "parse_args"
@@ -64,7 +64,42 @@ def _origin(exc):
     frames = traceback.extract_tb(exc.__traceback__)
     return [(f.filename, f.lineno) for f in frames]
 
-result = {"stage": "ok", "calls": calls}
+# slime's and Megatron's validation ask torch for the GPU (Megatron 1dcf0daf arguments.py:852 and :927, through
+# training/utils.py:447-449). The cluster's GPU declared in the spec answers (no CUDA is touched); otherwise this
+# machine's GPU does, and a machine without one fails the query as it would: every query is recorded.
+gpu = request.get("gpu")
+queries = []
+try:
+    import torch
+    cuda = torch.cuda
+except BaseException:
+    cuda = None
+
+class _Properties:
+    def __init__(self, name, major, minor):
+        self.name, self.major, self.minor = name, major, minor
+
+def _asking(name, real):
+    def query(*args, **kwargs):
+        if gpu is not None:
+            queries.append({"query": name, "answered": "spec"})
+            major, minor = gpu["capability"]
+            return {"get_device_capability": (major, minor), "get_device_name": gpu["name"]}.get(
+                name, _Properties(gpu["name"], major, minor))
+        try:
+            answer = real(*args, **kwargs)
+        except BaseException as exc:
+            queries.append({"query": name, "answered": None, "error": str(exc).splitlines()[0][:200]})
+            raise
+        queries.append({"query": name, "answered": "machine"})
+        return answer
+    return query
+
+for _name in ("get_device_capability", "get_device_properties", "get_device_name"):
+    if cuda is not None and callable(getattr(cuda, _name, None)):
+        setattr(cuda, _name, _asking(_name, getattr(cuda, _name)))
+
+result = {"stage": "ok", "calls": calls, "gpu_queries": queries}
 sys.argv = [request["program"], *argv]
 try:
     stage = "import"
@@ -156,10 +191,14 @@ def check_slime_parser(
     module: str = DEFAULT_MODULE,
     function: str = DEFAULT_FUNCTION,
     timeout: float = 120.0,
+    gpu: tuple[str, tuple[int, int]] | None = None,
 ) -> str:
     """Parse ``argv`` (the exact flags train.sh passes to slime's entry point) with slime's own
     ``parse_args`` in ``python``, with ``slime_dir`` (and ``megatron_dir``) first on the path and
-    ``cwd`` as working directory (the bundle: relative paths such as custom_config.yaml resolve).
+    ``cwd`` as working directory (the bundle: relative paths such as custom_config.yaml resolve). ``gpu`` (the
+    cluster's GPU model and its compute capability, from [cluster] gpu) answers the GPU queries of slime's and
+    Megatron's validation; without it this machine's GPU answers, and where it has none the check is skipped as one
+    this machine cannot do (not blamed on the spec).
 
     Passes with a one-line detail; raises CheckFailed for an import failure, a parse or validation
     error of slime, Megatron or sglang, a flag no parser knows, an abbreviated flag, or a timeout.
@@ -181,7 +220,10 @@ def check_slime_parser(
     with tempfile.TemporaryDirectory(prefix="acrl-slime-parser-") as scratch:
         request_file, result_file = Path(scratch, "request.json"), Path(scratch, "result.json")
         request_file.write_text(json.dumps({"argv": list(argv), "program": program, "module": module,
-                                            "function": function}), encoding="utf-8")
+                                            "function": function,
+                                            "gpu": None if gpu is None else {"name": gpu[0],
+                                                                             "capability": list(gpu[1])}}),
+                                encoding="utf-8")
         command = [python, "-c", _RUNNER, str(request_file), str(result_file)]
         try:
             proc = subprocess.Popen(command, cwd=cwd, env=child_env, stdin=subprocess.DEVNULL,
@@ -205,7 +247,7 @@ def check_slime_parser(
             raise CheckFailed(f"the parser process exited with status {proc.returncode} without a result"
                               + _tail(output), "run train.sh's python by hand with these flags to see why")
         result = json.loads(result_file.read_text(encoding="utf-8"))
-    return _judge(result, list(argv), slime_path, megatron_path, python, module, function)
+    return _judge(result, list(argv), slime_path, megatron_path, python, module, function, gpu)
 
 
 def _tail(output: str, lines: int = 3) -> str:
@@ -213,9 +255,28 @@ def _tail(output: str, lines: int = 3) -> str:
     return f"; last output: {text}" if text else ""
 
 
+def _gpu_words(queries: Sequence[Mapping[str, Any]], gpu: tuple[str, tuple[int, int]] | None) -> str:
+    """How the validation's GPU queries were answered, for the check's detail and hints."""
+    if not queries:
+        return ""
+    if gpu is not None:
+        major, minor = gpu[1]
+        return (f"; its {len(queries)} GPU queries answered from [cluster] gpu = {gpu[0]} (assumed: compute "
+                f"capability {major}.{minor})")
+    return f"; its {len(queries)} GPU queries answered by this machine's GPU (set [cluster] gpu for the cluster's)"
+
+
 def _judge(result: Mapping[str, Any], argv: list[str], slime_dir: Path, megatron_dir: Path | None,
-           python: str, module: str, function: str) -> str:
+           python: str, module: str, function: str, gpu: tuple[str, tuple[int, int]] | None = None) -> str:
     stage, calls = result["stage"], result["calls"]
+    queries = result.get("gpu_queries", [])
+    unanswered = [q for q in queries if q.get("answered") is None]
+    if stage == "validate" and unanswered:
+        raise CheckSkipped(
+            f"this machine cannot check it: slime's validation asks the GPU (torch.cuda.{unanswered[0]['query']}: "
+            f"{unanswered[0].get('error', 'failed')}) and this machine has none, and the spec declares no "
+            "[cluster] gpu to answer with; set [cluster] gpu (e.g. \"H100\") and compile again, or run the check "
+            "on a machine with the cluster's GPU")
     if stage == "import":
         raise CheckFailed(f"cannot import {module} from {slime_dir} with {python}: {result['error']}",
                           "check [slime] dir (a slime checkout) and run with the Python that runs slime, "
@@ -228,7 +289,9 @@ def _judge(result: Mapping[str, Any], argv: list[str], slime_dir: Path, megatron
     elif stage in ("validate", "exit"):
         problems.append(f"{_where(result.get('frames', []), slime_dir, megatron_dir)} rejected the arguments: "
                         f"{result['error']}")
-        hints.append("fix the spec keys behind the flags named (`acrl explain FLAG` says which key sets each)")
+        hints.append("fix the spec keys behind the flags named (`acrl explain FLAG` says which key sets each)"
+                     + (f"; the validation ran as on a {gpu[0]} ([cluster] gpu): if the cluster's GPU is another, "
+                        "correct [cluster] gpu" if gpu is not None and queries else ""))
     if problems:
         # a parser that raised recorded nothing: what it would have known cannot be told yet
         raise CheckFailed("; ".join(problems) + " (unknown flags are checked once this passes)", "; ".join(hints))
@@ -246,4 +309,5 @@ def _judge(result: Mapping[str, Any], argv: list[str], slime_dir: Path, megatron
     if not calls:
         return f"{module}.{function} accepted {len(argv)} tokens (no whole-command-line parser seen: " \
                "unknown flags not checked)"
-    return f"{module}.{function} accepted all {len(argv)} tokens ({len(calls)} parsers, none left a flag unknown)"
+    return (f"{module}.{function} accepted all {len(argv)} tokens ({len(calls)} parsers, none left a flag unknown)"
+            + _gpu_words(queries, gpu))
