@@ -55,7 +55,7 @@ from acrl.compiler._pipeline.model_args.hf_config import compare
 from acrl.compiler._spec.flags import parse_flags
 from conftest import REPO
 
-DATA = REPO / "compiler" / "_pipeline" / "model_args" / "published_configs.json"
+DATA = REPO / "tests" / "data" / "published_configs.json"  # test data: the compiler never reads it
 PUBLISHED = json.loads(DATA.read_text(encoding="utf-8"))
 MODELS: Mapping[str, Any] = PUBLISHED["models"]
 SCRIPT_ENTRIES = sorted(name for name, e in CATALOG.items() if not e.hf_fields)
