@@ -179,11 +179,11 @@ def test_catalog_model_args_and_overrides(write_spec: SpecWriter) -> None:
 
 
 def test_extra_flags_and_args(write_spec: SpecWriter) -> None:
-    path = write_spec({"extra": {"flags": {"--sglang-enable-metrics": True}, "args": ["--foo", "1"]}})
+    path = write_spec({"extra": {"flags": {"--sglang-enable-metrics": True}, "args": ["--log-interval", "1"]}})
     flags = by_name(explain_path(path).flags)
     assert flags["--sglang-enable-metrics"].related == ("extra.flags.--sglang-enable-metrics",)
     assert "escape hatch" in flags["--sglang-enable-metrics"].doc
-    assert flags["--foo"].value == ("1",) and flags["--foo"].related == ("extra.args",)
+    assert flags["--log-interval"].value == ("1",) and flags["--log-interval"].related == ("extra.args",)
 
 
 # --- a bundle: its resolved spec.toml ----------------------------------------------------------------

@@ -98,7 +98,9 @@ def test_a_checkout_without_the_model_script_says_which(tmp_path: Path) -> None:
 
 
 def test_flags_are_checked_against_the_given_checkouts(tmp_path: Path) -> None:
-    spec = merge(MINIMAL, {"slime": {"dir": CLUSTER_SLIME}, "extra": {"flags": {"--use-tensorbord": True}}})
+    # a commit acrl has no facts about: the checkouts decide (with facts, ACRL-F003 names the flag: test_commit_facts)
+    spec = merge(MINIMAL, {"slime": {"dir": CLUSTER_SLIME, "commit": "1234567890abcdef1234567890abcdef12345678"},
+                           "extra": {"flags": {"--use-tensorbord": True}}})
     with pytest.raises(SpecError) as info:
         compile_spec(write(tmp_path, spec), checkouts=((str(SLIME), "--slime-checkout"),
                                                        (str(MEGATRON), "--megatron-checkout")))
@@ -123,7 +125,8 @@ def test_the_cluster_path_is_still_read_where_it_exists(tmp_path: Path) -> None:
 def test_the_compile_cache_keys_on_the_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    spec = write(tmp_path, merge(MINIMAL, {"slime": {"dir": CLUSTER_SLIME}}))
+    spec = write(tmp_path, merge(MINIMAL, {"slime": {"dir": CLUSTER_SLIME,
+                                                     "commit": "1234567890abcdef1234567890abcdef12345678"}}))
     for _ in range(2):  # the second is a hit
         code, _, err = run(capsys, str(spec), "-o", str(tmp_path / "a"))
         assert code == 0 and "flags not verified" in err

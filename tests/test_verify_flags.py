@@ -8,8 +8,11 @@ from acrl.compiler import SpecError, compile_spec
 from conftest import REPO, SpecWriter
 
 FIXTURES = REPO / "tests" / "fixtures"
-CHECKOUTS = {"slime": {"dir": str(FIXTURES / "slime_checkout"),
-                       "megatron_dir": str(FIXTURES / "megatron_checkout")}}
+# a slime commit acrl has no facts about: the checkout alone decides (ACRL-F004); see the end of this file for a
+# commit with facts (ACRL-F003)
+NO_FACTS = "1234567890abcdef1234567890abcdef12345678"
+CHECKOUTS = {"slime": {"dir": str(FIXTURES / "slime_checkout"), "megatron_dir": str(FIXTURES / "megatron_checkout"),
+                       "commit": NO_FACTS}}
 
 
 def test_known_flags_pass_and_are_reported_as_verified(write_spec: SpecWriter) -> None:
@@ -42,6 +45,6 @@ def test_bundle_bytes_do_not_depend_on_the_checkout_being_here(write_spec: SpecW
 
 
 def test_without_a_checkout_the_compile_says_flags_were_not_verified(write_spec: SpecWriter) -> None:
-    bundle = compile_spec(write_spec({"extra": {"flags": {"--anything-goes": 1}}}))
+    bundle = compile_spec(write_spec({"slime": {"commit": NO_FACTS}, "extra": {"flags": {"--anything-goes": 1}}}))
     assert any(note.startswith("flags not verified: no slime checkout on this machine ([slime] dir /root/slime")
                for note in bundle.notes)

@@ -13,7 +13,7 @@ import attrs
 from .._pipeline.bundle import YAML_LIMIT, read_input
 from .._secrets import is_credential_flag, looks_secret_value, without_credentials
 from .._shell.eval import Shell, Text
-from .._spec.flags import known_absent_flags
+from .._spec.flags import did_you_mean, known_absent_flags
 from .._spec.profiles import TOOLKIT_ROLLOUT, Integration
 from .._spec.tables import TOOLKIT_SLIME_COMMIT
 from .base import ImportInputError, Note, NoteKind, load_yaml
@@ -183,8 +183,9 @@ class SpecBuilder:
             elif flag == "--custom-config-path":
                 self.custom_config(values)
             elif flag in absent:
+                close = f"; did you mean {m}?" if (m := did_you_mean(flag, TOOLKIT_SLIME_COMMIT)) else ""
                 self.note("difference", f"{flag} is left out: slime at the targeted commit has no such flag "
-                                        f"({absent[flag]}); it did nothing", token)
+                                        f"({absent[flag]}); it did nothing{close}", token)
             elif flag == "--global-batch-size":
                 self.global_batch(values, token, "--num-steps-per-rollout" in last)
             elif flag in model_flags:

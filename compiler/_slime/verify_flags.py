@@ -15,6 +15,7 @@ import attrs
 
 from .._spec.tables import Spec
 from .checkout import MEGATRON_OPTION, SLIME_OPTION, SPEC_SLIME, Checkout, missing_hint
+from .commit_facts import CommitFacts, commit_facts
 
 FlagChecker = Callable[[str], tuple[str, Sequence[str]]]  # flag -> (known|unknown|unverifiable, close)
 
@@ -26,6 +27,20 @@ class FlagVerification:
     where: str = ""  # the checkouts read, as messages name them
 
 
+def _differences(checkout: frozenset[str], facts: CommitFacts, shown: int = 6) -> str:
+    """How the checkout's flags differ from the targeted commit's (its facts), for the note about the two."""
+    extra, missing = sorted(checkout - facts.flags), sorted(facts.flags - checkout)
+    if not extra and not missing:
+        return f"; it defines the same flags as acrl's facts of slime {facts.name}"
+
+    def listed(flags: list[str]) -> str:
+        return ", ".join(flags[:shown]) + (f" and {len(flags) - shown} more" if len(flags) > shown else "")
+
+    parts = [f"has {len(extra)} flag(s) slime {facts.name} lacks ({listed(extra)})" if extra else "",
+             f"lacks {len(missing)} of its flag(s) ({listed(missing)})" if missing else ""]
+    return f"; compared with acrl's facts of slime {facts.name}, the checkout " + " and ".join(p for p in parts if p)
+
+
 def verify_flags(spec: Spec, slime: Checkout | None, megatron: Checkout | None) -> FlagVerification:
     """Read the accepted flags from this machine's slime checkout and Megatron-LM checkout, if any."""
     accepted = None
@@ -33,10 +48,16 @@ def verify_flags(spec: Spec, slime: Checkout | None, megatron: Checkout | None) 
         from .source import read_accepted_flags  # lazy: the reader is loaded only where there is a checkout
 
         accepted = read_accepted_flags(Path(slime.path), Path(megatron.path) if megatron is not None else None)
+    facts = commit_facts(spec.slime.commit)
+    if slime is None and facts is not None:
+        return FlagVerification(None, (
+            f"flags checked against acrl's facts of slime {facts.name} (generated from its code and Megatron-LM's, "
+            "python -m acrl.compiler._slime.flag_facts); no slime checkout on this machine",))
     if slime is None:
         return FlagVerification(None, (
             f"flags not verified: no slime checkout on this machine ({SPEC_SLIME} {spec.slime.dir} is the cluster's "
-            f"path and does not exist here); {missing_hint('every [extra] flag against its parsers')}",))
+            f"path and does not exist here) and acrl has no facts of slime {spec.slime.commit[:12]}; "
+            f"{missing_hint('every [extra] flag against its parsers')}",))
     if accepted is None:
         return FlagVerification(None, (
             f"flags not verified: {slime.shown()} is not a slime checkout (no slime/utils/arguments.py)",))
@@ -51,7 +72,8 @@ def verify_flags(spec: Spec, slime: Checkout | None, megatron: Checkout | None) 
     commit = slime.commit
     if commit is not None and not (commit.startswith(target) or target.startswith(commit)):
         notes.append(f"{slime.path} is at commit {commit[:12]}, but the spec targets {target[:12]}; "
-                     "flags were checked against the checkout")
+                     "flags were checked against the checkout" + ("" if facts is None else
+                                                                   _differences(accepted.flags, facts)))
     gaps = [gap if megatron is not None or "no Megatron-LM checkout" not in gap else
             f"{gap} (give one with {MEGATRON_OPTION} DIR)" for gap in accepted.gaps]
     notes += [f"a flag not found may still exist: {gap}" for gap in gaps]

@@ -6,38 +6,28 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from .. import _secrets
+from .._slime.commit_facts import absent_flags
 from .setting import FlagValue
-
-# Facts from slime's own parsers at the commits acrl knows. A flag listed for a commit does not
-# exist there: slime would silently ignore it (all its parsers use parse_known_args).
-_REMOVED_BEFORE_PIN = {"--use-dynamic-global-batch-size": "removed from slime on 2026-05-25"}
-_ONLY_AT_PIN = {
-    flag: "removed from slime after fa3c990 (--megatron-to-hf-mode on 2026-08-04)"
-    for flag in ("--custom-delta-pre-push-path", "--megatron-to-hf-mode", "--train-memory-margin-bytes",
-                 "--update-weight-delta-dir", "--update-weight-delta-keep-files", "--update-weight-encoding")
-}
-_ONLY_AT_HEAD = {
-    flag: "added to slime after fa3c990"
-    for flag in ("--ci-train-rollout-logprob-abs-diff-threshold", "--custom-update-weight-post-write-path",
-                 "--freeze-indexer", "--megatron-deepgemm-forward-layers",
-                 "--megatron-deepgemm-forward-modules", "--megatron-deepgemm-moe-forward-layers",
-                 "--megatron-deepgemm-moe-forward-modules", "--release-train", "--rollout-sample-hook-path",
-                 "--update-weight-delta-checksum", "--update-weight-delta-encoding",
-                 "--update-weight-local-checkpoint-dir")
-}
-KNOWN_COMMITS: Mapping[str, Mapping[str, str]] = {
-    "fa3c990af6f18efd3fd9922698bf4bf4048d1263": {**_REMOVED_BEFORE_PIN, **_ONLY_AT_HEAD},
-    "624b824a8": {**_REMOVED_BEFORE_PIN, **_ONLY_AT_PIN},
-}
 
 
 def known_absent_flags(commit: str) -> Mapping[str, str] | None:
-    """Flags known not to exist at ``commit`` (with why), or None when acrl has no facts about it."""
-    commit = commit.lower()
-    for known, absent in KNOWN_COMMITS.items():
-        if len(commit) >= 7 and (known.startswith(commit) or commit.startswith(known)):
-            return absent
-    return None
+    """Flags that do not exist at ``commit`` (``flag in absent``, ``absent[flag]`` says since when), from the facts
+    acrl generates from slime's and Megatron-LM's code per commit (compiler/_slime/commits, made by
+    ``python -m acrl.compiler._slime.flag_facts``); None when acrl has no facts about the commit. slime would
+    silently ignore such a flag (all its parsers use parse_known_args). Generated ``--sglang-*`` flags are never
+    absent here."""
+    return absent_flags(commit)
+
+
+def did_you_mean(flag: str, commit: str) -> str | None:
+    """The flag of ``commit`` closest to ``flag`` (a misspelling), or None (no facts, or nothing close)."""
+    absent = absent_flags(commit)
+    if absent is None:
+        return None
+    import difflib  # lazy: only for a flag the targeted commit lacks
+
+    close = difflib.get_close_matches(flag, absent.facts.flags, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def is_credential_flag(flag: str) -> bool:

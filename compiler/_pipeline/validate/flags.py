@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..._secrets import is_credential_flag
-from ..._spec.flags import known_absent_flags, normalize_flag
+from ..._spec.flags import did_you_mean, known_absent_flags, normalize_flag
 from .engine import FLAG_TABLES, Context, Finding, rule, spec_strings
 
 
@@ -60,17 +60,22 @@ def _duplicates(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-F003", "error", ["slime.commit", "extra.flags", "model.megatron_to_hf_mode"],
       "flags exist at the targeted slime commit")
 def _absent_at_commit(ctx: Context) -> Iterator[Finding]:
-    """Flags must exist at the targeted slime commit (for the commits acrl knows); slime ignores unknown flags
-    silently."""
+    """Flags must exist at the targeted slime commit, for the commits acrl ships facts about (generated from slime's
+    and Megatron-LM's code by ``python -m acrl.compiler._slime.flag_facts``; ``acrl`` needs no checkout for it):
+    slime ignores an unknown flag silently. A misspelled flag gets its did-you-mean; a flag of another commit says
+    since when. Generated ``--sglang-*`` flags are not in the facts."""
     absent = known_absent_flags(ctx.spec.slime.commit)
     if absent is None:
         return
     origins = {a.flag: a.origin for g in ctx.groups for a in g.args}
-    for flag, key in [*((f, origins[f]) for f in origins), *_escape_hatch(ctx)]:
+    found = dict(_escape_hatch(ctx))  # an escape-hatch flag is among the argv's too: once, at its own key
+    for flag, key in [*((f, origins[f]) for f in origins if f not in found), *found.items()]:
         if flag in absent:
             spec_key = key if not key.startswith("derived") else "slime.commit"
+            close = did_you_mean(flag, ctx.spec.slime.commit)
             yield Finding(f"{flag} does not exist at slime {ctx.spec.slime.commit[:9]} ({absent[flag]}); "
-                          "slime would ignore it silently", "remove it, or target a slime commit that has it",
+                          "slime would ignore it silently",
+                          f"did you mean {close}?" if close else "remove it, or target a slime commit that has it",
                           keys=(spec_key,))
 
 
@@ -80,7 +85,10 @@ def _unknown_flags(ctx: Context) -> Iterator[Finding]:
     you-mean suggested)."""
     if ctx.accepted is None:
         return
+    absent = known_absent_flags(ctx.spec.slime.commit)
     for flag, key in _escape_hatch(ctx):
+        if absent is not None and flag in absent:
+            continue  # ACRL-F003 names it, from the targeted commit's facts
         status, close = ctx.accepted(flag)
         if status == "unknown":
             where = ctx.checked_at or ctx.spec.slime.dir
