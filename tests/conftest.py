@@ -42,6 +42,10 @@ QWEN25_3B_ARGS: dict[str, Any] = {
     "group-query-attention": True, "num-query-groups": 2, "vocab-size": 151936,
 }
 
+# A slime commit acrl ships no flag facts for (compiler/_slime/commits): ACRL-F003 does not apply, so any escape-hatch
+# flag compiles. Tests of something else (quoting, structure, the RayJob) that use made-up flags target it.
+NO_FACTS = "1234567890abcdef1234567890abcdef12345678"
+
 MINIMAL: dict[str, Any] = {
     "experiment": {"id": "test-exp"},
     "agentcore": {

@@ -28,7 +28,8 @@ def test_compile_writes_the_bundle_and_prints_its_hash(tmp_path: Path, capsys: p
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert code == 0
     assert out == f"created {tmp_path / 'b'}{os.sep}  bundle sha256:{manifest['bundle_hash']}\n"
-    assert err.startswith("note: flags not verified")  # the wording of a note (one golden line)
+    assert err.startswith("note: flags checked against acrl's facts of slime fa3c990 (generated from its code and "
+                          "Megatron-LM's, python -m acrl.compiler._slime.flag_facts)")  # a note's wording (golden)
 
 
 def test_default_output_is_bundles_exp_id(tmp_path: Path, capsys: pytest.CaptureFixture[str],

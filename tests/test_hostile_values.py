@@ -34,7 +34,7 @@ from acrl.compiler import SpecError, compile_spec, write
 from acrl.compiler._pipeline.kuberay import rayjob_documents
 from acrl.compiler._pipeline.render import custom_config, environment
 from acrl.compiler._spec.tables import table_types
-from conftest import MINIMAL, merge
+from conftest import MINIMAL, NO_FACTS, merge
 
 BIN = Path(sys.executable).parent
 
@@ -295,7 +295,10 @@ def _models(kind: str, text: str) -> dict[str, Any]:
 
 
 SAMPLE_KEY = "ACRL_TEST_NAME"  # a name every free-form table accepts: a variable name, a flag, a dataset name
-COMPANIONS: dict[str, dict[str, Any]] = {"eval.datasets": {"eval": {"interval": 5}}}
+# made-up escape-hatch flags: a slime commit with no flag facts (ACRL-F003 would refuse them; test_commit_facts)
+COMPANIONS: dict[str, dict[str, Any]] = {"eval.datasets": {"eval": {"interval": 5}},
+                                         "extra.flags": {"slime": {"commit": NO_FACTS}},
+                                         "extra.args": {"slime": {"commit": NO_FACTS}}}
 
 
 def _admits(tp: Any, wanted: type) -> bool:
@@ -343,6 +346,7 @@ CONSTRAINED = {"agentcore.runtime_arn:value", "agentcore.gateway_log_level:value
                "model.megatron_to_hf_mode:value", "sglang.log_level:value", "sglang.log_level_http:value",
                "algorithm.advantage_estimator:value", "algorithm.kl_loss_type:value", "train.mode:value",
                "train.lr_decay_style:value", "train.attention_backend:value", "cluster.dashboard_host:value",
+               "cluster.gpu:value",
                # absolute paths only (ACRL-L001): "acrl-plain" is refused
                "env.pythonpath:item", "env.pythonpath_before_megatron:item",
                # options only (ACRL-L001): "acrl-plain" would be a positional argument of `ray start`

@@ -19,7 +19,7 @@ from acrl.compiler._pipeline.compile import compile_source
 from acrl.compiler._pipeline.kuberay import k8s_name
 from acrl.compiler._pipeline.parse import read_spec
 from acrl.compiler.errors import SpecError
-from conftest import SpecWriter, merge
+from conftest import NO_FACTS, SpecWriter, merge
 
 # json tags of KubeRay's v1 Go types (the subset a RayJob may carry that acrl could write)
 RAYJOB_SPEC_FIELDS = {"entrypoint", "runtimeEnvYAML", "jobId", "submissionMode", "shutdownAfterJobFinishes",
@@ -36,7 +36,7 @@ WORKER_GROUP_FIELDS = {"groupName", "replicas", "minReplicas", "maxReplicas", "r
 KUBERAY = {"kuberay": {"image": "registry.example/slime:v1", "secret": "team-secrets"},
            "wandb": {"project": "my project", "key_env": "MY_WANDB_KEY"},
            "env": {"vars": {"NCCL_DEBUG": "WARN"}, "forward": ["WANDB_ENTITY", "TEAM_NAME"]},
-           "extra": {"args": ["--x-flag", "a value; $(rm -rf /)"]}}
+           "extra": {"args": ["--x-flag", "a value; $(rm -rf /)"]}, "slime": {"commit": NO_FACTS}}
 
 
 def documents(write_spec: SpecWriter, overrides: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any]]:

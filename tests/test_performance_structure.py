@@ -12,7 +12,7 @@ import pytest
 from acrl.compiler import compile_spec
 from acrl.compiler._pipeline.structure import converter
 from acrl.compiler._spec.tables import Spec
-from conftest import EXAMPLE_SPECS, REPO, SpecWriter
+from conftest import EXAMPLE_SPECS, NO_FACTS, REPO, SpecWriter
 
 EVERYTHING_SET: dict[str, Any] = {
     "experiment": {"seed": 7},
@@ -21,7 +21,7 @@ EVERYTHING_SET: dict[str, Any] = {
     "data": {"label_key": "label", "metadata_key": "meta"},
     "cluster": {"colocate": False, "rollout_num_gpus": 4, "address": "http://head:8265", "num_nodes": 1,
                 "actor_num_nodes": 1, "actor_num_gpus_per_node": 4, "node_ip_address": "10.0.0.1",
-                "ray_start_args": ["--num-cpus", "4"], "env": {"HIP_VISIBLE_DEVICES": "0"}},
+                "ray_start_args": ["--num-cpus", "4"], "env": {"HIP_VISIBLE_DEVICES": "0"}, "gpu": "H100"},
     "rollout": {"max_prompt_len": 10, "max_context_len": 100, "top_p": 0.5, "over_sampling_batch_size": 64,
                 "custom_generate_function_path": "a.b", "custom_rm_path": "c.d"},
     "sglang": {"context_length": 100, "reasoning_parser": "qwen3"},
@@ -35,6 +35,7 @@ EVERYTHING_SET: dict[str, Any] = {
     "env": {"vars": {"X": "1"}, "forward": ["A", "B"], "pythonpath": ["/p"], "pythonpath_before_megatron": ["/q"]},
     "kuberay": {"image": "registry.example/slime:v1", "namespace": "rl", "service_account": "slime-irsa"},
     "extra": {"flags": {"--a": True, "--b": 1, "--c": 0.5, "--d": "x", "--e": [1, 2.5, "z"]}, "args": ["--f", "1"]},
+    "slime": {"commit": NO_FACTS},  # made-up escape-hatch flags: no flag facts apply
 }
 
 

@@ -25,7 +25,7 @@ from test_train_sh import Toolbox, make_toolbox, run_train_sh
 from acrl.compiler import SpecError, compile_spec, write
 from acrl.compiler._cli.main import compile_main
 from acrl.compiler._spec.tables import table_types
-from conftest import EXAMPLE_SPECS, MINIMAL, REPO, merge
+from conftest import EXAMPLE_SPECS, MINIMAL, NO_FACTS, REPO, merge
 
 BUNDLE_FILES = ("train.sh", "model_args.sh", "custom_config.yaml", "spec.toml", "manifest.json")
 
@@ -69,6 +69,7 @@ def string_spec(v: Mapping[str, Any]) -> dict[str, Any]:
         "model": {"dir": v["model.dir"]},
         "sglang": {"tool_call_parser": v["tool_call_parser"]},
         "rollout": {"function_path": v["function_path"]},
+        "slime": {"commit": NO_FACTS},  # made-up escape-hatch flags: no flag facts apply
         "extra": {"flags": {"--acrl-test-flag": v["flag_value"], "--acrl-test-list": v["flag_list"]},
                   "args": ["--acrl-test-raw", *v["extra_args"]]},
         "eval": {"interval": 1, "datasets": {v["eval_name"]: v["eval_path"]}},
@@ -408,7 +409,9 @@ VALID_OVERRIDES = st.fixed_dictionaries({}, optional={
 def test_random_specs_round_trip(overrides: dict[str, Any], scratch: Path) -> None:
     with tempfile.TemporaryDirectory(dir=scratch) as tmp:
         spec = Path(tmp) / "random-spec.toml"
-        spec.write_text(tomli_w.dumps(merge(MINIMAL, overrides)), encoding="utf-8")
+        # made-up --acrl-* escape-hatch flags: a slime commit with no flag facts (ACRL-F003 would refuse them)
+        spec.write_text(tomli_w.dumps(merge(merge(MINIMAL, {"slime": {"commit": NO_FACTS}}), overrides)),
+                        encoding="utf-8")
         assert tomllib.loads(spec.read_text(encoding="utf-8"))
         assert_round_trip(spec, Path(tmp))
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from acrl.compiler import Bundle, compile_spec, write
-from conftest import EXAMPLE_SPECS, SpecWriter
+from conftest import EXAMPLE_SPECS, NO_FACTS, SpecWriter
 
 SHIMS = Path(__file__).resolve().parent / "shims"
 SHIM_NAMES = ("ray", "pkill", "pgrep", "nvidia-smi")
@@ -650,6 +650,7 @@ KITCHEN_SINK: dict[str, Any] = {
     "env": {"vars": {"A": "$(b) 'c'"}, "forward": []},
     "cluster": {"address": "http://head:8265", "stop_stale_processes": False, "start_ray_head": False},
     "extra": {"args": ["--some-raw-flag", "value with 'quotes'"], "flags": {"--other-flag": [1, "x y"]}},
+    "slime": {"commit": NO_FACTS},  # made-up escape-hatch flags: no flag facts apply
     "eval": {"interval": 2, "datasets": {"a b": "/e/a b.jsonl"}},
     # values shellcheck would question if they were code: `$`, backticks, `~` inside quotes
     "data": {"path": "~/data/train.jsonl", "input_key": "`x` $y ${z} !a"},

@@ -25,7 +25,7 @@ from acrl.compiler._pipeline.compile import Bundle
 from acrl.compiler._review.shell_files import FORWARDED, flag_occurrences
 from acrl.compiler._review.view import bash_arrays, read_view
 from acrl.templates import train_sh_structure as structure
-from conftest import MINIMAL, merge
+from conftest import MINIMAL, NO_FACTS, merge
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -165,6 +165,7 @@ def overrides_for(choice: Mapping[str, Any], text: str) -> dict[str, Any]:
     out["cluster"]["stop_stale_processes"] = choice["stop_stale"]
     if choice["extra"]:
         out["extra"] = {"args": ["--extra-flag", text, "--other"]}
+        out.setdefault("slime", {})["commit"] = NO_FACTS  # made-up flags: no flag facts apply
     if choice["kuberay"]:
         out["kuberay"] = {"image": "registry.example/slime:1"}
     if choice["env"]:
