@@ -15,6 +15,7 @@ import attrs
 
 from .._spec.tables import Spec
 from .checkout import MEGATRON_OPTION, SLIME_OPTION, SPEC_SLIME, Checkout, missing_hint
+from .sglang_stack import sglang_version
 
 FlagChecker = Callable[[str], tuple[str, Sequence[str]]]  # flag -> (known|unknown|unverifiable, close)
 
@@ -33,10 +34,13 @@ def verify_flags(spec: Spec, slime: Checkout | None, megatron: Checkout | None) 
         from .source import read_accepted_flags  # lazy: the reader is loaded only where there is a checkout
 
         accepted = read_accepted_flags(Path(slime.path), Path(megatron.path) if megatron is not None else None)
+    version = sglang_version(spec.slime.commit)
+    sglang_note = "" if version is None else \
+        f"; the --sglang-* flags were checked against acrl's facts of sglang {version}, slime {spec.slime.commit[:9]}'s"
     if slime is None:
         return FlagVerification(None, (
             f"flags not verified: no slime checkout on this machine ({SPEC_SLIME} {spec.slime.dir} is the cluster's "
-            f"path and does not exist here); {missing_hint('every [extra] flag against its parsers')}",))
+            f"path and does not exist here); {missing_hint('every [extra] flag against its parsers')}{sglang_note}",))
     if accepted is None:
         return FlagVerification(None, (
             f"flags not verified: {slime.shown()} is not a slime checkout (no slime/utils/arguments.py)",))
@@ -55,9 +59,10 @@ def verify_flags(spec: Spec, slime: Checkout | None, megatron: Checkout | None) 
     gaps = [gap if megatron is not None or "no Megatron-LM checkout" not in gap else
             f"{gap} (give one with {MEGATRON_OPTION} DIR)" for gap in accepted.gaps]
     notes += [f"a flag not found may still exist: {gap}" for gap in gaps]
-    if accepted.unverified_prefixes:
-        notes.append("flags starting with " + ", ".join(accepted.unverified_prefixes) +
-                     " are generated from sglang at run time and were not verified")
+    unverified = [p for p in accepted.unverified_prefixes if version is None or p != "--sglang-"]
+    if unverified:
+        notes.append("flags starting with " + ", ".join(unverified) +
+                     " are generated from sglang at run time and were not verified" + sglang_note)
 
     def check(flag: str) -> tuple[str, Sequence[str]]:
         result = accepted.check(flag)
