@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 import attrs
 
+from .._slime.sglang_stack import slime_flag, slime_flag_names
 from .._spec.flags import flag_tokens, known_absent_flags, normalize_flag
 from .._spec.server_groups import SGLANG_CONFIG
 from .._spec.tables import Spec
-from .._slime.sglang_stack import slime_flag, slime_flag_names
 from . import placement_spec
 from .model_args.resolve import ModelArgs
 

@@ -159,7 +159,7 @@ def _from_field(name: str, node: ast.AnnAssign) -> dict[str, Any] | None:
     if meta is None or _literal(meta.get("no_cli"))[1] is True:
         return None
     cli_name = _str(meta.get("cli_name")) or "--" + name.replace("_", "-")
-    ok, aliases = _literal(meta.get("aliases"))
+    aliases = _literal(meta.get("aliases"))[1]
     entry: dict[str, Any] = {"options": [cli_name, *(aliases or [])], "line": node.lineno, "via": "field"}
     if cli_name.lstrip("-").replace("-", "_") != name:
         entry["dest"] = name
@@ -172,17 +172,18 @@ def _from_field(name: str, node: ast.AnnAssign) -> dict[str, Any] | None:
             _put(entry, "nargs", extra.get("nargs"))
             _put(entry, "type", extra.get("type"), source=True)
         return entry
-    head = ast.unparse(inner.value) if isinstance(inner, ast.Subscript) else ""
-    if head in ("Literal", "typing.Literal"):
-        values = inner.slice.elts if isinstance(inner.slice, ast.Tuple) else [inner.slice]  # type: ignore[union-attr]
+    sub = inner if isinstance(inner, ast.Subscript) else None
+    head = ast.unparse(sub.value) if sub is not None else ""
+    if sub is not None and head in ("Literal", "typing.Literal"):
+        values = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
         if "choices" not in meta:
             entry["choices"] = [_literal(v)[1] for v in values]
         elif _literal(meta["choices"])[0]:
             _put(entry, "choices", meta["choices"])
         entry["type"] = _put_type(meta) or type(_literal(values[0])[1]).__name__
-    elif head in ("List", "list", "typing.List") and "type_parser" not in meta:
+    elif sub is not None and head in ("List", "list", "typing.List") and "type_parser" not in meta:
         entry["nargs"] = _literal(meta["nargs"])[1] if "nargs" in meta else "+"
-        entry["type"] = _type_name(inner.slice)  # type: ignore[union-attr]
+        entry["type"] = _type_name(sub.slice)
         if "choices" in meta and _literal(meta["choices"])[0]:
             _put(entry, "choices", meta["choices"])
     elif ast.unparse(inner) == "bool":

@@ -136,8 +136,8 @@ def _deprecated_sglang(ctx: Context) -> Iterator[Finding]:
                 yield Finding(f"{flag} is deprecated in {facts.shown} for {new}: it still works, with a warning at "
                               "each engine start", f"write {new} instead", keys=(key,))
             else:
-                yield Finding(f"{flag} is deprecated in {facts.shown} and does nothing" + (f" ({note})" if note else ""),
-                              "remove it", keys=(key,))
+                why = f" ({note})" if note else ""
+                yield Finding(f"{flag} is deprecated in {facts.shown} and does nothing{why}", "remove it", keys=(key,))
 
 
 @rule("ACRL-F007", "error", ["extra.flags", "extra.args"], "sglang flags exist at the targeted commit")
