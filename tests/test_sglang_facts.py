@@ -291,6 +291,33 @@ def test_cuda_graph_max_bs_is_passed_as_the_targeted_sglang_names_it(compile_ove
     assert "  --sglang-cuda-graph-max-bs 32\n" in other  # no facts: acrl's own name
 
 
+def test_explain_and_the_review_groups_follow_the_flag_passed(write_spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from acrl.compiler import compile_spec, write
+    from acrl.compiler._review.explain import explain_path
+    from acrl.compiler._review.flag_groups import flag_group
+
+    path = write_spec(HEAD)
+    write(compile_spec(path), tmp_path / "b")
+    for explained in (explain_path(path), explain_path(tmp_path / "b")):
+        (item,) = explained.select("--sglang-cuda-graph-max-bs-decode").flags
+        assert item.value == ("32",) and item.related == ("sglang.cuda_graph_max_bs",)
+        (key,) = explained.select("sglang.cuda_graph_max_bs").keys
+        assert key.related == ("--sglang-cuda-graph-max-bs-decode",)
+    assert flag_group("--sglang-cuda-graph-max-bs-decode", None) == flag_group("--sglang-cuda-graph-max-bs", None) \
+        == "rollout and sglang"
+
+
+def test_diff_shows_the_flag_renamed_between_the_pin_and_head(write_spec, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    from acrl.compiler._cli.main import acrl_main
+
+    a, b = write_spec(name="a.toml"), write_spec(HEAD, name="b.toml")
+    assert acrl_main(["diff", str(a), str(b), "--format", "json"]) == 1
+    flags = {c["key"]: (c["change"], c["before"], c["after"], c.get("group"))
+             for c in json.loads(capsys.readouterr().out)["sections"]["flags"]}
+    assert flags["--sglang-cuda-graph-max-bs"] == ("removed", ["32"], None, "rollout and sglang")
+    assert flags["--sglang-cuda-graph-max-bs-decode"] == ("added", None, ["32"], "rollout and sglang")
+
+
 def test_an_escape_hatch_alias_of_a_flag_acrl_passes_is_a_duplicate_not_an_abbreviation(compile_overrides) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(SpecError) as info:
         compile_overrides({**HEAD, "extra": {"flags": {"--sglang-cuda-graph-max-bs": 8}}})

@@ -36,7 +36,7 @@ def verify_flags(spec: Spec, slime: Checkout | None, megatron: Checkout | None) 
         accepted = read_accepted_flags(Path(slime.path), Path(megatron.path) if megatron is not None else None)
     version = sglang_version(spec.slime.commit)
     sglang_note = "" if version is None else \
-        f"; the --sglang-* flags were checked against acrl's facts of sglang {version}, slime {spec.slime.commit[:9]}'s"
+        f"; the --sglang-* flags are held to acrl's facts of sglang {version}, slime {spec.slime.commit[:9]}'s"
     if slime is None:
         return FlagVerification(None, (
             f"flags not verified: no slime checkout on this machine ({SPEC_SLIME} {spec.slime.dir} is the cluster's "
