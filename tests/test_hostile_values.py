@@ -262,7 +262,10 @@ class Slot:
     def place(self, text: str) -> dict[str, Any]:
         """Spec overrides putting ``text`` in this slot (with the keys it needs to be used)."""
         if self.kind.startswith(("model-", "override-")):  # [sglang.models.NAME] and its server group
-            return {self.table: {self.field: _models(self.kind, text)}}
+            # an override key must be a ServerArgs field where acrl knows the commit's sglang (ACRL-G008): any text
+            # is one only at a commit it has no sglang facts for
+            commit = {"slime": {"commit": NO_SGLANG_FACTS}} if self.kind == "override-key" else {}
+            return {**commit, self.table: {self.field: _models(self.kind, text)}}
         value: Any = {"value": text, "item": [text], "key": {text: "v"}, "table-value": {SAMPLE_KEY: text},
                       "table-item": {SAMPLE_KEY: ["a", text]}}[self.kind]
         return merge(COMPANIONS.get(f"{self.table}.{self.field}", {}), {self.table: {self.field: value}})
@@ -276,7 +279,7 @@ class Slot:
             return node["default"]["model_path"]
         if self.kind.startswith("override-"):
             overrides = node["default"]["server_groups"][0]["overrides"]
-            return next(iter(overrides)) if self.kind == "override-key" else overrides[SAMPLE_KEY]
+            return next(iter(overrides)) if self.kind == "override-key" else overrides[OVERRIDE_KEY]
         return {"value": lambda: node, "item": lambda: node[0],
                 "key": lambda: next(k for k, v in node.items() if v == "v"),
                 "table-value": lambda: node[SAMPLE_KEY], "table-item": lambda: node[SAMPLE_KEY][1]}[self.kind]()
@@ -287,7 +290,7 @@ def _models(kind: str, text: str) -> dict[str, Any]:
     (one regular group of MINIMAL's 8 rollout GPUs)."""
     group: dict[str, Any] = {"worker_type": "regular", "num_gpus": 8}
     if kind.startswith("override-"):
-        group["overrides"] = {text: "v"} if kind == "override-key" else {SAMPLE_KEY: text}
+        group["overrides"] = {text: "v"} if kind == "override-key" else {OVERRIDE_KEY: text}
     model: dict[str, Any] = {"server_groups": [group]}
     if kind == "model-value":
         model["model_path"] = text
@@ -295,6 +298,8 @@ def _models(kind: str, text: str) -> dict[str, Any]:
 
 
 SAMPLE_KEY = "ACRL_TEST_NAME"  # a name every free-form table accepts: a variable name, a flag, a dataset name
+OVERRIDE_KEY = "tokenizer_path"  # a string field of sglang's ServerArgs at every commit acrl knows
+NO_SGLANG_FACTS = "0123456789abcdef0123456789abcdef01234567"  # a slime commit acrl has no sglang facts for
 # made-up escape-hatch flags: a slime commit with no flag facts (ACRL-F003 would refuse them; test_commit_facts)
 COMPANIONS: dict[str, dict[str, Any]] = {"eval.datasets": {"eval": {"interval": 5}},
                                          "extra.flags": {"slime": {"commit": NO_FACTS}},

@@ -82,6 +82,13 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"extra": {"flags": {"--release-train": True}}}],
     "ACRL-F005": [{"extra": {"flags": {"--sglang-mem-fraction": 0.5}}},
                   {"extra": {"args": ["--sglang-cuda-graph", "8"]}}],
+    # sglang 0.5.15.post1 (slime 624b824's image) deprecates --disable-cuda-graph for --cuda-graph-backend-*;
+    # sglang 0.5.13 (the pin's) keeps --enable-piecewise-cuda-graph as a DeprecatedAction that does nothing
+    "ACRL-F006": [{"slime": {"commit": "624b824a8"}, "extra": {"flags": {"--sglang-disable-cuda-graph": True}}},
+                  {"extra": {"args": ["--sglang-enable-piecewise-cuda-graph"]}}],
+    "ACRL-F007": [{"extra": {"flags": {"--sglang-mem-fracton-static": 0.5}}},
+                  {"slime": {"commit": "624b824a8"}, "extra": {"args": ["--sglang-tp-size", "2"]}},  # slime skips it
+                  {"extra": {"flags": {"--sglang-chunked-prefill": 4096}}}],  # an abbreviation
     "ACRL-M004": [{"model": {"args": {"group-query-attention": False}}}],
     "ACRL-S001": [{"env": {"vars": {"HF_TOKEN": "x"}}}, {"env": {"forward": ["AWS_SECRET_ACCESS_KEY"]}},
                   {"env": {"vars": {"bad name": "x"}}}, {"cluster": {"env": {"HF_TOKEN": "x"}}},
@@ -118,6 +125,9 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-G007": [_groups({"worker_type": "prefill", "num_gpus": 8}),
                   {"sglang": {"models": {"default": {"server_groups": [{"worker_type": "regular", "num_gpus": 8}]},
                                          "ref": {"model_path": "/models/ref"}}}}],
+    "ACRL-G008": [_groups({"worker_type": "regular", "num_gpus": 8, "overrides": {"dp_sise": 2}}),
+                  {"slime": {"commit": "624b824a8"}, **_groups({"worker_type": "regular", "num_gpus": 8,
+                                                                "overrides": {"cuda_graph_max_bs": 8}})}],
     "ACRL-M001": [{"parallel": {"tensor": 3}, "cluster": {"gpus_per_node": 6}},
                   {"rollout": {"gpus_per_engine": 4}, "model": {"args": {"num-query-groups": 3}}},
                   # DP attention 2 in engines of 6: the attention runs with tensor size 3, which 16 heads refuse

@@ -30,9 +30,17 @@ def test_a_misspelled_flag_is_an_error_with_did_you_mean(write_spec: SpecWriter)
     assert diag.hint == "did you mean --use-tensorboard?"
 
 
-def test_sglang_flags_cannot_be_verified_statically(write_spec: SpecWriter) -> None:
-    bundle = compile_spec(write_spec({**CHECKOUTS, "extra": {"flags": {"--sglang-enable-metrics": True}}}))
-    assert any("--sglang-" in note and "not verified" in note for note in bundle.notes)
+def test_sglang_flags_are_checked_against_acrls_sglang_facts_where_it_has_them(write_spec: SpecWriter) -> None:
+    """The checkout cannot say which --sglang-* flags exist (slime makes them from sglang at run time); acrl's facts of
+    the sglang the targeted commit runs can (ACRL-F007, tests/test_sglang_facts.py), for the commits it has them for."""
+    flags = {"extra": {"flags": {"--sglang-enable-metrics": True}}}
+    pin = {"slime": {**CHECKOUTS["slime"], "commit": "fa3c990af6f18efd3fd9922698bf4bf4048d1263"}}
+    bundle = compile_spec(write_spec({**CHECKOUTS, **flags, **pin}))  # the pin, sglang 0.5.13
+    (note,) = [n for n in bundle.notes if "generated from sglang" in n]
+    assert note.startswith("flags starting with --router- are generated") and "sglang 0.5.13" in note
+    other = compile_spec(write_spec({**CHECKOUTS, **flags, "slime": {**CHECKOUTS["slime"], "commit": "0123456789ab"}}))
+    (note,) = [n for n in other.notes if "generated from sglang" in n]
+    assert note.startswith("flags starting with --router-, --sglang- are generated") and "facts" not in note
 
 
 def test_bundle_bytes_do_not_depend_on_the_checkout_being_here(write_spec: SpecWriter, tmp_path) -> None:  # type: ignore[no-untyped-def]

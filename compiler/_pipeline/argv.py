@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import attrs
 
+from .._slime.sglang_stack import slime_flag, slime_flag_names
 from .._spec.flags import flag_tokens, known_absent_flags, normalize_flag
 from .._spec.server_groups import SGLANG_CONFIG
 from .._spec.tables import Spec
@@ -74,21 +75,23 @@ class ArgGroup:
     args: tuple[Arg, ...]
 
 
-def _field(obj: Any, table: str, name: str, profile: Mapping[str, str]) -> Iterator[Arg]:
+def _field(obj: Any, table: str, name: str, profile: Mapping[str, str], commit: str) -> Iterator[Arg]:
     field = attrs.fields_dict(type(obj))[name]
     value = getattr(obj, name)
     if "omit_if" in field.metadata and field.metadata["omit_if"] is not attrs.NOTHING \
             and value == field.metadata["omit_if"]:
         return
-    tokens = flag_tokens(field.metadata["flag"], value)
+    # a key's --sglang-* flag as the targeted sglang names it (--sglang-cuda-graph-max-bs is a deprecated alias of
+    # --sglang-cuda-graph-max-bs-decode in slime 624b824's sglang 0.5.15.post1: compiler/_slime/sglang_stack.py)
+    tokens = flag_tokens(slime_flag(commit, field.metadata["flag"]), value)
     key = f"{table}.{name}"
     if tokens:
         yield Arg(tokens[0], tuple(tokens[1:]), ArgOrigin("profile", (key,), profile[key]) if key in profile
                   else from_key(key))
 
 
-def _fields(obj: Any, table: str, names: Sequence[str], profile: Mapping[str, str]) -> list[Arg]:
-    return [arg for name in names for arg in _field(obj, table, name, profile)]
+def _fields(obj: Any, table: str, names: Sequence[str], profile: Mapping[str, str], commit: str) -> list[Arg]:
+    return [arg for name in names for arg in _field(obj, table, name, profile, commit)]
 
 
 def actor_gpus(spec: Spec) -> int:
@@ -306,7 +309,7 @@ def build_argv(spec: Spec, supplied: Collection[str] = ()) -> tuple[ArgGroup, ..
         args: list[Arg] = []
         for entry in group.entries:
             if isinstance(entry, _Keys):
-                args += _fields(getattr(spec, entry.table), entry.table, entry.names, profile)
+                args += _fields(getattr(spec, entry.table), entry.table, entry.names, profile, spec.slime.commit)
             else:
                 args += entry.make(spec)
         if args:
@@ -327,7 +330,8 @@ def flags_by_review_group() -> Mapping[str, str]:
                 continue
             if isinstance(entry, _Keys):
                 fields = attrs.fields_dict(tables[entry.table])
-                out.update({fields[name].metadata["flag"]: review for name in entry.names})
+                out.update({flag: review for name in entry.names
+                            for flag in slime_flag_names(fields[name].metadata["flag"])})
             elif entry.flag is not None:
                 out[entry.flag] = review
     return {**out, **RUNTIME_REVIEW}

@@ -16,6 +16,7 @@ import attrs
 from .._spec.tables import Spec
 from .checkout import MEGATRON_OPTION, SLIME_OPTION, SPEC_SLIME, Checkout, missing_hint
 from .commit_facts import CommitFacts, commit_facts
+from .sglang_stack import sglang_version
 
 FlagChecker = Callable[[str], tuple[str, Sequence[str]]]  # flag -> (known|unknown|unverifiable, close)
 
@@ -49,15 +50,18 @@ def verify_flags(spec: Spec, slime: Checkout | None, megatron: Checkout | None) 
 
         accepted = read_accepted_flags(Path(slime.path), Path(megatron.path) if megatron is not None else None)
     facts = commit_facts(spec.slime.commit)
+    version = sglang_version(spec.slime.commit)
+    sglang_note = "" if version is None else \
+        f"; the --sglang-* flags are held to acrl's facts of sglang {version}, slime {spec.slime.commit[:9]}'s"
     if slime is None and facts is not None:
         return FlagVerification(None, (
             f"flags checked against acrl's facts of slime {facts.name} (generated from its code and Megatron-LM's, "
-            "python -m acrl.compiler._slime.flag_facts); no slime checkout on this machine",))
+            f"python -m acrl.compiler._slime.flag_facts); no slime checkout on this machine{sglang_note}",))
     if slime is None:
         return FlagVerification(None, (
             f"flags not verified: no slime checkout on this machine ({SPEC_SLIME} {spec.slime.dir} is the cluster's "
             f"path and does not exist here) and acrl has no facts of slime {spec.slime.commit[:12]}; "
-            f"{missing_hint('every [extra] flag against its parsers')}",))
+            f"{missing_hint('every [extra] flag against its parsers')}{sglang_note}",))
     if accepted is None:
         return FlagVerification(None, (
             f"flags not verified: {slime.shown()} is not a slime checkout (no slime/utils/arguments.py)",))
@@ -77,9 +81,10 @@ def verify_flags(spec: Spec, slime: Checkout | None, megatron: Checkout | None) 
     gaps = [gap if megatron is not None or "no Megatron-LM checkout" not in gap else
             f"{gap} (give one with {MEGATRON_OPTION} DIR)" for gap in accepted.gaps]
     notes += [f"a flag not found may still exist: {gap}" for gap in gaps]
-    if accepted.unverified_prefixes:
-        notes.append("flags starting with " + ", ".join(accepted.unverified_prefixes) +
-                     " are generated from sglang at run time and were not verified")
+    unverified = [p for p in accepted.unverified_prefixes if version is None or p != "--sglang-"]
+    if unverified:
+        notes.append("flags starting with " + ", ".join(unverified) +
+                     " are generated from sglang at run time and were not verified" + sglang_note)
 
     def check(flag: str) -> tuple[str, Sequence[str]]:
         result = accepted.check(flag)

@@ -183,8 +183,10 @@ class Sglang:
                                            flag="--sglang-reasoning-parser")
     data_parallel_size: int | None = setting(1, doc="SGLang data parallel size.",
                                       flag="--sglang-data-parallel-size", ge=1)
-    cuda_graph_max_bs: int | None = setting(32, doc="Largest batch captured in a CUDA graph.",
-                                     flag="--sglang-cuda-graph-max-bs", ge=1)
+    cuda_graph_max_bs: int | None = setting(32, doc=(
+        "Largest (decode) batch captured in a CUDA graph. Passed as --sglang-cuda-graph-max-bs-decode where the "
+        "targeted slime's SGLang keeps --cuda-graph-max-bs only as a deprecated alias (624b824)."),
+        flag="--sglang-cuda-graph-max-bs", ge=1)
     log_level: LogLevel | None = setting("warning", doc="SGLang log level.", flag="--sglang-log-level")
     log_level_http: LogLevel | None = setting("warning", doc="SGLang HTTP log level.", flag="--sglang-log-level-http")
     models: dict[str, SglangModel] = setting(factory=dict, doc=(

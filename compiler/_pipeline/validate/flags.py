@@ -1,6 +1,7 @@
 """ACRL-F*: flags. No argv token passes a credential; the escape hatch ([extra.flags], [extra.args])
 neither repeats a spec key nor abbreviates an sglang flag acrl passes; flags exist at the targeted slime
-commit and are known to the slime checkout when it is on the compiling machine.
+commit and are known to the slime checkout when it is on the compiling machine; its --sglang-* flags are
+flags of the sglang the targeted commit runs, and not deprecated there (compiler/_slime/sglang_stack.py).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..._secrets import is_credential_flag
+from ..._slime.sglang_stack import sglang_at, slime_flag
 from ..._spec.flags import did_you_mean, known_absent_flags, normalize_flag
 from .engine import FLAG_TABLES, Context, Finding, rule, spec_strings
 
@@ -21,6 +23,9 @@ def _escape_hatch(ctx: Context) -> Iterator[tuple[str, str]]:
             yield token.split("=", 1)[0], f"extra.args.{i}"
 
 
+def _emitted(ctx: Context) -> set[str]:
+    """The flags acrl passes from spec keys (the escape hatch's excepted)."""
+    return {a.flag for g in ctx.groups for a in g.args if not a.origin.startswith("extra.")}
 
 
 @rule("ACRL-F001", "error", ["extra.flags", "extra.args", "model.args", "model.overrides"],
@@ -44,15 +49,18 @@ def _credentials(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-F002", "error", ["extra.flags", "extra.args"], "escape hatch does not repeat a spec key")
 def _duplicates(ctx: Context) -> Iterator[Finding]:
-    """An escape-hatch flag must not repeat a flag a spec key already sets."""
+    """An escape-hatch flag must not repeat a flag a spec key already sets, nor be the deprecated alias of one
+    (--sglang-cuda-graph-max-bs where acrl passes --sglang-cuda-graph-max-bs-decode)."""
     owned = {a.flag: a.origin for g in ctx.groups for a in g.args if not a.origin.startswith("extra.")}
     owned.update({f: "model args" for f in ctx.model})
-    for flag, key in _escape_hatch(ctx):
+    for written, key in _escape_hatch(ctx):
+        flag = slime_flag(ctx.spec.slime.commit, written)  # a deprecated alias sets what its replacement sets
         if flag in owned:
             origin = owned[flag]
             where = f"[{origin.rsplit('.', 1)[0]}] {origin.rsplit('.', 1)[1]}" if "." in origin and \
                 not origin.startswith("derived") else origin
-            yield Finding(f"{flag} is already set by {where}; slime would see it twice",
+            alias = f" (a deprecated alias of {flag})" if flag != written else ""
+            yield Finding(f"{written}{alias} is already set by {where}; slime would see it twice",
                           f"set {where} instead" if not origin.startswith("derived") else
                           "remove it: acrl derives this flag", keys=(key,))
 
@@ -101,11 +109,74 @@ def _unknown_flags(ctx: Context) -> Iterator[Finding]:
 def _abbreviations(ctx: Context) -> Iterator[Finding]:
     """slime's sglang parser accepts abbreviations: --sglang-mem-fraction silently means
     --sglang-mem-fraction-static. An escape-hatch flag that abbreviates a flag acrl passes is an error."""
-    emitted = {a.flag for g in ctx.groups for a in g.args if not a.origin.startswith("extra.")}
+    emitted = _emitted(ctx)
+    facts = sglang_at(ctx.spec.slime.commit) if ctx.spec.extra.flags or ctx.spec.extra.args else None
     for flag, key in _escape_hatch(ctx):
-        if not flag.startswith("--sglang-") or flag in emitted:
-            continue
+        if not flag.startswith("--sglang-") or flag in emitted or (facts is not None and facts.known(flag)):
+            continue  # a flag of its own (argparse takes an exact match over a longer flag)
         longer = sorted(f for f in emitted if f.startswith(flag))
         if longer:
             yield Finding(f"{flag} is an abbreviation of {longer[0]}: slime's sglang parser expands it silently",
                           f"write the full flag through its spec key ({longer[0]})", keys=(key,))
+
+
+def _sglang_hatch(ctx: Context) -> Iterator[tuple[str, str]]:
+    """(flag, spec key) of the escape hatch's --sglang-* flags."""
+    return ((flag, key) for flag, key in _escape_hatch(ctx) if flag.startswith("--sglang-"))
+
+
+@rule("ACRL-F006", "warning", ["extra.flags", "extra.args"], "no sglang flags deprecated at the targeted commit")
+def _deprecated_sglang(ctx: Context) -> Iterator[Finding]:
+    """An escape-hatch --sglang-* flag that the sglang of the targeted slime commit deprecates (its Deprecated*Action
+    arguments: --sglang-cuda-graph-max-bs is --sglang-cuda-graph-max-bs-decode's deprecated alias in sglang
+    0.5.15.post1, slime 624b824's image) still works and logs a warning at every engine start; its replacement is
+    named."""
+    if not ctx.spec.extra.flags and not ctx.spec.extra.args:
+        return
+    facts = sglang_at(ctx.spec.slime.commit)
+    if facts is None:
+        return
+    for flag, key in _sglang_hatch(ctx):
+        deprecation = facts.deprecation(flag)
+        if deprecation is not None:
+            new, note = deprecation
+            if new is not None:
+                yield Finding(f"{flag} is deprecated in {facts.shown} for {new}: it still works, with a warning at "
+                              "each engine start", f"write {new} instead", keys=(key,))
+            else:
+                why = f" ({note})" if note else ""
+                yield Finding(f"{flag} is deprecated in {facts.shown} and does nothing{why}", "remove it", keys=(key,))
+
+
+@rule("ACRL-F007", "error", ["extra.flags", "extra.args"], "sglang flags exist at the targeted commit")
+def _unknown_sglang(ctx: Context) -> Iterator[Finding]:
+    """An escape-hatch --sglang-* flag must be one slime's sglang parser defines at the targeted slime commit: one
+    of sglang's ServerArgs flags with slime's prefix, but those slime sets itself and skips (skipped_args:
+    --sglang-tp-size at 624b824...), or slime's own (--sglang-router-ip, --sglang-server-concurrency...; slime/
+    backends/sglang_utils/arguments.py). That parser ignores any other silently (parse_known_args) and expands an
+    abbreviation. Checked only for the commits acrl has sglang facts for."""
+    if not ctx.spec.extra.flags and not ctx.spec.extra.args:
+        return
+    facts = sglang_at(ctx.spec.slime.commit)
+    if facts is None:
+        return
+    emitted = _emitted(ctx)
+    for flag, key in _sglang_hatch(ctx):
+        if facts.known(flag) or any(f.startswith(flag) for f in emitted):  # ACRL-F005 names the latter
+            continue
+        longer = facts.expansions(flag)
+        if flag in facts.dropped:
+            yield Finding(f"{flag}: slime sets sglang's {facts.dropped[flag]} itself and does not define this flag "
+                          f"at slime {facts.commit[:9]}; it would be ignored", "remove it", keys=(key,))
+        elif longer:
+            which = longer[0] if len(longer) == 1 else "one of " + ", ".join(longer[:4])
+            yield Finding(f"{flag} is not a flag of {facts.shown} but an abbreviation of {which}: slime's sglang "
+                          "parser expands it silently" + ("" if len(longer) == 1 else " (or stops: ambiguous)"),
+                          f"write the full flag ({longer[0]})" if len(longer) == 1 else "write the full flag",
+                          keys=(key,))
+        else:
+            close = facts.suggestions(flag)
+            yield Finding(f"{flag} is not a flag of {facts.shown}: slime's sglang parser ignores it silently",
+                          f"did you mean {close[0]}?" if close else
+                          f"check the flag against sglang {facts.version}'s server arguments (with the --sglang- "
+                          "prefix)", keys=(key,))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..._slime.sglang_stack import sglang_at
 from ..._spec.server_groups import ServerGroup, SglangModel
 from .engine import Context, Finding, KeyRef, rule
 
@@ -156,3 +157,26 @@ def _pd_pairs(ctx: Context) -> Iterator[Finding]:
             yield Finding(f"model {name!r} has {kind} groups and no {other} group: its PD router cannot serve a "
                           "request", f"add a server group with worker_type = \"{other}\", or make the groups "
                           "\"regular\"", keys=(_key(name),))
+
+
+@rule("ACRL-G008", "error", [_MODELS], "overrides are sglang ServerArgs fields")
+def _not_fields(ctx: Context) -> Iterator[Finding]:
+    """slime keeps a server group's override only where it names a field of sglang's ServerArgs ('-' read as '_');
+    any other key is dropped with one log line (sglang_engine.py:585-612 at 624b824: 'The following arguments is not
+    supported in the current sglang'). Checked against the sglang of the targeted slime commit, where acrl has its
+    facts (compiler/_slime/sglang_stack.py)."""
+    if not ctx.spec.sglang.models:
+        return
+    facts = sglang_at(ctx.spec.slime.commit)
+    if facts is None:
+        return
+    for name, _, index, group, _per in _groups(ctx):
+        for key in group.overrides:
+            if key.replace("-", "_") not in facts.fields:
+                close = facts.field_suggestions(key.replace("-", "_"))
+                yield Finding(f"server group {index} of model {name!r} overrides {key}, which is not a ServerArgs "
+                              f"field of {facts.shown}: slime drops it with a log line",
+                              f"did you mean {close[0]}?" if close else
+                              f"remove overrides.{key}, or use a field of sglang {facts.version}'s ServerArgs "
+                              "(Python names: dp_size, enable_dp_attention)",
+                              keys=(_key(name, index, "overrides", key),))
