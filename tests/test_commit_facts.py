@@ -103,3 +103,12 @@ def test_the_shipped_facts_are_what_the_generator_writes(tmp_path: Path) -> None
     for commit in SHIPPED:
         assert (tmp_path / "compiler/_slime/commits" / f"{commit}.json").read_bytes() == \
             (COMMITS_DIR / f"{commit}.json").read_bytes()
+
+
+def test_the_sglang_versions_of_the_two_fact_sets_agree() -> None:
+    """The flag facts read each commit's sglang from its Dockerfile; sglang_stack.SGLANG_OF says the same."""
+    from acrl.compiler._slime.sglang_stack import SGLANG_OF
+
+    for commit, version in SGLANG_OF.items():
+        facts = commit_facts(commit)
+        assert facts is not None and facts.sglang_version == version

@@ -850,3 +850,12 @@ def test_a_flag_the_targeted_slime_lacks_is_left_out_with_its_did_you_mean(tmp_p
     assert imported.spec["extra"]["flags"] == {"--log-interval": 5}
     (note,) = [n for n in notes(imported, "difference") if n.message.startswith("--use-tiss is left out")]
     assert note.message.endswith("; it did nothing; did you mean --use-tis?")
+
+
+def test_the_new_name_of_cuda_graph_max_bs_sets_its_key(tmp_path: Path) -> None:
+    """sglang 0.5.15.post1 renames --cuda-graph-max-bs to --cuda-graph-max-bs-decode (the old one a deprecated alias):
+    either spelling is [sglang] cuda_graph_max_bs, which the bundle passes as the target's sglang names it."""
+    path = script(tmp_path, "EXP_ID=e\npython3 /s/train.py --lr 1 --sglang-cuda-graph-max-bs-decode 48\n")
+    imported = import_train_sh(path)
+    assert imported.spec["sglang"]["cuda_graph_max_bs"] == 48
+    assert "--sglang-cuda-graph-max-bs-decode" not in imported.spec.get("extra", {}).get("flags", {})

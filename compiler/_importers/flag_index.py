@@ -55,6 +55,9 @@ class CoerceError(ValueError):
 # Keys whose flag is not in the metadata: (flag, table, key, type).
 _BY_HAND: tuple[tuple[str, str, str, type], ...] = (
     ("--megatron-to-hf-mode", "model", "megatron_to_hf_mode", str),
+    # [sglang] cuda_graph_max_bs's name where the targeted sglang deprecates --cuda-graph-max-bs (0.5.15.post1:
+    # compiler/_slime/sglang_stack.py), as slime's own scripts at 624b824 may write it
+    ("--sglang-cuda-graph-max-bs-decode", "sglang", "cuda_graph_max_bs", int),
 )
 
 
