@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from acrl.compiler import Derived
@@ -138,7 +142,8 @@ def test_megatron_and_cuda_home(tmp_path: Path) -> None:
     spec: dict[str, Any] = {"slime": {"megatron_dir": str(tmp_path / "m")}}
     assert outcome(_preflight.check_megatron, info(tmp_path, spec))[0] == "failed"
     (tmp_path / "m").mkdir()
-    assert outcome(_preflight.check_megatron, info(tmp_path, spec)) == ("passed", str(tmp_path / "m"))
+    assert outcome(_preflight.check_megatron, info(tmp_path, spec)) == (
+        "passed", f"{tmp_path / 'm'} (the bundle records no Megatron-LM commit: not compared)")
     assert outcome(_preflight.check_cuda_home, info(tmp_path, spec))[0] == "skipped"
     spec["cuda"] = {"home": str(tmp_path / "cuda-12.9")}
     assert outcome(_preflight.check_cuda_home, info(tmp_path, spec)) == (
@@ -237,8 +242,9 @@ def test_register_adds_a_check_in_one_line(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(_preflight, "CHECKS", list(_preflight.CHECKS))
     _preflight.register("aws-identity", lambda _: "arn:aws:iam::1:user/x", needs=["bash"])
     assert _preflight.CHECKS[-1] == Check("aws-identity", _preflight.CHECKS[-1].function, ("bash",))
-    assert [c.name for c in _preflight.CHECKS][:10] == ["bash", "ray-cli", "slime", "megatron", "slime-parser",
-                                                       "rollout-module", "model", "datasets", "gpus", "cuda-home"]
+    assert [c.name for c in _preflight.CHECKS][:11] == ["bash", "ray-cli", "slime", "megatron", "sglang",
+                                                       "slime-parser", "rollout-module", "model", "datasets", "gpus",
+                                                       "cuda-home"]
 
 
 def test_the_gpus_needed_are_the_verified_manifests_typed_derived_section() -> None:
@@ -272,3 +278,59 @@ def test_the_local_checks_on_an_example_bundle_name_every_missing_path(tmp_path:
     if not Path("/data/agent/train.jsonl").exists():
         assert "data.path /data/agent/train.jsonl" in results["datasets"].detail
         assert "eval.datasets.gsm8k /data/eval/gsm8k_test.jsonl" in results["datasets"].detail
+
+
+MEGATRON_OF_PIN = "1dcf0dafa884ad52ffb243625717a3471643e087"  # slime fa3c990's docker/Dockerfile ARG MEGATRON_COMMIT
+
+
+def git_checkout(path: Path) -> str:
+    """``path`` made a git checkout with one commit; its commit."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "README").write_text("x")
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True)
+    return subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_megatron_is_compared_with_the_commit_the_targeted_slime_runs(tmp_path: Path) -> None:
+    """The verified manifest records the Megatron-LM commit the bundle's slime runs (issue 15): a checkout at
+    another commit fails, naming both; one that is not a git checkout passes, saying it was not compared."""
+    spec = {"slime": {"megatron_dir": str(tmp_path / "m"), "commit": "fa3c990af6f18efd3fd9922698bf4bf4048d1263"}}
+    (tmp_path / "m").mkdir()
+    recorded = attrs.evolve(info(tmp_path, spec), megatron_commit=MEGATRON_OF_PIN)
+    assert outcome(_preflight.check_megatron, recorded) == (
+        "passed", f"{tmp_path / 'm'} (not a git checkout: not compared with 1dcf0dafa884, the one slime runs)")
+    found = git_checkout(tmp_path / "m")
+    status, detail = outcome(_preflight.check_megatron, recorded)
+    assert status == "failed" and detail == (f"{tmp_path / 'm'} is at commit {found[:12]}, but slime fa3c990af6f1 "
+                                             "runs Megatron-LM 1dcf0dafa884 (its docker/Dockerfile)")
+    assert outcome(_preflight.check_megatron, attrs.evolve(recorded, megatron_commit=found))[0] == "passed"
+
+
+def stand_in_python(folder: Path, sglang: str | None) -> str:
+    """A python3 on PATH whose installed sglang is ``sglang`` (None: not installed), as the check asks it."""
+    folder.mkdir(exist_ok=True)
+    site = folder / "site"
+    if sglang is not None:
+        dist = site / f"sglang-{sglang}.dist-info"
+        dist.mkdir(parents=True)
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {sglang}\n")
+    script = folder / "python3"
+    script.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} -S "$@"\n')
+    script.chmod(0o755)
+    return f"{folder}:{os.environ['PATH']}"
+
+
+@pytest.mark.parametrize(("installed", "status", "detail"), [
+    ("0.5.13", "passed", "sglang 0.5.13 in "),
+    ("0.5.15.post1", "failed", "has sglang 0.5.15.post1, but slime fa3c990af6f1 runs sglang 0.5.13"),
+    (None, "skipped", "sglang is not installed in "),
+])
+def test_sglang_is_the_version_the_targeted_slime_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        installed: str | None, status: str, detail: str) -> None:
+    monkeypatch.setenv("PATH", stand_in_python(tmp_path / "bin", installed))
+    spec = {"slime": {"commit": "fa3c990af6f18efd3fd9922698bf4bf4048d1263"}}
+    found = outcome(_preflight.check_sglang, attrs.evolve(info(tmp_path, spec), sglang_version="0.5.13"))
+    assert found[0] == status and detail in found[1]
+    assert outcome(_preflight.check_sglang, info(tmp_path, spec))[0] == "skipped"  # no version recorded

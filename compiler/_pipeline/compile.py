@@ -14,6 +14,7 @@ from typing import Any, Literal
 import attrs
 
 from .._slime.checkout import SLIME_OPTION, SPEC_SLIME, Asked, CheckoutError, locate
+from .._slime.commit_facts import commit_facts
 from .._slime.verify_flags import verify_flags
 from .._spec import profiles
 from .._spec.profiles import DEFAULT_INTEGRATION
@@ -234,13 +235,20 @@ def resolved_spec_data(spec: Spec, model_args: ModelArgs) -> dict[str, Any]:
     return data
 
 
+def _slime_ref(commit: str) -> SlimeRef:
+    """The targeted slime commit and, where acrl has facts of it, the Megatron-LM and SGLang it runs."""
+    facts = commit_facts(commit)
+    return SlimeRef(commit=commit, megatron_commit=facts.megatron_commit if facts else None,
+                    sglang_version=facts.sglang_version if facts else None)
+
+
 def _manifest(source: SpecSource, spec: Spec, model_args: ModelArgs, warnings: tuple[Diagnostic, ...],
               hashes: Mapping[str, str]) -> Manifest:
     """The manifest without its bundle_hash, which is the hash of all of this (reading.manifest_hash)."""
     return Manifest(
         acrl_version=__version__, bundle_format=BUNDLE_FORMAT, exp_id=spec.experiment.id, files=dict(hashes),
         spec=SpecFile(name=Path(source.name).name, sha256=sha256(source.text.encode("utf-8"))),
-        slime=SlimeRef(commit=spec.slime.commit),
+        slime=_slime_ref(spec.slime.commit),
         model_args=ModelArgsProvenance(source=model_args.source, from_=model_args.description,
                                        sha256=model_args.sha256, env=dict(model_args.env),
                                        overrides=dict(model_args.overrides),

@@ -36,6 +36,10 @@ class SpecFile:
 @attrs.frozen
 class SlimeRef:
     commit: str | None  # the slime commit the spec targets, as written in [slime] commit
+    # The stack that commit runs, from acrl's facts of it (compiler/_slime/commits: its docker/Dockerfile's Megatron-LM
+    # commit and SGLang image); None where acrl has no facts of the commit, and in bundles made before issue 15.
+    megatron_commit: str | None = None
+    sglang_version: str | None = None
 
 
 @attrs.frozen

@@ -24,6 +24,7 @@ class CommitFacts(NamedTuple):
     megatron_flags: frozenset[str]
     sglang_version: str
     model_scripts: tuple[str, ...]
+    megatron_commit: str = ""
 
     @property
     def flags(self) -> frozenset[str]:
@@ -45,7 +46,8 @@ def _load(commit: str) -> CommitFacts:
     data = json.loads((COMMITS_DIR / f"{commit}.json").read_text(encoding="utf-8"))
     p = data["provenance"]
     return CommitFacts(commit, p["commit_date"], tuple(p["tags"]), frozenset(data["flags"]["slime"]),
-                       frozenset(data["flags"]["megatron"]), data["sglang_version"], tuple(data["model_scripts"]))
+                       frozenset(data["flags"]["megatron"]), data["sglang_version"], tuple(data["model_scripts"]),
+                       p["megatron"]["commit"])
 
 
 def commit_facts(commit: str) -> CommitFacts | None:

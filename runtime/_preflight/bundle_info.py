@@ -26,6 +26,10 @@ class BundleInfo:
     model_args: tuple[str, ...]
     address: str | None = None  # --address, which wins over the spec's [cluster] address
     modified: tuple[str, ...] = ()  # files that differ from the manifest (run with --allow-modified)
+    # the Megatron-LM commit and SGLang version the bundle targets (the verified manifest's slime section; None when
+    # unverified, or where acrl had no facts of the slime commit when it compiled)
+    megatron_commit: str | None = None
+    sglang_version: str | None = None
 
     def get(self, dotted: str, default: Any = None) -> Any:
         """A value of the resolved spec by dotted key (``slime.dir``), or ``default``."""
@@ -88,4 +92,5 @@ def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None
         computed = derived_from_spec(text("spec.toml").encode("utf-8"))
         derived = None if computed is None else Derived(**computed)
     tokens = tuple(token for _, words in segments for token in words)
-    return BundleInfo(where, spec, derived, tokens, address, tuple(sorted(modified)))
+    stack = (manifest.slime.megatron_commit, manifest.slime.sglang_version) if manifest is not None else (None, None)
+    return BundleInfo(where, spec, derived, tokens, address, tuple(sorted(modified)), *stack)

@@ -40,7 +40,7 @@ from . import aws as _aws
 from .bundle_info import BundleInfo
 from .bundle_info import read_bundle_info as read_bundle_info  # the preflight API: read the bundle, then run_preflight
 from .outcome import CheckFailed, CheckSkipped
-from .python import check_rollout_modules, check_slime_parser_of_bundle
+from .python import check_rollout_modules, check_sglang, check_slime_parser_of_bundle
 
 Status = Literal["passed", "failed", "skipped"]
 BAD_LINES_SHOWN = 5
@@ -81,11 +81,23 @@ def check_slime(info: BundleInfo) -> str:
 
 
 def check_megatron(info: BundleInfo) -> str:
+    """[slime] megatron_dir exists; a git checkout is at the Megatron-LM commit the bundle's slime runs (the
+    manifest's slime.megatron_commit, from acrl's facts: slime's docker/Dockerfile)."""
     megatron = Path(info.get("slime.megatron_dir", ""))
     if not megatron.is_dir():
         raise CheckFailed(f"[slime] megatron_dir {megatron}: no such directory",
                           "point [slime] megatron_dir at a Megatron-LM checkout and compile again")
-    return str(megatron)
+    wanted, found = info.megatron_commit, read_git_commit(megatron)
+    if wanted is None:
+        return f"{megatron} (the bundle records no Megatron-LM commit: not compared)"
+    if found is None:
+        return f"{megatron} (not a git checkout: not compared with {wanted[:12]}, the one slime runs)"
+    if found != wanted:
+        raise CheckFailed(f"{megatron} is at commit {found[:12]}, but slime {str(info.get('slime.commit'))[:12]} runs "
+                          f"Megatron-LM {wanted[:12]} (its docker/Dockerfile)",
+                          f"git -C {megatron} checkout {wanted} (and apply slime's docker/patch/latest/megatron*.patch "
+                          "as its Dockerfile does), or target the slime commit this Megatron-LM belongs to")
+    return f"{megatron} at {found[:12]}, the Megatron-LM slime runs"
 
 
 def check_model(info: BundleInfo) -> str:
@@ -282,6 +294,7 @@ CHECKS: list[Check] = [
     Check("ray-cli", check_ray_cli),
     Check("slime", check_slime),
     Check("megatron", check_megatron),
+    Check("sglang", check_sglang, ("slime",)),
     Check("slime-parser", check_slime_parser_of_bundle, ("bash", "slime", "megatron")),
     Check("rollout-module", check_rollout_modules, ("slime",)),
     Check("model", check_model),
