@@ -112,3 +112,12 @@ def test_the_sglang_versions_of_the_two_fact_sets_agree() -> None:
     for commit, version in SGLANG_OF.items():
         facts = commit_facts(commit)
         assert facts is not None and facts.sglang_version == version
+
+
+def test_the_catalog_names_every_model_script_of_every_commit_with_facts() -> None:
+    """Every scripts/models/*.sh of each commit acrl ships facts for is a catalog entry (issue 15); how each entry's
+    args compare with the script is tests/test_catalog_fidelity.py's (at 624b824 and fa3c990)."""
+    from acrl.compiler._pipeline.model_args.catalog import CATALOG
+
+    for facts in known_commits():
+        assert facts.model_scripts and not [s for s in facts.model_scripts if s not in CATALOG], facts.name
