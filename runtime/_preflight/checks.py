@@ -30,7 +30,6 @@ from acrl.compiler import (
     compare_model_args,
     derive_model_args,
     file_kind,
-    read_git_commit,
     read_input,
     redact,
     without_credentials,
@@ -40,7 +39,8 @@ from . import aws as _aws
 from .bundle_info import BundleInfo
 from .bundle_info import read_bundle_info as read_bundle_info  # the preflight API: read the bundle, then run_preflight
 from .outcome import CheckFailed, CheckSkipped
-from .python import check_rollout_modules, check_sglang, check_slime_parser_of_bundle
+from .python import check_rollout_modules, check_slime_parser_of_bundle
+from .stack import check_megatron, check_sglang, check_slime
 
 Status = Literal["passed", "failed", "skipped"]
 BAD_LINES_SHOWN = 5
@@ -61,43 +61,6 @@ def check_ray_cli(info: BundleInfo) -> str:
         raise CheckFailed("the ray CLI is not on PATH (train.sh submits the job with `ray job submit`)",
                           "pip install 'ray[default]' in the environment you run acrl from, or put it on PATH")
     return found
-
-
-def check_slime(info: BundleInfo) -> str:
-    slime = Path(info.get("slime.dir", ""))
-    entry = "train_async.py" if info.get("train.mode") == "async" else "train.py"
-    if not (slime / entry).is_file():
-        what = "no such directory" if not slime.is_dir() else f"has no {entry}"
-        raise CheckFailed(f"[slime] dir {slime}: {what}",
-                          f"point [slime] dir at a slime checkout (with {entry}) and compile again")
-    wanted = info.get("slime.commit")
-    found = read_git_commit(slime)
-    if found is None:
-        return f"{slime / entry} (not a git checkout: commit not compared)"
-    if wanted and found != wanted:
-        raise CheckFailed(f"{slime} is at commit {found[:12]}, the bundle targets {wanted[:12]} ([slime] commit)",
-                          f"git -C {slime} checkout {wanted}, or set [slime] commit = \"{found}\" and compile again")
-    return f"{slime / entry} at {found[:12]}"
-
-
-def check_megatron(info: BundleInfo) -> str:
-    """[slime] megatron_dir exists; a git checkout is at the Megatron-LM commit the bundle's slime runs (the
-    manifest's slime.megatron_commit, from acrl's facts: slime's docker/Dockerfile)."""
-    megatron = Path(info.get("slime.megatron_dir", ""))
-    if not megatron.is_dir():
-        raise CheckFailed(f"[slime] megatron_dir {megatron}: no such directory",
-                          "point [slime] megatron_dir at a Megatron-LM checkout and compile again")
-    wanted, found = info.megatron_commit, read_git_commit(megatron)
-    if wanted is None:
-        return f"{megatron} (the bundle records no Megatron-LM commit: not compared)"
-    if found is None:
-        return f"{megatron} (not a git checkout: not compared with {wanted[:12]}, the one slime runs)"
-    if found != wanted:
-        raise CheckFailed(f"{megatron} is at commit {found[:12]}, but slime {str(info.get('slime.commit'))[:12]} runs "
-                          f"Megatron-LM {wanted[:12]} (its docker/Dockerfile)",
-                          f"git -C {megatron} checkout {wanted} (and apply slime's docker/patch/latest/megatron*.patch "
-                          "as its Dockerfile does), or target the slime commit this Megatron-LM belongs to")
-    return f"{megatron} at {found[:12]}, the Megatron-LM slime runs"
 
 
 def check_model(info: BundleInfo) -> str:

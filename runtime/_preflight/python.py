@@ -154,34 +154,3 @@ def check_rollout_modules(info: BundleInfo) -> str:
                           "or fix the dotted path in the spec")
     return f"{len(paths)} functions import in {python}"
 
-
-# Runs in the target Python: the installed sglang's version, without importing sglang (seconds, and a GPU probe).
-_SGLANG_VERSION = ("import importlib.metadata as m\ntry:\n    print(m.version('sglang'))\n"
-                   "except m.PackageNotFoundError:\n    print()")
-
-
-def check_sglang(info: BundleInfo) -> str:
-    """The sglang installed in the python3 train.sh runs is the one the bundle's slime runs (the manifest's
-    slime.sglang_version, from acrl's facts: slime's docker/Dockerfile ``ARG SGLANG_IMAGE_TAG``)."""
-    wanted = info.sglang_version
-    if wanted is None:
-        raise CheckSkipped("the bundle records no SGLang version (acrl had no facts of its slime commit)")
-    python = target_python("python3")
-    try:
-        out = subprocess.run([python, "-c", _SGLANG_VERSION], capture_output=True, text=True, errors="replace",
-                             stdin=subprocess.DEVNULL, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise CheckFailed(f"{python} did not say its sglang version within {TIMEOUT_S:g} s",
-                          f"run `{python} -m pip show sglang` to see why") from None
-    found = out.stdout.strip().splitlines()[-1] if out.returncode == 0 and out.stdout.strip() else ""
-    if out.returncode != 0:
-        raise CheckFailed(f"{python} exited {out.returncode} asked for its sglang version: {out.stderr.strip()[-200:]}",
-                          f"run `{python} -m pip show sglang` to see why")
-    if not found:
-        raise CheckSkipped(f"sglang is not installed in {python}: its version cannot be compared with {wanted}")
-    if found != wanted:
-        raise CheckFailed(f"{python} has sglang {found}, but slime {str(info.get('slime.commit'))[:12]} runs sglang "
-                          f"{wanted} (its docker/Dockerfile)", f"install sglang=={wanted} (with slime's "
-                          "docker/patch sglang patches, as its image does), or target the slime commit that runs "
-                          f"sglang {found}")
-    return f"sglang {found} in {python}, the version slime runs"
