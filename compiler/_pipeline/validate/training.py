@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Literal
 
 from ..._slime.commit_facts import commit_facts
+from ..._spec.flags import normalize_flag
 from .engine import Context, Finding, rule
 
 Generation = Literal["v0.3.0", "fa3c990", "v0.3.1"]
@@ -30,6 +31,15 @@ def generation(commit: str) -> Generation | None:
     if "--update-weight-local-checkpoint-dir" in facts.flags:
         return "v0.3.1"
     return "fa3c990" if "--update-weight-disk-dir" in facts.flags else "v0.3.0"
+
+
+def _hatch_key(ctx: Context, flag: str) -> str:
+    """The escape-hatch key that passes ``flag``."""
+    for name in ctx.spec.extra.flags:
+        if normalize_flag(name) == flag:
+            return f"extra.flags.{name}"
+    found = (i for i, token in enumerate(ctx.spec.extra.args) if token.split("=", 1)[0] == flag)
+    return next((f"extra.args.{i}" for i in found), "extra.flags")
 
 
 # --- on-policy distillation: slime_validate_args, 624b824:1785-1815 (fa3c990:1761-1791, v0.3.0:1681-1711) ----------
@@ -202,10 +212,11 @@ def _release_train(ctx: Context) -> Iterator[Finding]:
     if s.algorithm.advantage_estimator == "ppo":
         yield Finding("--release-train does not support critic training (advantage_estimator \"ppo\"); slime stops "
                       "at launch", "set release_train = false, or another advantage_estimator",
-                      keys=("weight_sync.release_train", "algorithm.advantage_estimator"))
+                      keys=("algorithm.advantage_estimator", "weight_sync.release_train"))
     if ctx.passes("--keep-old-actor"):
         yield Finding("--release-train with --keep-old-actor: slime stops at launch",
-                      "remove --keep-old-actor from [extra.flags]", keys=("extra.flags", "weight_sync.release_train"))
+                      "remove --keep-old-actor from [extra.flags]",
+                      keys=(_hatch_key(ctx, "--keep-old-actor"), "weight_sync.release_train"))
 
 
 @rule("ACRL-N012", "warning", ["weight_sync.release_train", "checkpoint.save_interval", "extra.flags"],
@@ -223,7 +234,7 @@ def _release_train_effects(ctx: Context) -> Iterator[Finding]:
     for flag in ("--offload-train", "--offload", "--no-offload-rollout"):
         if s.cluster.colocate and ctx.passes(flag):
             yield Finding(f"{flag} is ignored with colocated --release-train (the actors are released, the rollout "
-                          "offloaded)", f"remove {flag} from [extra.flags]", keys=("extra.flags",))
+                          "offloaded)", f"remove {flag} from [extra.flags]", keys=(_hatch_key(ctx, flag),))
 
 
 # Keys read only with disk transport / in delta mode / in full mode, by generation (the files that read them).
