@@ -304,6 +304,11 @@ NO_SGLANG_FACTS = "0123456789abcdef0123456789abcdef01234567"  # a slime commit a
 COMPANIONS: dict[str, dict[str, Any]] = {"eval.datasets": {"eval": {"interval": 5}},
                                          "extra.flags": {"slime": {"commit": NO_FACTS}},
                                          "extra.args": {"slime": {"commit": NO_FACTS}}}
+# [opd] and [weight_sync] strings read only where the table's other keys say so (ACRL-N004) or at v0.3.1 and later
+_HEAD_DISK = {"slime": {"commit": "624b824a898ab0ec1fcb4d373004c7f3852bf515"},
+              "weight_sync": {"transport": "disk", "disk_dir": "/w"}}
+COMPANIONS |= {"opd.teacher_load": {"opd": {"enabled": True, "type": "megatron"}},
+               "weight_sync.local_checkpoint_dir": _HEAD_DISK, "weight_sync.custom_post_write_path": _HEAD_DISK}
 
 
 def _admits(tp: Any, wanted: type) -> bool:
@@ -356,7 +361,9 @@ CONSTRAINED = {"agentcore.runtime_arn:value", "agentcore.gateway_log_level:value
                "env.pythonpath:item", "env.pythonpath_before_megatron:item",
                # options only (ACRL-L001): "acrl-plain" would be a positional argument of `ray start`
                "cluster.ray_start_args:item",
-               "experiment.integration:value"}
+               "experiment.integration:value",
+               "opd.type:value", "weight_sync.mode:value", "weight_sync.transport:value",
+               "weight_sync.delta_encoding:value", "weight_sync.delta_checksum:value", "weight_sync.encoding:value"}
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> Toolbox:
     return make_toolbox(tmp_path_factory.mktemp("toolbox"))

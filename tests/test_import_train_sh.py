@@ -619,7 +619,7 @@ def test_broken_line_continuation_is_reported(tmp_path: Path) -> None:
     # --num-layers): the spec takes them as the script means them, so it compiles (run-kimi-k2-Instruct.sh)
     assert imported.spec["data"] == {"path": "/root/data.jsonl"} and imported.spec["experiment"]["num_rollout"] == 100
     assert imported.spec["model"]["type"] == "qwen3-4B"
-    assert imported.spec["extra"]["flags"] == {"--update-weight-buffer-size": 4 * 512 * 1024 * 1024}
+    assert "extra" not in imported.spec and imported.spec["weight_sync"] == {"buffer_size": 4 * 512 * 1024 * 1024}
     twice = script(tmp_path, SUBMIT + "  --lr 1e-6\n  --num-rollout 7\n  --rollout-batch-size 16\n", "twice.sh")
     spec = import_train_sh(twice).spec  # two lines without their backslash: both joined, each noted
     assert spec["experiment"]["num_rollout"] == 7 and spec["rollout"]["batch_size"] == 16

@@ -36,6 +36,11 @@ EVERYTHING_SET: dict[str, Any] = {
     "kuberay": {"image": "registry.example/slime:v1", "namespace": "rl", "service_account": "slime-irsa"},
     "extra": {"flags": {"--a": True, "--b": 1, "--c": 0.5, "--d": "x", "--e": [1, 2.5, "z"]}, "args": ["--f", "1"]},
     "slime": {"commit": NO_FACTS},  # made-up escape-hatch flags: no flag facts apply
+    "opd": {"enabled": True, "type": "megatron", "kl_coef": 0.5, "teacher_load": "/t", "teacher_ckpt_step": 3},
+    "weight_sync": {"mode": "full", "transport": "disk", "disk_dir": "/w", "disk_keep_files": True,
+                    "local_checkpoint_dir": "/l", "delta_encoding": "xor", "delta_checksum": "blake3",
+                    "custom_post_write_path": "e.f", "encoding": "deltas", "delta_keep_files": True,
+                    "custom_delta_pre_push_path": "g.h", "buffer_size": 1024, "release_train": True},
 }
 
 

@@ -18,6 +18,39 @@ def _groups(*groups: dict[str, Any]) -> dict[str, Any]:
     return {"sglang": {"models": {"default": {"server_groups": list(groups)}}}}
 
 
+HEAD = "624b824a898ab0ec1fcb4d373004c7f3852bf515"  # slime HEAD: v0.3.1's weight-sync rules
+OPD_REWARDS = {"reward_post_process_path": "slime.rollout.on_policy_distillation.post_process_rewards",
+               "custom_rm_path": "slime.rollout.on_policy_distillation.reward_func"}
+SPLIT = {"colocate": False, "actor_num_gpus_per_node": 4, "rollout_num_gpus": 4}  # 4 + 4 GPUs, not colocated
+# [opd] and [weight_sync] (compiler/_pipeline/validate/training.py); MINIMAL targets fa3c990, colocated
+TRAINING_TRIGGERS: dict[str, list[dict[str, Any]]] = {
+    "ACRL-N001": [{"opd": {"enabled": True}}],
+    "ACRL-N002": [{"opd": {"enabled": True, "type": "megatron"}}],
+    "ACRL-N003": [{"opd": {"enabled": True, "type": "sglang", "teacher_load": "/ckpt/teacher"}}],
+    "ACRL-N004": [{"opd": {"teacher_load": "/ckpt/teacher"}}],
+    "ACRL-N005": [{"opd": {"kl_coef": 0.5}}, {"opd": {"type": "sglang"}},
+                  {"opd": {"enabled": True, "type": "megatron", "teacher_load": "/t", "kl_coef": 0.0}},
+                  {"opd": {"enabled": True, "type": "sglang", "teacher_ckpt_step": 3}, "rollout": OPD_REWARDS,
+                   "extra": {"flags": {"--rm-url": "http://teacher:30000/generate"}}}],
+    "ACRL-N006": [{"opd": {"enabled": True, "type": "sglang"}},
+                  {"opd": {"enabled": True, "type": "sglang"}, "rollout": OPD_REWARDS}],  # no --rm-url
+    "ACRL-N007": [{"weight_sync": {"transport": "disk"}},
+                  {"slime": {"commit": HEAD}, "weight_sync": {"transport": "disk"}}],
+    "ACRL-N008": [{"weight_sync": {"mode": "delta"}}],
+    "ACRL-N009": [{"slime": {"commit": HEAD}, "cluster": SPLIT, "weight_sync": {"mode": "delta"}},
+                  {"slime": {"commit": HEAD}, "cluster": SPLIT,
+                   "weight_sync": {"mode": "delta", "transport": "disk", "disk_dir": "/shared/w"}}],
+    "ACRL-N010": [{"cluster": SPLIT, "weight_sync": {"transport": "disk", "disk_dir": "/a"},
+                   "extra": {"flags": {"--update-weight-delta-dir": "/b"}}}],
+    "ACRL-N011": [{"slime": {"commit": HEAD}, "weight_sync": {"release_train": True}},
+                  {"slime": {"commit": HEAD}, "checkpoint": {"save": "/ckpt"}, "algorithm": {"advantage_estimator":
+                   "ppo"}, "weight_sync": {"release_train": True, "transport": "disk", "disk_dir": "/shared/w"}}],
+    "ACRL-N012": [{"slime": {"commit": HEAD}, "checkpoint": {"save": "/ckpt"},
+                   "weight_sync": {"release_train": True, "transport": "disk", "disk_dir": "/shared/w"}}],
+    "ACRL-N013": [{"weight_sync": {"disk_dir": "/shared/w"}},
+                  {"slime": {"commit": HEAD}, "weight_sync": {"delta_checksum": "blake3"}},
+                  {"weight_sync": {"transport": "disk", "disk_dir": "/shared/w"}}],  # colocated at fa3c990
+}
 TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-P001": [{"cluster": {"gpus_per_node": 6}, "parallel": {"tensor": 4}}],
     "ACRL-P002": [{"cluster": {"colocate": False}}],
@@ -146,6 +179,7 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-I002": [{"experiment": {"integration": "slime"}},
                   {"experiment": {"integration": "custom"}, "rollout": {"custom_rm_path": "my.rm.score"}}],
     "ACRL-I003": [{"experiment": {"integration": "custom"}, "agentcore": None}],
+    **TRAINING_TRIGGERS,
 }
 # F004 needs a slime checkout on disk; it is tested in test_verify_flags.py.
 # M005 needs a config.json and M008 a slime model script: tests/test_model_sources.py.

@@ -21,7 +21,7 @@ from .flag_index import CoerceError, FlagKey, coerce, extra_value, flag_index
 from .train_sh_profile import choose, default_of, faithful, faithful_note, whose
 
 _TABLES = ("experiment", "agentcore", "model", "data", "slime", "cluster", "parallel", "rollout", "sglang",
-           "algorithm", "train", "eval", "checkpoint", "cuda", "wandb", "extra")
+           "algorithm", "train", "opd", "weight_sync", "eval", "checkpoint", "cuda", "wandb", "extra")
 # custom-config key -> spec key (the keys acrl writes into custom_config.yaml, see _render.custom_config)
 _CUSTOM_CONFIG = {
     "agent_runtime_arn": "agentcore.runtime_arn", "s3_bucket": "agentcore.s3_bucket", "exp_id": "experiment.id",

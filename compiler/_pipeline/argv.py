@@ -295,6 +295,13 @@ LAYOUT = (
     _Group("evaluation", ROLLOUT, (_keys("eval", "interval"), _Computed("--eval-prompt-data", _eval_datasets),
                                    _keys("eval", "n_samples_per_prompt", "temperature", "max_response_len"))),
     _Group("checkpoints", OTHER, (_keys("checkpoint", "save", "save_interval", "save_hf"),)),
+    _Group("on-policy distillation", ALGORITHM, (_keys("opd", "enabled", "type", "kl_coef", "teacher_load",
+                                                       "teacher_ckpt_step"),)),
+    _Group("weight sync", ROLLOUT, (_keys("weight_sync", "mode", "transport", "disk_dir", "disk_keep_files",
+                                          "local_checkpoint_dir", "delta_encoding", "delta_checksum",
+                                          "custom_post_write_path", "encoding", "delta_keep_files",
+                                          "custom_delta_pre_push_path", "buffer_size"),
+                                    _keys("weight_sync", "release_train", review=CLUSTER))),
     _Group("escape hatch: [extra.flags]", None, (_Computed(None, _extra_flags),)),
 )
 

@@ -222,7 +222,11 @@ WRITTEN_WHEN_SET: dict[str, dict[str, Any]] = {
     "env": {"pythonpath": [], "pythonpath_before_megatron": []},
     "wandb": {"enabled": True},
     "sglang": {"models": {}},
+    "opd": {"enabled": False},
+    "weight_sync": {"disk_keep_files": False, "delta_keep_files": False, "release_train": False},
 }
+# Tables added after bundles were first committed: left out of spec.toml while none of their keys is set.
+TABLES_WRITTEN_WHEN_SET = ("opd", "weight_sync")
 
 
 def resolved_spec_data(spec: Spec, model_args: ModelArgs) -> dict[str, Any]:
@@ -232,6 +236,9 @@ def resolved_spec_data(spec: Spec, model_args: ModelArgs) -> dict[str, Any]:
         for key, default in keys.items():
             if data[table].get(key, default) == default:
                 data[table].pop(key, None)
+    for table in TABLES_WRITTEN_WHEN_SET:
+        if not data.get(table, True):
+            del data[table]
     return data
 
 

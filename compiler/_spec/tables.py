@@ -28,11 +28,13 @@ from .setting import (
     TrainMode,
     setting,
 )
+from .training import Opd, WeightSync
 
 # The launch-side tables live in .launch; every table of the spec is read from here.
 __all__ = ["MAX_NODES", "MAX_NODE_GPUS", "RUNTIME_ARN", "TOOLKIT_SLIME_COMMIT", "AgentCore", "Algorithm", "Checkpoint",
            "Cluster", "Cuda", "Data", "Env", "Eval", "Experiment", "Extra", "KubeRay", "Model", "Parallel",
            "Rollout", "Sglang", "Slime", "Spec", "Train", "Wandb"]
+__all__ += ["Opd", "WeightSync"]  # .training's tables
 
 DEFAULT_ROLLOUT_FUNCTION = TOOLKIT_ROLLOUT  # the agentcore profile's (profiles.py)
 DEFAULT_REWARD_POST_PROCESS = TOOLKIT_REWARDS
@@ -301,6 +303,9 @@ class Spec:
     sglang: Sglang = setting(factory=Sglang, doc="The rollout engines.")
     algorithm: Algorithm = setting(factory=Algorithm, doc="The RL objective.")
     train: Train = setting(factory=Train, doc="Optimizer and batching.")
+    opd: Opd = setting(factory=Opd, doc="On-policy distillation.")
+    weight_sync: WeightSync = setting(factory=WeightSync, doc="Weight sync to the rollout engines; releasing the "
+                                                              "training actors.")
     eval: Eval = setting(factory=Eval, doc="Periodic evaluation.")
     checkpoint: Checkpoint = setting(factory=Checkpoint, doc="Saving.")
     cuda: Cuda = setting(factory=Cuda, doc="CUDA toolkit pinning.")

@@ -3,7 +3,7 @@ kept in the order of ``ORDER`` (docs/rules.md and the diagnostics come out in th
 ``validate`` runs them and points each finding at the spec; ``spec_secrets`` masks what looks
 secret in every message. The rules themselves live one module per id prefix: parallel (P),
 batch (B), algorithm (A), eval (E), integration (I), toolkit (T), flags (F), secrets (S), kuberay (K), model (M),
-launch (L).
+launch (L), training features (N).
 
 Each rule has a stable id, a severity, the spec keys it concerns (the message points at the first
 one the spec wrote), and a check that yields findings with a fix hint. Sources: what slime,
@@ -46,6 +46,8 @@ ORDER = (
     "ACRL-E001", "ACRL-E002", "ACRL-E003", "ACRL-E004",
     "ACRL-I001", "ACRL-I002", "ACRL-I003",
     "ACRL-T001", "ACRL-T002", "ACRL-T003", "ACRL-T004", "ACRL-T005",
+    "ACRL-N001", "ACRL-N002", "ACRL-N003", "ACRL-N004", "ACRL-N005", "ACRL-N006", "ACRL-N007", "ACRL-N008",
+    "ACRL-N009", "ACRL-N010", "ACRL-N011", "ACRL-N012", "ACRL-N013",
     "ACRL-M009",
     "ACRL-F001", "ACRL-F002", "ACRL-F003", "ACRL-F004", "ACRL-F005", "ACRL-F006", "ACRL-F007",
     "ACRL-S001", "ACRL-S002", "ACRL-S003", "ACRL-S004",
