@@ -22,6 +22,7 @@ _SECTIONS = {
     "T": "The toolkit (AgentCore Runtime, gateway, naming)", "F": "Flags", "S": "Security", "M": "Model architecture",
     "K": "KubeRay (--target kuberay)", "L": "Launch: the Ray nodes acrl starts and the job's PYTHONPATH",
     "G": "SGLang server groups ([sglang.models], slime's --sglang-config)",
+    "R": "Rollout features: external engines, fully-async, sample hooks, balance-by-flops",
 }
 
 
