@@ -26,11 +26,12 @@ EVERYTHING: dict[str, Any] = {
                 "actor_num_gpus_per_node": 4},
     "parallel": {"pipeline": 2, "context": 2, "expert": 2},
     "rollout": {"max_prompt_len": 512, "max_context_len": 2048, "top_p": 0.9, "over_sampling_batch_size": 64,
-                "custom_generate_function_path": "a.b", "custom_rm_path": "c.d"},
+                "custom_generate_function_path": "a.b", "custom_rm_path": "c.d",
+                "external_engine_addrs": ["10.0.0.9:30000"], "sample_hook_paths": ["e.f"]},
     "sglang": {"context_length": 4096, "reasoning_parser": "qwen3"},
     "algorithm": {"kl_loss_coef": 0.1, "kl_coef": 0.1, "entropy_coef": 0.1, "normalize_advantages": True,
                   "use_tis": True},
-    "train": {"micro_batch_size": 2, "adam_beta1": 0.9},
+    "train": {"micro_batch_size": 2, "adam_beta1": 0.9, "balance_by_flops": True},
     "eval": {"interval": 5, "datasets": {"a": "/a.jsonl"}, "n_samples_per_prompt": 2, "temperature": 0.5,
              "max_response_len": 100},
     "checkpoint": {"save": "/ckpt", "save_interval": 10, "save_hf": "/hf"},
@@ -51,8 +52,10 @@ def test_every_flag_a_key_sets_maps_back_to_that_key() -> None:
             seen.add(arg.flag)
     assert {"--seed", "--ref-load", "--megatron-to-hf-mode", "--eval-prompt-data", "--save-hf"} <= seen
     # every index entry but the W&B ones (added by train.sh at run time) was passed, and --num-epoch, which excludes
-    # --num-rollout (ACRL-B006; tests/test_import_train_sh.py: test_num_epoch_runs_keep_it)
-    assert set(index) - seen == {"--wandb-project", "--wandb-group", "--num-epoch"}
+    # --num-rollout (ACRL-B006; tests/test_import_train_sh.py: test_num_epoch_runs_keep_it), and
+    # --sglang-cuda-graph-max-bs-decode, [sglang] cuda_graph_max_bs's name only where the target's sglang deprecates
+    # --cuda-graph-max-bs (624b824; this spec targets the toolkit's pin)
+    assert set(index) - seen == {"--wandb-project", "--wandb-group", "--num-epoch", "--sglang-cuda-graph-max-bs-decode"}
 
 
 @pytest.mark.parametrize("spec", EXAMPLE_SPECS, ids=[p.stem for p in EXAMPLE_SPECS])

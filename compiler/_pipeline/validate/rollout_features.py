@@ -61,9 +61,10 @@ def _addrs_at(ctx: Context) -> tuple[KeyRef, ...]:
 @rule("ACRL-R001", "error", [_ADDRS, "extra.flags", "extra.args"], "external engine addresses slime accepts")
 def _addresses(ctx: Context) -> Iterator[Finding]:
     """Each --rollout-external-engine-addrs address is one slime can read: host:port or http://host:port (IPv6 in
-    brackets) from fa3c990 on, checked at parse time by normalize_external_engine_addr (slime/backends/sglang_utils/
-    external.py:48-59 at 624b824, called from slime_validate_args, arguments.py:1904-1907: a ValueError before
-    anything starts); host:port only at v0.3.0 (slime/ray/rollout.py:848-856 at v0.3.0 splits it at ':')."""
+    brackets) from fa3c990 on, checked at parse time by normalize_external_engine_addr
+    (slime/backends/sglang_utils/external.py:48-59 at 624b824, called from slime_validate_args, arguments.py:1904-1907:
+    a ValueError before anything starts); host:port only at v0.3.0 (slime/ray/rollout.py:848-856 at v0.3.0 splits it
+    at ':')."""
     commit = ctx.spec.slime.commit
     for addr in [a for values in occurrences(ctx, EXTERNAL_ADDRS) for a in values]:
         problem = address_problem(addr, commit)
@@ -121,8 +122,8 @@ def _fully_async_eval(ctx: Context) -> Iterator[Finding]:
 def _fully_async_sync(ctx: Context) -> Iterator[Finding]:
     """slime's fully-async rollout keeps a pool of generations running in the background across rollouts; slime runs
     it with the async training driver (examples/fully_async/README.md at 624b824: "Use the async training driver:
-    python3 train_async.py (not train.py)"). train.py waits for each rollout and offloads or updates the engines
-    under the still-running generations."""
+    python3 train_async.py (not train.py)"). train.py offloads the engines after each rollout when colocated and
+    updates their weights (train.py:53-56, 84-89 at 624b824) under the generations the worker keeps running."""
     if ctx.spec.train.mode == "sync" and _last(ctx, "--rollout-function-path") == FULLY_ASYNC_ROLLOUT:
         yield Finding("slime's fully-async rollout function with [train] mode = \"sync\" (train.py): slime runs it "
                       "with train_async.py", "set [train] mode = \"async\" (and [cluster] colocate = false)")
@@ -143,8 +144,9 @@ def _hooks_unused(ctx: Context) -> Iterator[Finding]:
 @rule("ACRL-R006", "error", ["train.balance_by_flops", "train.use_dynamic_batch_size"],
       "balance-by-flops needs dynamic batch size")
 def _balance_by_flops(ctx: Context) -> Iterator[Finding]:
-    """slime asserts "--balance-by-flops requires --use-dynamic-batch-size" at parse time (slime/utils/
-    arguments.py:1872-1873 at 624b824, 1852-1853 at fa3c990, 1813-1814 at v0.3.1; no such flag at v0.3.0)."""
+    """slime asserts "--balance-by-flops requires --use-dynamic-batch-size" at parse time
+    (slime/utils/arguments.py:1872-1873 at 624b824, 1852-1853 at fa3c990, 1813-1814 at v0.3.1; no such flag at
+    v0.3.0)."""
     if ctx.passes("--balance-by-flops") and not ctx.passes("--use-dynamic-batch-size"):
         yield Finding("balance_by_flops without use_dynamic_batch_size: slime asserts '--balance-by-flops requires "
                       "--use-dynamic-batch-size'", "set [train] use_dynamic_batch_size = true, or remove "
