@@ -303,7 +303,9 @@ NO_SGLANG_FACTS = "0123456789abcdef0123456789abcdef01234567"  # a slime commit a
 # made-up escape-hatch flags: a slime commit with no flag facts (ACRL-F003 would refuse them; test_commit_facts)
 COMPANIONS: dict[str, dict[str, Any]] = {"eval.datasets": {"eval": {"interval": 5}},
                                          "extra.flags": {"slime": {"commit": NO_FACTS}},
-                                         "extra.args": {"slime": {"commit": NO_FACTS}}}
+                                         "extra.args": {"slime": {"commit": NO_FACTS}},
+                                         # --rollout-sample-hook-path is slime's from v0.3.1 (ACRL-F003 at the pin)
+                                         "rollout.sample_hook_paths": {"slime": {"commit": "624b824a8"}}}
 
 
 def _admits(tp: Any, wanted: type) -> bool:
@@ -356,6 +358,8 @@ CONSTRAINED = {"agentcore.runtime_arn:value", "agentcore.gateway_log_level:value
                "env.pythonpath:item", "env.pythonpath_before_megatron:item",
                # options only (ACRL-L001): "acrl-plain" would be a positional argument of `ray start`
                "cluster.ray_start_args:item",
+               # host:port or http://host:port only (ACRL-R001, slime's normalize_external_engine_addr)
+               "rollout.external_engine_addrs:item",
                "experiment.integration:value"}
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> Toolbox:

@@ -142,6 +142,16 @@ def test_r001_refuses_an_address_slime_cannot_read(compile_overrides: Compile, a
     assert ("ACRL-R001", "rollout.external_engine_addrs") in found
 
 
+def test_an_address_slime_accepts_reaches_slime_verbatim_and_runs_nothing(compile_overrides: Compile,
+                                                                          tmp_path: Path) -> None:
+    """R001 is slime's check, not a shell-safety one: a host slime would accept may hold shell syntax, and train.sh
+    passes it as one word (the hostile-value tests cannot place their texts here: they are not host:port)."""
+    hostile = ["h$(touch${IFS}PWNED):1", "`touch${IFS}PWNED`:2", "h;touch${IFS}PWNED:3"]
+    words = argv(compile_overrides({"rollout": {"external_engine_addrs": hostile}}), tmp_path / "b")
+    assert after(words, "--rollout-external-engine-addrs", 3) == hostile
+    assert not list(tmp_path.rglob("PWNED"))
+
+
 @pytest.mark.parametrize("addr", ["h:1", "http://h:1/", "[fe80::1]:30000", "http://[fe80::1]:30000"])
 def test_r001_accepts_what_normalize_external_engine_addr_accepts(compile_overrides: Compile, addr: str) -> None:
     compile_overrides({"slime": {"commit": HEAD}, "rollout": {"external_engine_addrs": [addr]}})
