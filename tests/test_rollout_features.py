@@ -274,3 +274,17 @@ def test_acrl_run_import_checks_each_sample_hook(tmp_path: Path) -> None:
     (tmp_path / "slime" / "my_hooks.py").write_text("def keep(args, sample):\n    return sample\n\n\ndrop = keep\n")
     proc = acrl("run", str(project.bundle), "--skip", "gpus", "--dry-run")
     assert re.search(r"^rollout-module +passed +\d+ms +2 functions import in ", proc.stdout, re.M), proc.stdout
+
+
+def test_diff_and_explain_read_the_repeated_hook_flag_as_one_list(compile_overrides: Compile, tmp_path: Path) -> None:
+    """train.sh passes --rollout-sample-hook-path once per hook and slime appends them (action="append"): `acrl diff`
+    and `acrl explain` read all of them, not the last one as for any other repeated flag."""
+    hooks = slime({"slime": {"commit": HEAD}, "rollout": {"sample_hook_paths": ["h.one", "h.two"]}})
+    write(compile_overrides(hooks), tmp_path / "a")
+    write(compile_overrides(merge(hooks, {"rollout": {"sample_hook_paths": ["h.one", "h.three"]}})), tmp_path / "b")
+    proc = acrl("diff", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert "--rollout-sample-hook-path: h.one h.two -> h.one h.three" in proc.stdout, proc.stdout
+    assert "more than once" not in proc.stdout + proc.stderr
+    proc = acrl("explain", str(tmp_path / "a"))
+    assert proc.returncode == 0 and "--rollout-sample-hook-path h.one h.two\n" in proc.stdout, proc.stdout
+    assert "is not what spec.toml compiles to" not in proc.stdout + proc.stderr
