@@ -27,7 +27,7 @@ EVERYTHING: dict[str, Any] = {
     "parallel": {"pipeline": 2, "context": 2, "expert": 2},
     "rollout": {"max_prompt_len": 512, "max_context_len": 2048, "top_p": 0.9, "over_sampling_batch_size": 64,
                 "custom_generate_function_path": "a.b", "custom_rm_path": "c.d",
-                "external_engine_addrs": ["10.0.0.9:30000"], "sample_hook_paths": ["e.f"]},
+                "external_engine_addrs": ["10.0.0.9:30000"], "external": True, "sample_hook_paths": ["e.f"]},
     "sglang": {"context_length": 4096, "reasoning_parser": "qwen3"},
     "algorithm": {"kl_loss_coef": 0.1, "kl_coef": 0.1, "entropy_coef": 0.1, "normalize_advantages": True,
                   "use_tis": True},

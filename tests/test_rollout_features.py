@@ -97,20 +97,30 @@ def test_unset_keys_pass_nothing_and_stay_out_of_spec_toml(compile_overrides: Co
     assert not re.search(r"external_engine_addrs|sample_hook_paths|balance_by_flops", spec_toml)
 
 
-def test_v030_gets_rollout_external_too_and_keeps_its_engine_actors_local(compile_overrides: Compile,
-                                                                          tmp_path: Path) -> None:
-    """v0.3.0 uses the addresses only with --rollout-external (arguments.py:509-520 at v0.3.0), and its placement
-    group has no external case (placement_group.py:80-96): the 8 colocated GPUs hold 4 engine actors, one per
-    address."""
-    bundle = compile_overrides({"slime": {"commit": V030}, "rollout": {"external_engine_addrs": [f"h{i}:1" for i in
-                                                                                                 range(4)]}})
+def test_v030_needs_rollout_external_too_and_keeps_its_engine_actors_local(compile_overrides: Compile,
+                                                                            tmp_path: Path) -> None:
+    """v0.3.0 uses the addresses only with --rollout-external ([rollout] external; arguments.py:509-520 at v0.3.0),
+    and its placement group has no external case (placement_group.py:80-96): the 8 colocated GPUs hold 4 engine
+    actors, one per address."""
+    four = {"slime": {"commit": V030}, "rollout": {"external_engine_addrs": [f"h{i}:1" for i in range(4)]}}
+    bundle = compile_overrides(merge(four, {"rollout": {"external": True}}))
     words = argv(bundle, tmp_path / "b")
     assert "--rollout-external" in words and after(words, "--rollout-external-engine-addrs", 4)[-1] == "h3:1"
     assert derived(bundle)["placement_gpus"] == 8 and derived(bundle)["rollout_offset"] == 0
-    assert errors(compile_overrides, {"slime": {"commit": V030}, "rollout": {"external_engine_addrs": ["h0:1"]}}) == \
-        [("ACRL-R002", "rollout.external_engine_addrs")]
+    one = merge(four, {"rollout": {"external": True, "external_engine_addrs": ["h0:1"]}})
+    assert errors(compile_overrides, one) == [("ACRL-R002", "rollout.external_engine_addrs")]  # rank 1 has none
+    assert errors(compile_overrides, four) == [("ACRL-R002", "rollout.external_engine_addrs")]  # no switch
     hatch = {"slime": {"commit": V030}, "extra": {"flags": {"--rollout-external-engine-addrs": ["h0:1"] * 4}}}
     assert errors(compile_overrides, hatch) == [("ACRL-R002", "extra.flags.--rollout-external-engine-addrs")]
+    hatch["extra"]["flags"]["--rollout-external"] = True
+    compile_overrides(hatch)
+
+
+def test_the_v030_switch_is_refused_where_the_addresses_alone_say_it(compile_overrides: Compile) -> None:
+    with pytest.raises(SpecError) as info:
+        compile_overrides({"rollout": {"external": True, "external_engine_addrs": ["h:1"]}})
+    (d,) = info.value.diagnostics
+    assert (d.rule, d.key) == ("ACRL-F003", "rollout.external") and "removed from slime after v0.3.0" in d.message
 
 
 @pytest.mark.parametrize(("overrides", "key", "first"), [
@@ -138,7 +148,8 @@ def test_the_escape_hatch_still_works_and_may_not_repeat_a_key(compile_overrides
 @pytest.mark.parametrize(("addr", "commit"), [("10.0.0.9", HEAD), ("https://h:30000", HEAD), ("h:99999", HEAD),
                                               ("h:port", HEAD), ("http://h:1", V030), ("[fe80::1]:30000", V030)])
 def test_r001_refuses_an_address_slime_cannot_read(compile_overrides: Compile, addr: str, commit: str) -> None:
-    found = errors(compile_overrides, {"slime": {"commit": commit}, "rollout": {"external_engine_addrs": [addr] * 4}})
+    found = errors(compile_overrides, {"slime": {"commit": commit},
+                                       "rollout": {"external_engine_addrs": [addr] * 4, "external": commit == V030}})
     assert ("ACRL-R001", "rollout.external_engine_addrs") in found
 
 

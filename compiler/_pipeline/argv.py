@@ -16,7 +16,7 @@ import attrs
 
 from .._slime.sglang_stack import slime_flag, slime_flag_names
 from .._spec.flags import flag_tokens, known_absent_flags, normalize_flag
-from .._spec.rollout_features import APPEND_FLAGS, EXTERNAL_SWITCH, needs_external_switch
+from .._spec.rollout_features import APPEND_FLAGS
 from .._spec.server_groups import SGLANG_CONFIG
 from .._spec.tables import Spec
 from . import placement_spec
@@ -84,8 +84,7 @@ def _field(obj: Any, table: str, name: str, profile: Mapping[str, str], commit: 
         return
     # a key's --sglang-* flag as the targeted sglang names it (--sglang-cuda-graph-max-bs is a deprecated alias of
     # --sglang-cuda-graph-max-bs-decode in slime 624b824's sglang 0.5.15.post1: compiler/_slime/sglang_stack.py)
-    flag, key = slime_flag(commit, field.metadata["flag"]), f"{table}.{name}"
-    # an action="append" flag (--rollout-sample-hook-path) is passed once per value of its list key
+    flag, key = slime_flag(commit, field.metadata["flag"]), f"{table}.{name}"  # APPEND_FLAGS: once per value
     for tokens in [flag_tokens(flag, v) for v in value] if flag in APPEND_FLAGS else [flag_tokens(flag, value)]:
         if tokens:
             yield Arg(tokens[0], tuple(tokens[1:]), ArgOrigin("profile", (key,), profile[key]) if key in profile
@@ -214,12 +213,6 @@ def _eval_datasets(s: Spec) -> list[Arg]:
     return [Arg("--eval-prompt-data", pairs, from_key("eval.datasets"))]
 
 
-def _external_switch(s: Spec) -> list[Arg]:  # slime v0.3.0 uses external engines only with --rollout-external
-    why = derived_from("rollout.external_engine_addrs at slime v0.3.0", "rollout.external_engine_addrs")
-    return [Arg(EXTERNAL_SWITCH, (), why)] if s.rollout.external_engine_addrs and needs_external_switch(
-        s.slime.commit) else []
-
-
 def _extra_flags(s: Spec) -> list[Arg]:
     extra = []
     for name, value in s.extra.flags.items():
@@ -273,7 +266,7 @@ LAYOUT = (
                               _Computed("--actor-num-gpus-per-node", lambda s: []),
                               _Computed("--num-gpus-per-node", _num_gpus_per_node),
                               _keys("cluster", "colocate", "rollout_num_gpus"),
-                              _keys("rollout", "gpus_per_engine"),
+                              _keys("rollout", "gpus_per_engine", "external_engine_addrs", "external"),
                               _keys("parallel", "tensor", "pipeline", "context", "expert", "sequence_parallel"))),
     _Group("model and data", MODEL, (_keys("model", "dir"), _Computed("--ref-load", _ref_load),
                                      _Computed("--megatron-to-hf-mode", _hf_mode),
@@ -287,8 +280,7 @@ LAYOUT = (
     _Group(ROLLOUT, ROLLOUT, (
         _keys("rollout", "max_response_len", "max_prompt_len", "max_context_len", "temperature", "top_p"),
         _keys("sglang", "mem_fraction_static", "context_length", "tool_call_parser", "reasoning_parser",
-              "data_parallel_size", "cuda_graph_max_bs", "log_level", "log_level_http"),
-        _keys("rollout", "external_engine_addrs"), _Computed(EXTERNAL_SWITCH, _external_switch))),
+              "data_parallel_size", "cuda_graph_max_bs", "log_level", "log_level_http"))),
     _Group(ALGORITHM, ALGORITHM, (_keys("algorithm", "advantage_estimator", "use_kl_loss", "kl_loss_type",
                                         "kl_loss_coef", "kl_coef", "entropy_coef", "eps_clip", "eps_clip_high",
                                         "normalize_advantages", "use_tis"),)),

@@ -221,7 +221,7 @@ WRITTEN_WHEN_SET: dict[str, dict[str, Any]] = {
     "env": {"pythonpath": [], "pythonpath_before_megatron": []},
     "wandb": {"enabled": True},
     "sglang": {"models": {}},
-    "rollout": {"external_engine_addrs": [], "sample_hook_paths": []},
+    "rollout": {"external_engine_addrs": [], "external": False, "sample_hook_paths": []},
     "train": {"balance_by_flops": False},
 }
 

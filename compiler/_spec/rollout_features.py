@@ -2,7 +2,8 @@
 balance-by-flops, and what acrl knows of slime's fully-async rollout.
 
 The keys themselves are fields of the tables they belong to (compiler/_spec/tables.py): ``[rollout]
-external_engine_addrs`` (--rollout-external-engine-addrs), ``[rollout] sample_hook_paths``
+external_engine_addrs`` (--rollout-external-engine-addrs) and, at v0.3.0, ``[rollout] external``
+(--rollout-external), ``[rollout] sample_hook_paths``
 (--rollout-sample-hook-path, once per path) and ``[train] balance_by_flops`` (--balance-by-flops). A key whose
 flag the targeted slime commit lacks is refused by ACRL-F003 at that key, naming the commits that have it (the
 per-commit flag facts, compiler/_slime/commits). Their rules are ACRL-R* (compiler/_pipeline/validate/

@@ -170,8 +170,10 @@ class Rollout:
     # issue 15: slime's newer features (compiler/_spec/rollout_features.py; rules ACRL-R*)
     external_engine_addrs: list[str] = setting(factory=list, flag="--rollout-external-engine-addrs", omit_if=[], doc=(
         "Pre-launched SGLang engines the rollout uses instead of its own, as host:port or http://host:port: no local "
-        "rollout GPUs (slime reads the engines' GPUs from their /server_info at launch). At v0.3.0 acrl passes "
-        "--rollout-external too, and slime still places one engine actor per address on the rollout GPUs."))
+        "rollout GPUs (slime reads the engines' GPUs from their /server_info at launch). At v0.3.0 slime also needs "
+        "external = true, and still places one engine actor per address on the rollout GPUs."))
+    external: bool = setting(False, flag="--rollout-external", doc=(
+        "v0.3.0 only: use external_engine_addrs (later commits have no such flag: the addresses alone say it)."))
     sample_hook_paths: list[str] = setting(factory=list, flag="--rollout-sample-hook-path", omit_if=[], doc=(
         "Hooks applied to each generated Sample before its reward (dotted paths, in order; the flag is passed once "
         "per path): hook(args, sample, *, rollout_id=None, evaluation=False) -> Sample | None. Applied by slime's "

@@ -74,14 +74,13 @@ def _addresses(ctx: Context) -> Iterator[Finding]:
                           keys=_addrs_at(ctx))
 
 
-@rule("ACRL-R002", "error", [_ADDRS, "cluster.rollout_num_gpus", "extra.flags"],
+@rule("ACRL-R002", "error", [_ADDRS, "rollout.external", "cluster.rollout_num_gpus", "extra.flags"],
       "v0.3.0: one external address per engine")
 def _v030_addresses(ctx: Context) -> Iterator[Finding]:
     """At v0.3.0 slime still makes its rollout engine actors on the rollout GPUs (placement_group.py:80-96 has no
     external case) and connects engine rank i to the i-th address (slime/ray/rollout.py:848-851 at v0.3.0): fewer
     addresses than engine actors is an IndexError at launch. The addresses are used only with --rollout-external
-    (arguments.py:509-520; acrl passes it with [rollout] external_engine_addrs); without it slime launches its own
-    engines."""
+    (arguments.py:509-520: [rollout] external); without it slime launches its own engines."""
     if not needs_external_switch(ctx.spec.slime.commit):
         return
     addrs = [a for values in occurrences(ctx, EXTERNAL_ADDRS) for a in values]
@@ -89,8 +88,7 @@ def _v030_addresses(ctx: Context) -> Iterator[Finding]:
         return
     if not occurrences(ctx, EXTERNAL_SWITCH):
         yield Finding(f"{EXTERNAL_ADDRS} without {EXTERNAL_SWITCH}: slime v0.3.0 ignores the addresses and "
-                      "launches its own engines", "set [rollout] external_engine_addrs instead (acrl passes both)",
-                      keys=_hatch(EXTERNAL_ADDRS))
+                      "launches its own engines", "set [rollout] external = true", keys=_addrs_at(ctx))
         return
     engines = len(ctx.placement.engine_actors)
     if len(addrs) < engines:
