@@ -303,7 +303,9 @@ NO_SGLANG_FACTS = "0123456789abcdef0123456789abcdef01234567"  # a slime commit a
 # made-up escape-hatch flags: a slime commit with no flag facts (ACRL-F003 would refuse them; test_commit_facts)
 COMPANIONS: dict[str, dict[str, Any]] = {"eval.datasets": {"eval": {"interval": 5}},
                                          "extra.flags": {"slime": {"commit": NO_FACTS}},
-                                         "extra.args": {"slime": {"commit": NO_FACTS}}}
+                                         "extra.args": {"slime": {"commit": NO_FACTS}},
+                                         # --rollout-sample-hook-path is slime's from v0.3.1 (ACRL-F003 at the pin)
+                                         "rollout.sample_hook_paths": {"slime": {"commit": "624b824a8"}}}
 # [opd] and [weight_sync] strings read only where the table's other keys say so (ACRL-N004) or at v0.3.1 and later
 _HEAD_DISK = {"slime": {"commit": "624b824a898ab0ec1fcb4d373004c7f3852bf515"},
               "weight_sync": {"transport": "disk", "disk_dir": "/w"}}
@@ -361,6 +363,8 @@ CONSTRAINED = {"agentcore.runtime_arn:value", "agentcore.gateway_log_level:value
                "env.pythonpath:item", "env.pythonpath_before_megatron:item",
                # options only (ACRL-L001): "acrl-plain" would be a positional argument of `ray start`
                "cluster.ray_start_args:item",
+               # host:port or http://host:port only (ACRL-R001, slime's normalize_external_engine_addr)
+               "rollout.external_engine_addrs:item",
                "experiment.integration:value",
                "opd.type:value", "weight_sync.mode:value", "weight_sync.transport:value",
                "weight_sync.delta_encoding:value", "weight_sync.delta_checksum:value", "weight_sync.encoding:value"}

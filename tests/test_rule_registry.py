@@ -17,7 +17,7 @@ from acrl.compiler._pipeline.validate.engine import ORDER, Context, Finding, rul
 # The module of each id prefix (the docs/rules.md sections).
 FAMILY = {"P": "parallel", "C": "cluster", "B": "batch", "A": "algorithm", "E": "eval", "I": "integration",
           "T": "toolkit", "F": "flags", "S": "secrets", "K": "kuberay", "M": "model", "L": "launch",
-          "G": "server_groups", "N": "training"}
+          "G": "server_groups", "N": "training", "R": "rollout_features"}
 
 
 def _prefix(rule_id: str) -> str:

@@ -161,6 +161,15 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-G008": [_groups({"worker_type": "regular", "num_gpus": 8, "overrides": {"dp_sise": 2}}),
                   {"slime": {"commit": "624b824a8"}, **_groups({"worker_type": "regular", "num_gpus": 8,
                                                                 "overrides": {"cuda_graph_max_bs": 8}})}],
+    # slime's newer rollout features (compiler/_pipeline/validate/rollout_features.py; tests/test_rollout_features.py)
+    "ACRL-R001": [{"rollout": {"external_engine_addrs": ["10.0.0.9"]}},
+                  {"extra": {"flags": {"--rollout-external-engine-addrs": "https://h:30000"}}}],
+    "ACRL-R002": [{"slime": {"commit": "bf14dc21f"}, "rollout": {"external_engine_addrs": ["h:1"]}}],
+    "ACRL-R003": [{"rollout": {"function_path": "slime.rollout.fully_async_rollout.generate_rollout_fully_async"},
+                   "eval": {"interval": 5, "datasets": {"a": "/e.jsonl"}}}],
+    "ACRL-R004": [{"rollout": {"function_path": "slime.rollout.fully_async_rollout.generate_rollout_fully_async"}}],
+    "ACRL-R005": [{"slime": {"commit": "624b824a8"}, "rollout": {"sample_hook_paths": ["my.hook"]}}],
+    "ACRL-R006": [{"train": {"balance_by_flops": True, "use_dynamic_batch_size": False}}],
     "ACRL-M001": [{"parallel": {"tensor": 3}, "cluster": {"gpus_per_node": 6}},
                   {"rollout": {"gpus_per_engine": 4}, "model": {"args": {"num-query-groups": 3}}},
                   # DP attention 2 in engines of 6: the attention runs with tensor size 3, which 16 heads refuse

@@ -23,6 +23,7 @@ _SECTIONS = {
     "K": "KubeRay (--target kuberay)", "L": "Launch: the Ray nodes acrl starts and the job's PYTHONPATH",
     "G": "SGLang server groups ([sglang.models], slime's --sglang-config)",
     "N": "Training features: on-policy distillation, weight sync ([opd], [weight_sync])",
+    "R": "Rollout features: external engines, fully-async, sample hooks, balance-by-flops",
 }
 
 

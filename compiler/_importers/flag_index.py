@@ -18,7 +18,7 @@ import attrs
 
 from .._spec.tables import table_types
 
-Kind = Literal["switch", "scalar", "pairs"]
+Kind = Literal["switch", "scalar", "pairs", "list"]
 
 
 @attrs.frozen
@@ -26,7 +26,8 @@ class FlagKey:
     """Where a flag lands in a spec: ``table.key``, its kind, its Python type and its default.
 
     ``switch``: a store-true flag (a bool key); ``scalar``: one value (int, float or str);
-    ``pairs``: ``name value name value ...`` into a table (``[eval] datasets``)."""
+    ``pairs``: ``name value name value ...`` into a table (``[eval] datasets``); ``list``: one or more values into
+    a list key (``[rollout] external_engine_addrs``, nargs="+")."""
 
     flag: str
     table: str
@@ -43,7 +44,7 @@ class FlagKey:
     @property
     def optional(self) -> bool:
         """True when leaving the key out means leaving the flag out."""
-        if self.default is None or self.default is False or self.default == {}:
+        if self.default is None or self.default is False or self.default == {} or self.default == []:
             return True
         return self.omit_if is not attrs.NOTHING and self.omit_if == self.default
 
@@ -84,7 +85,7 @@ def flag_index() -> Mapping[str, FlagKey]:
             if not flag:
                 continue
             base = _base_type(field.type)
-            kind: Kind = "switch" if base is bool else "pairs" if base is dict else "scalar"
+            kind: Kind = "switch" if base is bool else "pairs" if base is dict else "list" if base is list else "scalar"
             default = field.default
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
                 default = default.factory(None) if default.takes_self else default.factory()
@@ -114,6 +115,10 @@ def coerce(key: FlagKey, words: Sequence[str]) -> Any:
         if not words or len(words) % 2:
             raise CoerceError(f"{key.flag} needs name/path pairs, got {len(words)} word(s)")
         return {words[i]: words[i + 1] for i in range(0, len(words), 2)}
+    if key.kind == "list":
+        if not words:
+            raise CoerceError(f"{key.flag} needs at least one value")
+        return list(words)
     if len(words) != 1:
         raise CoerceError(f"{key.flag} takes one value, got {len(words)}")
     (word,) = words

@@ -258,6 +258,8 @@ def _typed(kind: Any, values: list[str]) -> Any:
     """The spec value of a flag's argv words, or None when they do not fit its key."""
     if kind is bool:
         return True if not values else None
+    if typing.get_origin(kind) is list:  # nargs="+" ([rollout] external_engine_addrs)
+        return list(values) or None
     if len(values) != 1:
         return None
     options = typing.get_args(kind) or (kind,)

@@ -16,6 +16,7 @@ import attrs
 
 from .._slime.sglang_stack import slime_flag, slime_flag_names
 from .._spec.flags import flag_tokens, known_absent_flags, normalize_flag
+from .._spec.rollout_features import APPEND_FLAGS
 from .._spec.server_groups import SGLANG_CONFIG
 from .._spec.tables import Spec
 from . import placement_spec
@@ -83,11 +84,11 @@ def _field(obj: Any, table: str, name: str, profile: Mapping[str, str], commit: 
         return
     # a key's --sglang-* flag as the targeted sglang names it (--sglang-cuda-graph-max-bs is a deprecated alias of
     # --sglang-cuda-graph-max-bs-decode in slime 624b824's sglang 0.5.15.post1: compiler/_slime/sglang_stack.py)
-    tokens = flag_tokens(slime_flag(commit, field.metadata["flag"]), value)
-    key = f"{table}.{name}"
-    if tokens:
-        yield Arg(tokens[0], tuple(tokens[1:]), ArgOrigin("profile", (key,), profile[key]) if key in profile
-                  else from_key(key))
+    flag, key = slime_flag(commit, field.metadata["flag"]), f"{table}.{name}"  # APPEND_FLAGS: once per value
+    for tokens in [flag_tokens(flag, v) for v in value] if flag in APPEND_FLAGS else [flag_tokens(flag, value)]:
+        if tokens:
+            yield Arg(tokens[0], tuple(tokens[1:]), ArgOrigin("profile", (key,), profile[key]) if key in profile
+                      else from_key(key))
 
 
 def _fields(obj: Any, table: str, names: Sequence[str], profile: Mapping[str, str], commit: str) -> list[Arg]:
@@ -265,7 +266,7 @@ LAYOUT = (
                               _Computed("--actor-num-gpus-per-node", lambda s: []),
                               _Computed("--num-gpus-per-node", _num_gpus_per_node),
                               _keys("cluster", "colocate", "rollout_num_gpus"),
-                              _keys("rollout", "gpus_per_engine"),
+                              _keys("rollout", "gpus_per_engine", "external_engine_addrs", "external"),
                               _keys("parallel", "tensor", "pipeline", "context", "expert", "sequence_parallel"))),
     _Group("model and data", MODEL, (_keys("model", "dir"), _Computed("--ref-load", _ref_load),
                                      _Computed("--megatron-to-hf-mode", _hf_mode),
@@ -274,7 +275,8 @@ LAYOUT = (
     _Group(BATCH, BATCH, (_keys("experiment", "num_rollout", "num_epoch"),
                           _keys("rollout", "batch_size", "n_samples_per_prompt", "over_sampling_batch_size"),
                           _keys("train", "num_steps_per_rollout"), _Computed("--global-batch-size", _global_batch),
-                          _keys("train", "micro_batch_size", "use_dynamic_batch_size", "max_tokens_per_gpu"))),
+                          _keys("train", "micro_batch_size", "use_dynamic_batch_size", "max_tokens_per_gpu",
+                                "balance_by_flops"))),
     _Group(ROLLOUT, ROLLOUT, (
         _keys("rollout", "max_response_len", "max_prompt_len", "max_context_len", "temperature", "top_p"),
         _keys("sglang", "mem_fraction_static", "context_length", "tool_call_parser", "reasoning_parser",
@@ -291,7 +293,7 @@ LAYOUT = (
                                        _keys("train", "attention_softmax_in_fp32", review=MODEL),
                                        _keys("experiment", "seed"))),
     _Group(INTEGRATION, INTEGRATION, (_keys("rollout", "function_path", "reward_post_process_path",
-                                            "custom_generate_function_path", "custom_rm_path"),)),
+                                            "custom_generate_function_path", "custom_rm_path", "sample_hook_paths"),)),
     _Group("evaluation", ROLLOUT, (_keys("eval", "interval"), _Computed("--eval-prompt-data", _eval_datasets),
                                    _keys("eval", "n_samples_per_prompt", "temperature", "max_response_len"))),
     _Group("checkpoints", OTHER, (_keys("checkpoint", "save", "save_interval", "save_hf"),)),

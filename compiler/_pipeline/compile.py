@@ -224,6 +224,8 @@ WRITTEN_WHEN_SET: dict[str, dict[str, Any]] = {
     "sglang": {"models": {}},
     "opd": {"enabled": False},
     "weight_sync": {"disk_keep_files": False, "delta_keep_files": False, "release_train": False},
+    "rollout": {"external_engine_addrs": [], "external": False, "sample_hook_paths": []},
+    "train": {"balance_by_flops": False},
 }
 # Tables added after bundles were first committed: left out of spec.toml while none of their keys is set.
 TABLES_WRITTEN_WHEN_SET = ("opd", "weight_sync")

@@ -13,6 +13,7 @@ from contextvars import ContextVar
 from typing import NamedTuple
 
 from .._spec.flags import parse_flags, table_tokens
+from .._spec.rollout_features import EXTERNAL_ADDRS, needs_external_switch
 from .._spec.tables import Spec
 from .placement import (
     SLIME_HEAD,
@@ -132,7 +133,10 @@ def _read(spec: Spec) -> SpecPlacement:
     c = spec.cluster
     debug_train_only = _on(extra, "--debug-train-only") or _on(extra, "--load-debug-rollout-data")
     debug_rollout_only = _on(extra, "--debug-rollout-only")
-    external = _on(extra, "--rollout-external-engine-addrs")
+    # [rollout] external_engine_addrs, or the flag in the escape hatch: no local engines, but at v0.3.0, whose
+    # placement group has no external case (placement_group.py:80-96 at v0.3.0): one engine actor per address there
+    external = (bool(spec.rollout.external_engine_addrs) or _on(extra, EXTERNAL_ADDRS)) and \
+        not needs_external_switch(spec.slime.commit)
     local_head = c.address is None and not RAYJOB.get()
     actor = _actor(spec, debug_train_only or external, local_head)
     actor_total = actor.num_nodes * actor.gpus_per_node

@@ -18,6 +18,7 @@ from .._pipeline.model_args.catalog import entry
 from .._pipeline.parse import KeyPath, SpecSource
 from .._spec import profiles
 from .._spec.flags import normalize_flag, parse_flags
+from .._spec.rollout_features import APPEND_FLAGS
 from .._spec.schema import custom_config_keys, toml_literal
 from .._spec.tables import Spec
 
@@ -188,6 +189,9 @@ def flag_items(source: SpecSource, spec: Spec, info: ModelArgsInfo, keys: list[I
     flags = _model_arg_items(spec, info, by_name)
     for group in groups:
         for arg in group.args:
+            if arg.flag in APPEND_FLAGS and flags and flags[-1].name == arg.flag:  # action="append": one item, as
+                flags[-1] = attrs.evolve(flags[-1], value=(*flags[-1].value, *arg.values))  # train.sh is read
+                continue
             flags.append(_arg_item(arg.flag, arg.values, arg.source, group.title, by_name))
     flags += _extra_arg_items(spec, by_name)
     flags += _runtime_items(spec, by_name)

@@ -18,6 +18,7 @@ from acrl.templates import train_sh_structure as structure
 
 from .._shell.lexer import Command, ShellSyntaxError, Word, lex, lex_loose
 from .._spec.flags import is_number
+from .._spec.rollout_features import APPEND_FLAGS
 
 PINNED_AT_LAUNCH = "(pinned by train.sh at launch)"
 FORWARDED = "(forwarded from the launching shell when set)"
@@ -88,6 +89,9 @@ def read_train_sh(source: str) -> TrainSh:
     flags: dict[str, Flag] = {}
     repeated: list[str] = []
     for flag, values, title in flag_occurrences(segments):
+        if flag in APPEND_FLAGS and flag in flags:  # action="append": slime keeps every occurrence's value, in order
+            flags[flag] = Flag(flag, (*flags[flag].values, *values), flags[flag].title)
+            continue
         if flag in flags and flag not in repeated:
             repeated.append(flag)
         flags.pop(flag, None)  # a later occurrence wins in slime's argparse, and takes the later place

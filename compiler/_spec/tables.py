@@ -169,6 +169,17 @@ class Rollout:
         None, doc="Custom generate function (dotted path).", flag="--custom-generate-function-path")
     custom_rm_path: str | None = setting(None, doc="Custom reward function (dotted path).",
                                          flag="--custom-rm-path")
+    # issue 15: slime's newer features (compiler/_spec/rollout_features.py; rules ACRL-R*)
+    external_engine_addrs: list[str] = setting(factory=list, flag="--rollout-external-engine-addrs", omit_if=[], doc=(
+        "Pre-launched SGLang engines the rollout uses instead of its own, as host:port or http://host:port: no local "
+        "rollout GPUs (slime reads the engines' GPUs from their /server_info at launch). At v0.3.0 slime also needs "
+        "external = true, and still places one engine actor per address on the rollout GPUs."))
+    external: bool = setting(False, flag="--rollout-external", doc=(
+        "v0.3.0 only: use external_engine_addrs (later commits have no such flag: the addresses alone say it)."))
+    sample_hook_paths: list[str] = setting(factory=list, flag="--rollout-sample-hook-path", omit_if=[], doc=(
+        "Hooks applied to each generated Sample before its reward (dotted paths, in order; the flag is passed once "
+        "per path): hook(args, sample, *, rollout_id=None, evaluation=False) -> Sample | None. Applied by slime's "
+        "own generate_and_rm (slime.rollout.sglang_rollout, fully-async), not by the toolkit's rollout. From v0.3.1."))
 
 
 @attrs.frozen(kw_only=True)
@@ -222,7 +233,9 @@ class Train:
     """[train]: optimizer, batching and training-loop settings."""
 
     mode: TrainMode = setting("sync", doc="'sync' runs train.py; 'async' runs train_async.py "
-                                          "(needs colocate = false).")
+                                          "(needs colocate = false). slime's fully-async rollout is 'async' with "
+                                          "[rollout] function_path = \"slime.rollout.fully_async_rollout."
+                                          "generate_rollout_fully_async\" (no evaluation: ACRL-R003).")
     num_steps_per_rollout: int = setting(1, doc="Optimizer steps per rollout; global batch = "
                                                 "rollout samples / steps.", flag="--num-steps-per-rollout",
                                          ge=1)
@@ -232,6 +245,9 @@ class Train:
                                            flag="--use-dynamic-batch-size")
     max_tokens_per_gpu: int | None = setting(9216, doc="Token budget per GPU per micro-batch.",
                                       flag="--max-tokens-per-gpu", ge=1)
+    balance_by_flops: bool = setting(False, flag="--balance-by-flops", doc=(
+        "Partition micro-batches by estimated FLOPs (Karmarkar-Karp) instead of first-fit token packing; implies "
+        "slime's --balance-data. Needs use_dynamic_batch_size (slime asserts it). From fa3c990."))
     lr: float = setting(1e-6, doc="Learning rate.", flag="--lr", gt=0)
     lr_decay_style: LrDecayStyle | None = setting("constant", doc="Learning-rate schedule.", flag="--lr-decay-style")
     weight_decay: float | None = setting(0.1, doc="Weight decay.", flag="--weight-decay", ge=0)

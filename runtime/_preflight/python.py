@@ -5,8 +5,8 @@
   W&B flags and --train-env-vars are only decided there, at launch, so train.sh stays the single
   description of the launch and nothing here re-derives it.
 - ``rollout-module``: every dotted function path the bundle hands slime (rollout function, reward
-  post-processing, custom generate and reward functions) imports and names a callable, with the
-  import path the Ray job has (slime's dir, the bundle as working_dir, Megatron).
+  post-processing, custom generate and reward functions, each rollout sample hook) imports and names a
+  callable, with the import path the Ray job has (slime's dir, the bundle as working_dir, Megatron).
 """
 
 from __future__ import annotations
@@ -25,12 +25,14 @@ if TYPE_CHECKING:
 
 TIMEOUT_S = 120.0
 
-# spec key -> slime flag, for every function slime loads by dotted path
+# spec key -> slime flag, for every function slime loads by dotted path (a list key: one per item, slime's
+# load_function on each --rollout-sample-hook-path, slime/rollout/sample_hooks.py:24-26 at 624b824)
 FUNCTION_KEYS = (
     ("rollout.function_path", "--rollout-function-path"),
     ("rollout.reward_post_process_path", "--custom-reward-post-process-path"),
     ("rollout.custom_generate_function_path", "--custom-generate-function-path"),
     ("rollout.custom_rm_path", "--custom-rm-path"),
+    ("rollout.sample_hook_paths", "--rollout-sample-hook-path"),
 )
 
 
@@ -121,7 +123,11 @@ print(json.dumps(problems))
 
 
 def check_rollout_modules(info: BundleInfo) -> str:
-    named = [(key, flag, info.get(key)) for key, flag in FUNCTION_KEYS]
+    named = []
+    for key, flag in FUNCTION_KEYS:
+        value = info.get(key)
+        named += [(f"{key}.{i}", flag, item) for i, item in enumerate(value)] if isinstance(value, list) else \
+            [(key, flag, value)]
     paths = [(key, flag, value) for key, flag, value in named if isinstance(value, str) and value]
     if not paths:
         raise CheckSkipped("the bundle names no function for slime to load")

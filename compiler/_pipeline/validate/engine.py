@@ -3,7 +3,7 @@ kept in the order of ``ORDER`` (docs/rules.md and the diagnostics come out in th
 ``validate`` runs them and points each finding at the spec; ``spec_secrets`` masks what looks
 secret in every message. The rules themselves live one module per id prefix: parallel (P),
 batch (B), algorithm (A), eval (E), integration (I), toolkit (T), flags (F), secrets (S), kuberay (K), model (M),
-launch (L), training features (N).
+launch (L), server groups (G), training features (N), rollout features (R).
 
 Each rule has a stable id, a severity, the spec keys it concerns (the message points at the first
 one the spec wrote), and a check that yields findings with a fix hint. Sources: what slime,
@@ -40,6 +40,7 @@ ORDER = (
     "ACRL-P009",
     "ACRL-C001", "ACRL-C002", "ACRL-C003", "ACRL-C004", "ACRL-C005", "ACRL-C006", "ACRL-C007", "ACRL-C008",
     "ACRL-G001", "ACRL-G002", "ACRL-G003", "ACRL-G004", "ACRL-G005", "ACRL-G006", "ACRL-G007", "ACRL-G008",
+    "ACRL-R001", "ACRL-R002", "ACRL-R003", "ACRL-R004", "ACRL-R005", "ACRL-R006",
     "ACRL-L001", "ACRL-L002",
     "ACRL-B001", "ACRL-B002", "ACRL-B003", "ACRL-B004", "ACRL-B005", "ACRL-B006",
     "ACRL-A001", "ACRL-A002", "ACRL-A003", "ACRL-A004",

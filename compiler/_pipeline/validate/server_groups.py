@@ -55,12 +55,17 @@ def _total(ctx: Context) -> Iterator[Finding]:
                       f"set [cluster] rollout_num_gpus = {total}, or give the groups {rollout} GPUs in all")
 
 
-@rule("ACRL-G002", "error", [_MODELS, "extra.flags"], "--sglang-config without external engines or prefill servers")
+@rule("ACRL-G002", "error", [_MODELS, "rollout.external_engine_addrs", "extra.flags"],
+      "--sglang-config without external engines or prefill servers")
 def _exclusive(ctx: Context) -> Iterator[Finding]:
-    """slime refuses --sglang-config with --rollout-external-engine-addrs and with --prefill-num-servers
-    (slime/backends/sglang_utils/arguments.py:194-200 at 624b824)."""
+    """slime refuses --sglang-config with --rollout-external-engine-addrs ([rollout] external_engine_addrs) and with
+    --prefill-num-servers (slime/backends/sglang_utils/arguments.py:194-200 at 624b824)."""
     if not ctx.spec.sglang.models:
         return
+    if ctx.spec.rollout.external_engine_addrs:
+        yield Finding("[sglang.models] (--sglang-config) with [rollout] external_engine_addrs: slime refuses the two "
+                      "together", "the engines are external: remove [sglang.models]",
+                      keys=("rollout.external_engine_addrs",))
     for flag, fix in (("--rollout-external-engine-addrs", "the engines are external: remove [sglang.models]"),
                       ("--prefill-num-servers", "write the prefill and decode groups as [sglang.models] server "
                                                 "groups and remove --prefill-num-servers")):
