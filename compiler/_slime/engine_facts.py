@@ -181,14 +181,17 @@ class SlimeEngineCode:
             namespace["start_engines"](group)
         except ValueError as exc:  # validate_server_group_gpu_indices refused the layout
             error = str(exc).split(":")[0]
-        engines = []
-        for engine in ray.engines:
-            told = engine.init_kwargs or {}
-            dist = told.get("dist_init_addr")
-            engines.append([engine.kwargs["rank"], engine.bundle - rollout_offset, engine.bundle,
-                            engine.kwargs["base_gpu_id"], _node_of(told.get("host")),
-                            _node_of(dist.rsplit(":", 1)[0] if dist else None)])
+        engines = [engine_row(engine, rollout_offset) for engine in ray.engines]
         return {"num_engines": num_engines, "error": error, "engines": engines}
+
+
+def engine_row(engine: _Engine, rollout_offset: int) -> list[Any]:
+    """One engine actor as a row of :data:`COLUMNS`: its rank, slot in the rollout and in the group, base GPU, and
+    the nodes its host and its dist_init_addr name."""
+    told = engine.init_kwargs or {}
+    dist = told.get("dist_init_addr")
+    return [engine.kwargs["rank"], engine.bundle - rollout_offset, engine.bundle, engine.kwargs["base_gpu_id"],
+            _node_of(told.get("host")), _node_of(dist.rsplit(":", 1)[0] if dist else None)]
 
 
 def _node_of(ip: str | None) -> int | None:

@@ -42,9 +42,9 @@ from .engine_facts import (
     EngineFactsError,
     _Args,
     _function,
-    _node_of,
     _Ray,
     _run,
+    engine_row,
 )
 
 SGLANG_CONFIG_PY = "slime/backends/sglang_utils/sglang_config.py"
@@ -143,13 +143,7 @@ class SlimeGroupCode:
         rank_of = {id(e): e.kwargs["rank"] for e in ray.engines}
         groups = [[g.router_port, g.worker_type, g.gpu_offset, g.rank_offset, g.num_gpus_per_engine,
                    len(g.all_engines), [rank_of[id(e)] for e in g.engines if e is not None]] for g in made]
-        engines = []
-        for engine in ray.engines:
-            told = engine.init_kwargs or {}
-            dist = told.get("dist_init_addr")
-            engines.append([engine.kwargs["rank"], engine.bundle - rollout_offset, engine.bundle,
-                            engine.kwargs["base_gpu_id"], _node_of(told.get("host")),
-                            _node_of(dist.rsplit(":", 1)[0] if dist else None), group_of[id(engine)]])
+        engines = [[*engine_row(engine, rollout_offset), group_of[id(engine)]] for engine in ray.engines]
         return {"error": error, "groups": groups, "engines": engines}
 
 
