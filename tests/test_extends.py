@@ -69,10 +69,10 @@ def test_an_array_of_tables_replaces_and_takes_its_positions_along() -> None:
 
 
 def test_a_chain_of_three_and_explain_names_each_values_file_and_line(tmp_path: Path) -> None:
-    grand = write(tmp_path / "shared" / "grand.toml", base_text(rollout={"batch_size": 16, "temperature": 0.5}))
-    parent = write(tmp_path / "shared" / "parent.toml", 'extends = "grand.toml"\n[rollout]\ntemperature = 0.7\n')
+    grand = write(tmp_path / "bases" / "grand.toml", base_text(rollout={"batch_size": 16, "temperature": 0.5}))
+    parent = write(tmp_path / "bases" / "parent.toml", 'extends = "grand.toml"\n[rollout]\ntemperature = 0.7\n')
     child = write(tmp_path / "exp" / "child.toml",
-                  'extends = "../shared/parent.toml"\n[experiment]\nid = "child-exp"\n')
+                  'extends = "../bases/parent.toml"\n[experiment]\nid = "child-exp"\n')
     bundle = compile_spec(child)
     assert (bundle.spec.experiment.id, bundle.spec.rollout.temperature, bundle.spec.rollout.batch_size) == \
         ("child-exp", 0.7, 16)
@@ -84,7 +84,7 @@ def test_a_chain_of_three_and_explain_names_each_values_file_and_line(tmp_path: 
         (os.path.normpath(grand), line_of(grand, "batch_size"))
     assert origins["rollout.top_p"].kind == "default"
     manifest = json.loads(bundle.files["manifest.json"])
-    assert [b["path"] for b in manifest["extends"]] == ["../shared/parent.toml", "grand.toml"]
+    assert [b["path"] for b in manifest["extends"]] == ["../bases/parent.toml", "grand.toml"]
     resolved = tomllib.loads(bundle.files["spec.toml"].decode())
     assert "extends" not in resolved and resolved["rollout"]["temperature"] == 0.7
 
@@ -168,9 +168,9 @@ def test_bundles_of_an_extending_spec_verify_diff_and_explain(tmp_path: Path,
 
 def test_explain_of_a_bundle_says_which_base_or_set_gave_a_value(tmp_path: Path) -> None:
     """The bundle's spec.toml is merged; the manifest keeps which base (or --set) set each value."""
-    write(tmp_path / "shared" / "grand.toml", base_text(rollout={"batch_size": 16, "temperature": 0.5}))
-    write(tmp_path / "shared" / "parent.toml", 'extends = "grand.toml"\n[rollout]\ntemperature = 0.7\n')
-    child = write(tmp_path / "exp" / "child.toml", 'extends = "../shared/parent.toml"\n[rollout]\ntop_p = 0.9\n')
+    write(tmp_path / "bases" / "grand.toml", base_text(rollout={"batch_size": 16, "temperature": 0.5}))
+    write(tmp_path / "bases" / "parent.toml", 'extends = "grand.toml"\n[rollout]\ntemperature = 0.7\n')
+    child = write(tmp_path / "exp" / "child.toml", 'extends = "../bases/parent.toml"\n[rollout]\ntop_p = 0.9\n')
     out = tmp_path / "bundle"
     assert compile_main([str(child), "-o", str(out), "--set", "eval.datasets={ gsm8k = \"/d/t.jsonl\" }",
                          "--set", "eval.interval=5"]) == 0
@@ -180,7 +180,7 @@ def test_explain_of_a_bundle_says_which_base_or_set_gave_a_value(tmp_path: Path)
     assert {"rollout.batch_size", "experiment.id"} <= grand_keys and "rollout.temperature" not in grand_keys
     assert "rollout.top_p" not in parent_keys | grand_keys  # the child's own
     origins = {i.name: i.origin.text for i in explain_path(out).keys}
-    assert origins["rollout.temperature"].endswith("set by ../shared/parent.toml (through extends)")
+    assert origins["rollout.temperature"].endswith("set by ../bases/parent.toml (through extends)")
     assert origins["rollout.batch_size"].endswith("set by grand.toml (through extends)")
     assert origins["eval.datasets.gsm8k"].endswith('set by --set eval.datasets={ gsm8k = "/d/t.jsonl" }')
     assert origins["eval.interval"].endswith("set by --set eval.interval=5")
@@ -235,8 +235,8 @@ def _entries_inputs(home: Path) -> list[tuple[str, Any]]:
 def test_the_manifest_is_the_same_whatever_name_the_spec_is_shown_by(tmp_path: Path) -> None:
     """The keys each base set are found by the base's name in messages, not by the path it was opened
     by: with a display name (compile_spec(..., display_name=...)) the two differ."""
-    write(tmp_path / "shared" / "base.toml", base_text(rollout={"batch_size": 16}))
-    child = write(tmp_path / "exp" / "child.toml", 'extends = "../shared/base.toml"\n[rollout]\ntop_p = 0.9\n')
+    write(tmp_path / "bases" / "base.toml", base_text(rollout={"batch_size": 16}))
+    child = write(tmp_path / "exp" / "child.toml", 'extends = "../bases/base.toml"\n[rollout]\ntop_p = 0.9\n')
     shown = compile_spec(child, display_name="child.toml").files["manifest.json"]
     assert shown == compile_spec(child).files["manifest.json"]
     assert "rollout.batch_size" in json.loads(shown)["extends"][0]["keys"]
