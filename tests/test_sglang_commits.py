@@ -61,13 +61,16 @@ def test_each_commits_facts_apply_that_commits_patches() -> None:
 
 def test_a_flag_deprecated_at_one_sglang_and_not_another() -> None:
     """sglang 0.5.15.post1 keeps --cuda-graph-max-bs only as a deprecated alias of --cuda-graph-max-bs-decode;
-    0.5.12.post1 and 0.5.13 have only --cuda-graph-max-bs. --enable-piecewise-cuda-graph does nothing but warn in
+    0.5.12.post1 and 0.5.13 have only --cuda-graph-max-bs (an add_argument of type int: line 6430 of v0.3.0's patched
+    server_args.py, as its facts record). --enable-piecewise-cuda-graph does nothing but warn in
     0.5.12.post1 and 0.5.13 (DeprecatedAction) and is gone from 0.5.15.post1."""
     alias = "--sglang-cuda-graph-max-bs"
     assert {c: facts(c).deprecation(alias) for c in SGLANG} == {
         V030: None, SLIME_PIN: None, V031: ("--sglang-cuda-graph-max-bs-decode", ""),
         SLIME_HEAD: ("--sglang-cuda-graph-max-bs-decode", "")}
     assert [c for c in SGLANG if facts(c).known("--sglang-cuda-graph-max-bs-decode")] == [V031, SLIME_HEAD]
+    assert {k: facts(V030).flags[alias].get(k) for k in ("options", "line", "type", "action")} == {
+        "options": ["--cuda-graph-max-bs"], "line": 6430, "type": "int", "action": None}
     piecewise = {c: facts(c).deprecation("--sglang-enable-piecewise-cuda-graph") for c in SGLANG}
     assert [c for c, d in piecewise.items() if d is not None and d[0] is None] == [V030, SLIME_PIN]
     assert not facts(V031).known("--sglang-enable-piecewise-cuda-graph")
