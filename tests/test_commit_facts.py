@@ -105,15 +105,6 @@ def test_the_shipped_facts_are_what_the_generator_writes(tmp_path: Path) -> None
             (COMMITS_DIR / f"{commit}.json").read_bytes()
 
 
-def test_the_sglang_versions_of_the_two_fact_sets_agree() -> None:
-    """The flag facts read each commit's sglang from its Dockerfile; sglang_stack.SGLANG_OF says the same."""
-    from acrl.compiler._slime.sglang_stack import SGLANG_OF
-
-    for commit, version in SGLANG_OF.items():
-        facts = commit_facts(commit)
-        assert facts is not None and facts.sglang_version == version
-
-
 def test_the_catalog_names_every_model_script_of_every_commit_with_facts() -> None:
     """Every scripts/models/*.sh of each commit acrl ships facts for is a catalog entry (issue 15); how each entry's
     args compare with the script is tests/test_catalog_fidelity.py's (at 624b824 and fa3c990)."""
