@@ -84,7 +84,13 @@ def test_a_checkout_at_another_commit_is_compared_with_the_targets_facts(write_s
     bundle = compile_spec(spec)
     (note,) = [n for n in bundle.notes if "but the spec targets 624b824" in n]
     assert "; compared with acrl's facts of slime 624b824, the checkout has " in note
-    assert " and lacks " in note and " of its flag(s) (" in note
+    # the flags this spec passes that differ (the fixture lacks most of them) are named, every one
+    listed = note.split("; of the flags this spec passes, the checkout lacks ", 1)[1].removesuffix(
+        ", which slime 624b824 has").split(", ")
+    passed = {a.flag for g in bundle.groups for a in g.args} | {t for t in bundle.model_args.args if t[:2] == "--"}
+    assert "--advantage-estimator" in listed  # a slime flag the fixture lacks
+    assert "--rollout-batch-size" in passed and "--rollout-batch-size" not in listed  # one it has
+    assert set(listed) <= passed and len(listed) == len(set(listed)) > 8
 
 
 @pytest.mark.skipif(not (os.environ.get("ACRL_SLIME_DIR") and os.environ.get("ACRL_MEGATRON_DIR")),

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from acrl.compiler import RULES, Bundle, SpecError
-from conftest import EXAMPLE_SPECS
+from conftest import EXAMPLE_SPECS, NO_FACTS
 
 
 # rule id -> spec overrides that must trigger it (and only rules of this severity or weaker)
@@ -112,7 +112,9 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"extra": {"flags": {"--global-batch-size": 64}}}],
     "ACRL-F003": [{"extra": {"flags": {"--use-dynamic-global-batch-size": True}}},
                   {"slime": {"commit": "624b824a8"}, "model": {"megatron_to_hf_mode": "bridge"}},
-                  {"extra": {"flags": {"--release-train": True}}}],
+                  {"extra": {"flags": {"--release-train": True}}},
+                  {"extra": {"flags": {"--use-ti": True}}}, {"extra": {"args": ["--sglang"]}},  # abbreviations
+                  {"slime": {"commit": "bf14dc21f"}, "extra": {"flags": {"--router-policy": "random"}}}],  # v0.3.0
     "ACRL-F005": [{"extra": {"flags": {"--sglang-mem-fraction": 0.5}}},
                   {"extra": {"args": ["--sglang-cuda-graph", "8"]}}],
     # sglang 0.5.15.post1 (slime 624b824's image) deprecates --disable-cuda-graph for --cuda-graph-backend-*;
@@ -122,6 +124,11 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-F007": [{"extra": {"flags": {"--sglang-mem-fracton-static": 0.5}}},
                   {"slime": {"commit": "624b824a8"}, "extra": {"args": ["--sglang-tp-size", "2"]}},  # slime skips it
                   {"extra": {"flags": {"--sglang-chunked-prefill": 4096}}}],  # an abbreviation
+    # escape-hatch flags nothing could check: no facts of the commit (nor a checkout here), sglang_router's flags,
+    # --sglang-* flags where acrl has no facts of the commit's sglang (v0.3.0's 0.5.12.post1)
+    "ACRL-F008": [{"slime": {"commit": NO_FACTS}, "extra": {"flags": {"--use-tis": True}}},
+                  {"extra": {"flags": {"--router-policy": "random"}}},
+                  {"slime": {"commit": "bf14dc21f"}, "extra": {"args": ["--sglang-enable-metrics"]}}],
     "ACRL-M004": [{"model": {"args": {"group-query-attention": False}}}],
     "ACRL-S001": [{"env": {"vars": {"HF_TOKEN": "x"}}}, {"env": {"forward": ["AWS_SECRET_ACCESS_KEY"]}},
                   {"env": {"vars": {"bad name": "x"}}}, {"cluster": {"env": {"HF_TOKEN": "x"}}},

@@ -35,7 +35,8 @@ from typing import Any
 
 from .default_facts import parse_defaults
 from .model_facts import FactsError, _git, _git_dir, facts_main
-from .scan import Reader, _dict_get
+from .scan import Reader
+from .scan_fields import dict_get
 
 MEGATRON_URL = "https://github.com/NVIDIA/Megatron-LM"
 ENTRY = "megatron/training/arguments.py"
@@ -93,7 +94,7 @@ def field_fact(stmt: ast.AnnAssign) -> dict[str, Any]:
             default = {"list": [], "dict": {}, "tuple": (), "set": []}[factory.id]
         elif "default" not in keywords:
             value = factory
-        meta = _dict_get(keywords.get("metadata"), "argparse_meta")
+        meta = dict_get(keywords.get("metadata"), "argparse_meta")
     kind = _kind(stmt.annotation)
     if default is _MISSING and isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) \
             and isinstance(stmt.annotation, ast.Name) and value.value.id == stmt.annotation.id:

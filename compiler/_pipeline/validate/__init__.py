@@ -24,8 +24,8 @@ from . import (
     toolkit,
     training,
 )
-from .engine import RULES, Context, Rule, validate
+from .engine import RULES, Context, Rule, recorded, validate
 
 __all__ = ["RULES", "Context", "Rule", "algorithm", "batch", "cluster", "engine", "eval", "flags", "integration",
-           "kuberay", "launch", "model", "parallel", "rollout_features", "secrets", "server_groups", "toolkit",
-           "training", "validate"]
+           "kuberay", "launch", "model", "parallel", "recorded", "rollout_features", "secrets", "server_groups",
+           "toolkit", "training", "validate"]
