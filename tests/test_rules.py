@@ -125,10 +125,10 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"slime": {"commit": "624b824a8"}, "extra": {"args": ["--sglang-tp-size", "2"]}},  # slime skips it
                   {"extra": {"flags": {"--sglang-chunked-prefill": 4096}}}],  # an abbreviation
     # escape-hatch flags nothing could check: no facts of the commit (nor a checkout here), sglang_router's flags,
-    # --sglang-* flags where acrl has no facts of the commit's sglang (v0.3.0's 0.5.12.post1)
+    # in both escape-hatch forms
     "ACRL-F008": [{"slime": {"commit": NO_FACTS}, "extra": {"flags": {"--use-tis": True}}},
                   {"extra": {"flags": {"--router-policy": "random"}}},
-                  {"slime": {"commit": "bf14dc21f"}, "extra": {"args": ["--sglang-enable-metrics"]}}],
+                  {"slime": {"commit": "624b824a8"}, "extra": {"args": ["--router-policy", "random"]}}],
     "ACRL-M004": [{"model": {"args": {"group-query-attention": False}}}],
     "ACRL-S001": [{"env": {"vars": {"HF_TOKEN": "x"}}}, {"env": {"forward": ["AWS_SECRET_ACCESS_KEY"]}},
                   {"env": {"vars": {"bad name": "x"}}}, {"cluster": {"env": {"HF_TOKEN": "x"}}},
