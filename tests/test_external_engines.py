@@ -178,7 +178,7 @@ def test_engines_that_answer_pass_with_what_they_serve(tmp_path: Path) -> None:
 
 
 def test_a_field_slimes_engine_start_asserts_fails_the_check(tmp_path: Path) -> None:
-    """--colocate makes slime's offload_rollout true (arguments.py:1943-1950 at 624b824), and each engine's start
+    """--colocate makes slime's offload_rollout true (arguments.py:1939-1950 at 624b824), and each engine's start
     asserts enable_memory_saver equals it (sglang_engine.py:532 and 160-169); a colocate = false bundle expects
     false."""
     project = make_project(tmp_path)

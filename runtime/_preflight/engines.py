@@ -9,7 +9,7 @@ What slime asks first, at each commit acrl has facts for:
   ``GET /server_info``, then ``GET /get_server_info`` if that fails, 30 s each, one address after the other, and
   stops with a RuntimeError when neither answers JSON (slime/backends/sglang_utils/external.py:74-83 and 95-101 at
   624b824). It reads the engine's GPUs and worker type from the answer, and each engine's start later asks it again
-  and asserts the fields it compares (sglang_engine.py:157-169, the fields 532-573 less 622-642).
+  and asserts the fields it compares (sglang_engine.py:157-169, the fields 527-573 less 622-642).
 - v0.3.0 (``--rollout-external``): nothing at parse time; each engine actor's start asks ``GET /health_generate``
   every 2 s, with no timeout and no end, until it answers 200 (sglang_engine.py:79-97 and 186-190 at v0.3.0: a
   stopped server hangs the run), then ``GET /get_server_info`` (no timeout) and asserts the same fields plus host,
@@ -133,6 +133,13 @@ def _host_of(url: str) -> str | None:
         return None
 
 
+def remote_cluster(info: BundleInfo) -> str | None:
+    """The address of the existing cluster the job runs on, when it is not this machine (its host is not a
+    loopback one); None for a local head."""
+    address = info.cluster_address
+    return address if address and not _is_loopback(_host_of(address)) else None
+
+
 def timeout_s() -> float:
     raw = os.environ.get(TIMEOUT_ENV, "")
     if not raw:
@@ -183,8 +190,7 @@ def check_external_engines(info: BundleInfo) -> str:
     if train_only:
         raise CheckSkipped(f"{train_only[0]}: slime trains only and does not contact the engines")
     v030 = SWITCH_FLAG in flags
-    remote = info.cluster_address if info.cluster_address and not _is_loopback(_host_of(info.cluster_address)) \
-        else None
+    remote = remote_cluster(info)
     # an engine on the loopback of a remote cluster's node is not this machine's: it cannot be asked from here
     asked = [a for a in addrs if not (remote and _is_loopback(_host_of(a)))]
     if not asked:
