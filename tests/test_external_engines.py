@@ -188,7 +188,8 @@ def test_a_field_slimes_engine_start_asserts_fails_the_check(tmp_path: Path) -> 
         assert (code, status) == (1, "failed")
         assert problems(detail) == [(engine.addr, "answers, but")]
         assert "enable_memory_saver is False, slime expects True (--colocate)" in detail
-        assert fix.startswith(f"restart {engine.addr} with --enable-memory-saver")
+        assert fix.startswith(f"restart {engine.addr} with --enable-memory-saver, or set [cluster] colocate = false")
+        assert "external_engine_addrs" not in fix  # the addresses are right
         compile_engines(project, [engine.addr], cluster={"colocate": False, "gpus_per_node": 2})
         code, status, detail, _ = run_row(project)
         assert (code, status) == (0, "passed"), detail

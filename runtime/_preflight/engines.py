@@ -87,9 +87,11 @@ def expectations(flags: Sequence[str]) -> dict[str, tuple[object, str, str]]:
     """The fields each engine's start asserts that follow from the argv alone: name -> (value, why, how to start
     the engine with it). sglang_engine.py:532, 568-573 at 624b824 (the same at the other commits)."""
     offload, why = expected_offload_rollout(flags)
-    out: dict[str, tuple[object, str, str]] = {
-        "enable_memory_saver": (offload, why, "with --enable-memory-saver" if offload else
-                                "without --enable-memory-saver")}
+    how = "with --enable-memory-saver" if offload else "without --enable-memory-saver"
+    if why == "--colocate":  # colocated weight sync is UpdateWeightFromTensor (actor.py:168-169 at 624b824)
+        how += (", or set [cluster] colocate = false (colocated weight sync hands over CUDA IPC handles, which only "
+                "an engine on the actors' own GPUs can open)")
+    out: dict[str, tuple[object, str, str]] = {"enable_memory_saver": (offload, why, how)}
     if "--use-rollout-routing-replay" in flags:
         out["enable_return_routed_experts"] = (True, "--use-rollout-routing-replay", "with --enable-return-routed-"
                                                "experts")
@@ -204,8 +206,10 @@ def check_external_engines(info: BundleInfo) -> str:
 
 
 _FIXES = {
-    "refused": "start SGLang at each refused address (python -m sglang.launch_server --host HOST --port PORT ...) "
-               "or correct its port",
+    # sglang.launch_server listens on 127.0.0.1 unless --host says otherwise (server_args.py:977 in 0.5.15.post1)
+    "refused": "start SGLang at each refused address, listening where this machine reaches it (python -m "
+               "sglang.launch_server --host 0.0.0.0 --port PORT ...: its default host is 127.0.0.1), or correct the "
+               "port",
     "timed out": "check that this machine reaches the host (a firewall, a security group) and the server is not "
                  "stuck",
     "unreachable": "correct the host name",
@@ -213,6 +217,10 @@ _FIXES = {
     "not ready": "wait until the engine has loaded its model (it answers 503 while it starts), or restart it",
     "invalid": "write each address as host:port or http://host:port",
 }
+
+# v0.3.0 compares the engine's --host with the address's host (see mismatches): 0.0.0.0 would not do
+_V030_REFUSED = ("start SGLang at each refused address with --host and --port exactly as written in it (slime v0.3.0 "
+                 "compares them), or correct the port")
 
 
 def _judge(probes: Sequence[Probe], expected: Mapping[str, tuple[object, str, str]], key: str, v030: bool,
@@ -226,7 +234,7 @@ def _judge(probes: Sequence[Probe], expected: Mapping[str, tuple[object, str, st
         if p.kind != "answered" or p.answer is None:
             problems.append(f"{p.addr}: {p.kind} ({p.detail})")
             fix = "start the engine without --api-key (slime sends no key)" if p.status in (401, 403) else \
-                _FIXES[p.kind]
+                _V030_REFUSED if v030 and p.kind == "refused" else _FIXES[p.kind]
             fixes += [fix] if fix not in fixes else []
             continue
         wrong = mismatches(p.answer, expected, p.addr, v030)
@@ -246,7 +254,7 @@ def _judge(probes: Sequence[Probe], expected: Mapping[str, tuple[object, str, st
         why += "; each engine's start asserts the fields named" if restarts else ""
         ok = f"; answered: {', '.join(p.addr for p in answered)}" if answered else ""
         fixes += [f"restart {', '.join(addrs)} {how}" for how, addrs in restarts.items()]
-        hint = "; ".join(fixes) + f"; or correct {key} and compile again"
+        hint = "; ".join(fixes) + (f"; or correct {key} and compile again" if len(fixes) > len(restarts) else "")
         if remote:
             hint += "; if the engines are reachable only from the cluster, --skip external-engines"
         raise CheckFailed(f"{key}: {len(problems)} of {len(probes)} engines would stop the run: "
