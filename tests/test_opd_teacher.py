@@ -93,7 +93,9 @@ def test_a_hugging_face_teacher_has_the_students_architecture(tmp_path: Path) ->
     code, status, detail, fix = row(project)
     assert (code, status) == (1, "failed")
     assert detail.startswith(f"[opd] teacher_load {teacher}: the teacher's architecture is not the student's")
-    assert "--num-layers" in detail and fix.endswith('use [opd] type = "sglang" (a teacher server)')
+    assert "--num-layers: 36 in model_args.sh, but 28 in " in detail and fix.endswith('use [opd] type = "sglang" (a '
+                                                                                     'teacher server)')
+    assert "Fix:" not in detail  # the student's MODEL_ARGS are not what to change
 
 
 def test_a_step_names_its_folder_and_a_relative_teacher_is_the_bundles(tmp_path: Path) -> None:

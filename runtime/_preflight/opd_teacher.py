@@ -142,7 +142,7 @@ def _hugging_face(info: BundleInfo, teacher: Path, load: str, flags: list[str], 
     if errors:
         raise CheckFailed(f"{KEY} {load}: the teacher's architecture is not the student's, and slime loads it into "
                           f"the actor's model: {len(errors)} MODEL_ARGS differ from {config}: "
-                          + "; ".join(m.message for m in errors),
+                          + "; ".join(m.problem for m in errors),
                           "OPD with --opd-type megatron needs a teacher of the student's architecture; for another, "
                           "use [opd] type = \"sglang\" (a teacher server)")
     return (f"Hugging Face checkpoint {teacher}: {config.name} matches the {len(info.model_args)} MODEL_ARGS tokens "
