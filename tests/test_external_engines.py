@@ -110,7 +110,7 @@ def silent_port() -> Iterator[int]:
 
 def compile_engines(project: Project, addrs: list[str], **tables: Any) -> None:
     """Compile the project's spec again with these external engine addresses (and other tables) into its bundle."""
-    spec = merge(merge(project.spec, {"rollout": {"external_engine_addrs": addrs}}), tables)
+    spec = merge(merge(project.spec, {"rollout": {"external_engine_addrs": addrs or None}}), tables)
     (project.root / "spec.toml").write_text(tomli_w.dumps(spec), encoding="utf-8")
     write(compile_spec(project.root / "spec.toml"), project.bundle, force=True)
 
@@ -222,6 +222,11 @@ def test_no_external_engines_and_skip(tmp_path: Path) -> None:
     compile_engines(project, [f"127.0.0.1:{free_port()}"])
     assert run_row(project)[:2] == (1, "failed")
     assert run_row(project, "--skip", "external-engines")[:3] == (0, "skipped", "--skip")
+    # the escape hatch: the message names the key that holds them
+    compile_engines(project, [], extra={"flags": {"--rollout-external-engine-addrs": f"127.0.0.1:{free_port()}"}})
+    code, status, detail, _ = run_row(project)
+    assert (code, status) == (1, "failed")
+    assert detail.startswith("[extra.flags] --rollout-external-engine-addrs: 1 of 1 engines would stop the run: ")
 
 
 # --- the parts, without the CLI ---------------------------------------------------------------------

@@ -162,7 +162,10 @@ def probe_all(addrs: Sequence[str], v030: bool, timeout: float) -> list[Probe]:
     found: dict[int, Probe] = {}
 
     def run(i: int, addr: str) -> None:
-        found[i] = probe(addr, v030, timeout)
+        try:
+            found[i] = probe(addr, v030, timeout)
+        except Exception as exc:  # e.g. a host name IDNA cannot encode: said, not mistaken for a timeout
+            found[i] = Probe(addr, "unreachable", f"cannot connect: {type(exc).__name__}: {exc}")
 
     threads = [threading.Thread(target=run, args=(i, a), daemon=True, name=f"acrl-engine-{i}")
                for i, a in enumerate(addrs)]
@@ -187,7 +190,7 @@ def check_external_engines(info: BundleInfo) -> str:
     if not addrs:
         raise CheckSkipped(f"the argv train.sh submits has no {ADDRS_FLAG}")
     key = "[rollout] external_engine_addrs" if info.get("rollout.external_engine_addrs") else \
-        f"[extra.flags] {ADDRS_FLAG}"
+        f"[extra.flags] {ADDRS_FLAG}" if ADDRS_FLAG in (info.get("extra.flags") or {}) else "[extra] args"
     train_only = [f for f in TRAIN_ONLY_FLAGS if f in flags or any(t.startswith(f + "=") for t in flags)]
     if train_only:
         raise CheckSkipped(f"{train_only[0]}: slime trains only and does not contact the engines")
