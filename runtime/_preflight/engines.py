@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from .engine_probe import Probe, probe
 from .outcome import CheckFailed, CheckSkipped
@@ -127,8 +128,6 @@ def _is_loopback(host: str | None) -> bool:
 
 
 def _host_of(url: str) -> str | None:
-    from urllib.parse import urlparse
-
     try:
         return urlparse(url if "://" in url else f"http://{url}").hostname
     except ValueError:
