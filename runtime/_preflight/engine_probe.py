@@ -119,7 +119,7 @@ def probe(addr: str, v030: bool, timeout: float) -> Probe:
             status, kind, _ = _get(host, port, "/health_generate", deadline, timeout)
             if status == 503:
                 return Probe(addr, "not ready", "HTTP 503 to GET /health_generate: the engine is starting or "
-                             "unhealthy", status)
+                             "unhealthy", status=status)
             if status != 200:
                 raise _Failed("wrong answer", f"HTTP {status} {kind} to GET /health_generate", status)
             return Probe(addr, "answered", "", _server_info(*_get(host, port, "/get_server_info", deadline, timeout),
