@@ -65,7 +65,7 @@ def after(words: list[str], flag: str, n: int) -> list[str]:
 def errors(compile_overrides: Compile, overrides: dict[str, Any]) -> list[tuple[str, str]]:
     with pytest.raises(SpecError) as info:
         compile_overrides(overrides)
-    return [(d.rule, d.key) for d in info.value.diagnostics]
+    return [(d.rule, d.key) for d in info.value.diagnostics if d.severity == "error"]
 
 
 def warnings(compile_overrides: Compile, overrides: dict[str, Any]) -> list[tuple[str, str]]:
@@ -119,7 +119,7 @@ def test_v030_needs_rollout_external_too_and_keeps_its_engine_actors_local(compi
 def test_the_v030_switch_is_refused_where_the_addresses_alone_say_it(compile_overrides: Compile) -> None:
     with pytest.raises(SpecError) as info:
         compile_overrides({"rollout": {"external": True, "external_engine_addrs": ["h:1"]}})
-    (d,) = info.value.diagnostics
+    (d,) = [d for d in info.value.diagnostics if d.severity == "error"]
     assert (d.rule, d.key) == ("ACRL-F003", "rollout.external") and "removed from slime after v0.3.0" in d.message
 
 
@@ -208,6 +208,16 @@ def test_r006_balance_by_flops_needs_dynamic_batch_size(compile_overrides: Compi
     assert errors(compile_overrides, off) == [("ACRL-R006", "train.balance_by_flops")]
     hatch = {"train": {"use_dynamic_batch_size": False}, "extra": {"flags": {"--balance-by-flops": True}}}
     assert [rule for rule, _ in errors(compile_overrides, hatch)] == ["ACRL-R006"]
+
+
+def test_r007_colocated_external_engines_are_a_warning_at_both_keys(compile_overrides: Compile) -> None:
+    external = {"slime": {"commit": HEAD}, "rollout": {"external_engine_addrs": ["10.0.0.5:30000"]}}
+    assert ("ACRL-R007", "rollout.external_engine_addrs") in warnings(compile_overrides, external)
+    hatch = {"slime": {"commit": HEAD}, "extra": {"args": ["--rollout-external-engine-addrs", "10.0.0.5:30000"]}}
+    assert ("ACRL-R007", "extra.args") in warnings(compile_overrides, hatch)
+    apart = {**external, "cluster": {"colocate": False}}
+    assert [w for w in warnings(compile_overrides, apart) if w[0] == "ACRL-R007"] == []
+    assert [w for w in warnings(compile_overrides, {"slime": {"commit": HEAD}}) if w[0] == "ACRL-R007"] == []
 
 
 def test_the_flag_index_reads_the_list_keys_back() -> None:

@@ -177,6 +177,7 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-R004": [{"rollout": {"function_path": "slime.rollout.fully_async_rollout.generate_rollout_fully_async"}}],
     "ACRL-R005": [{"slime": {"commit": "624b824a8"}, "rollout": {"sample_hook_paths": ["my.hook"]}}],
     "ACRL-R006": [{"train": {"balance_by_flops": True, "use_dynamic_batch_size": False}}],
+    "ACRL-R007": [{"slime": {"commit": "624b824a8"}, "rollout": {"external_engine_addrs": ["10.0.0.5:30000"]}}],
     "ACRL-M001": [{"parallel": {"tensor": 3}, "cluster": {"gpus_per_node": 6}},
                   {"rollout": {"gpus_per_engine": 4}, "model": {"args": {"num-query-groups": 3}}},
                   # DP attention 2 in engines of 6: the attention runs with tensor size 3, which 16 heads refuse
