@@ -122,6 +122,11 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-F007": [{"extra": {"flags": {"--sglang-mem-fracton-static": 0.5}}},
                   {"slime": {"commit": "624b824a8"}, "extra": {"args": ["--sglang-tp-size", "2"]}},  # slime skips it
                   {"extra": {"flags": {"--sglang-chunked-prefill": 4096}}}],  # an abbreviation
+    # what slime's argparse does with each flag at the target (compiler/_slime/commits/argparse; test_flag_values.py)
+    "ACRL-F008": [{"extra": {"flags": {"--ckpt-format": "torch_dst"}}}, {"extra": {"args": ["--ci-test=1"]}},
+                  {"extra": {"flags": {"--exit-interval": "soon"}}}],
+    "ACRL-F009": [{"extra": {"flags": {"--enable-cuda-graph": True}}}, {"extra": {"args": ["--use-dist-ckpt"]}}],
+    "ACRL-F010": [{"extra": {"flags": {"--batch-size": 4}}}],
     "ACRL-M004": [{"model": {"args": {"group-query-attention": False}}}],
     "ACRL-S001": [{"env": {"vars": {"HF_TOKEN": "x"}}}, {"env": {"forward": ["AWS_SECRET_ACCESS_KEY"]}},
                   {"env": {"vars": {"bad name": "x"}}}, {"cluster": {"env": {"HF_TOKEN": "x"}}},
