@@ -65,7 +65,7 @@ class CommitFacts(NamedTuple):
             flag, record = record["alias_of"], records.get(record["alias_of"]) if records is not None else None
         if record is None:
             return None
-        fields = {k: tuple(v) if k in ("choices", "aliases") else v for k, v in record.items()}
+        fields: dict[str, Any] = {k: tuple(v) if k in ("choices", "aliases") else v for k, v in record.items()}
         return FlagFact(flag=flag, **fields)
 
     def defined(self, fact: FlagFact) -> str:

@@ -44,7 +44,7 @@ def _text(node: ast.expr | None) -> str | None:
         left, right = _text(node.left), _text(node.right)
         return None if left is None or right is None else left + right
     if isinstance(node, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        return "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values)
     return None
 
 
@@ -90,12 +90,13 @@ def read_deprecations(files: Iterable[tuple[str, str]]) -> dict[str, dict[str, A
             if names and marked is not None:
                 found.setdefault(names[0], []).append({**marked, "at": f"{path}:{node.lineno}"})
         for node in ast.walk(tree):
-            text = _text(node) if isinstance(node, ast.Constant | ast.JoinedStr) and id(node) not in in_calls \
-                else None
+            if not isinstance(node, ast.Constant | ast.JoinedStr) or id(node) in in_calls:
+                continue
+            text = _text(node)
             message = _MESSAGE.match(text) if text else None
             if text and message is not None and (marked := mark(text)) is not None:
                 found.setdefault(message.group(1), []).append({**marked, "at": f"{path}:{node.lineno}"})
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for flag, marks in found.items():
         chosen = dict(next((m for m in marks if "use" in m), marks[0]))
         if any(m.get("refused") for m in marks):

@@ -31,6 +31,7 @@ from .engine import Context, Finding, rule
 # another Python reads as a number ("-1e-6") is ambiguous: that flag is not checked.
 _NEGATIVE = re.compile(r"^-\d+$|^-\d*\.\d+$")
 _NO_VALUE = frozenset({"store_true", "store_false", "store_const", "append_const", "count", "help", "version"})
+_WHAT = {"int": "an integer", "float": "a number", "json.loads": "JSON"}
 _FALSE = frozenset({"false", "0", "no", "off", "none"})  # bool("") is False: not a trap
 
 
@@ -123,7 +124,7 @@ def _value_problem(value: str, fact: FlagFact) -> tuple[str, str] | None:
         elif kind == "json.loads":
             converted = json.loads(value)
     except ValueError:
-        what = {"int": "an integer", "float": "a number", "json.loads": "JSON"}[kind]
+        what = _WHAT[str(kind)]
         return f"{value!r} is not {what} (type={kind}): argparse stops the launch", f"write {what}"
     if kind == "bool" and value.strip().lower() in _FALSE:
         return (f"{value!r} reads as True (type=bool: any non-empty value is True)",
@@ -177,9 +178,9 @@ def _count_problems(use: _Use, fact: FlagFact) -> Iterator[tuple[str, str, str]]
 def _values(ctx: Context) -> Iterator[Finding]:
     """An escape-hatch value must be one the flag's definition at the targeted slime commit (slime's, or its
     Megatron-LM's with slime's patches and reset_arg defaults) accepts: one of its choices (did-you-mean), convertible
-    by its type (int, float, JSON), as many values as its nargs takes, none for a store_true / store_false flag; and a
-    value after a flag that takes no more is dropped silently by slime's parse_known_args. The message names the
-    definition's file:line."""
+    by its type (int, float, JSON), as many values as its nargs takes, none for a store_true / store_false flag; a
+    value after a flag that takes no more is dropped silently by slime's parse_known_args, and "false" given to a
+    type=bool flag reads as True. The message names the definition's file:line."""
     for use, fact, facts in _checked(ctx):
         for message, fix, key in _count_problems(use, fact):
             yield Finding(f"{message} (defined at {facts.defined(fact)})", fix, keys=(key, use.key))
