@@ -82,8 +82,8 @@ def test_the_same_flags_with_values_argparse_takes_pass(write_spec: SpecWriter, 
 
 
 def test_the_message_names_the_definition_and_the_fix(write_spec: SpecWriter) -> None:
-    found, _ = diagnostics(write_spec, SLIME_HEAD, {"flags": {"--ckpt-format": "torch_dst", "--loss-type": "x"},
-                                                    "args": ["--ci-test=1"]})
+    found, _ = diagnostics(write_spec, SLIME_HEAD, {"flags": {"--ckpt-format": "torch_dst", "--loss-type": "x",
+                                                              "--ci-test": "false"}, "args": ["--ci-test=1"]})
     f008 = {d.key: d for d in found if d.rule == "ACRL-F008"}
     fmt = f008["extra.flags.--ckpt-format"]
     assert fmt.message == ("--ckpt-format 'torch_dst' is not one of its choices (torch, torch_dist, torch_dcp, "
@@ -93,6 +93,10 @@ def test_the_message_names_the_definition_and_the_fix(write_spec: SpecWriter) ->
     assert f008["extra.flags.--loss-type"].hint == "write one of policy_loss, sft_loss, custom_loss"
     assert "defined at slime 624b824 slime/utils/arguments.py:" in f008["extra.flags.--loss-type"].message
     assert f008["extra.args.0"].hint == 'write --ci-test alone ([extra.flags] "--ci-test" = true)'
+    dropped = f008["extra.flags.--ci-test"]  # the value is dropped and the flag set: what "false" did not mean
+    assert dropped.message.startswith("--ci-test is followed by 'false', which slime's parser ignores silently "
+                                      "(store_true: it takes no value)")
+    assert dropped.hint == 'write "--ci-test" = true in [extra.flags] (false leaves it out)'
 
 
 def test_a_flag_the_target_lacks_is_left_to_f003_and_a_commit_without_facts_is_not_checked(

@@ -137,8 +137,9 @@ def _value_problem(value: str, fact: FlagFact) -> tuple[str, str] | None:
     return None
 
 
-def _count_problems(use: _Use, fact: FlagFact) -> Iterator[tuple[str, str, str]]:
-    """(message, fix, spec key) when the values after the flag are not what argparse takes."""
+def _problems(use: _Use, fact: FlagFact) -> Iterator[tuple[str, str, str]]:
+    """(message, fix, spec key) when the values after the flag are not what argparse takes: their number, then
+    each value's type and choices."""
     takes = _takes(fact)
     if takes is None or use.ambiguous:
         return
@@ -162,8 +163,8 @@ def _count_problems(use: _Use, fact: FlagFact) -> Iterator[tuple[str, str, str]]
     if ignored:
         dropped = " ".join(repr(v) for v, _ in ignored)
         what = f"{fact.action}: it takes no value" if high == 0 else f"it takes {_wants(low, high)}"
-        fix = f"\"{use.flag}\" = true (false leaves it out)" if high == 0 and use.key.startswith("extra.flags.") \
-            else f"remove {dropped}"
+        fix = f"write \"{use.flag}\" = true in [extra.flags] (false leaves it out)" if high == 0 and \
+            use.key.startswith("extra.flags.") else f"remove {dropped}"
         yield (f"{use.flag} is followed by {dropped}, which slime's parser ignores silently ({what})", fix,
                ignored[0][1])
     for value, key in given:
@@ -180,7 +181,7 @@ def _values(ctx: Context) -> Iterator[Finding]:
     value after a flag that takes no more is dropped silently by slime's parse_known_args, and "false" given to a
     type=bool flag reads as True. The message names the definition's file:line."""
     for use, fact, facts in _checked(ctx):
-        for message, fix, key in _count_problems(use, fact):
+        for message, fix, key in _problems(use, fact):
             yield Finding(f"{message} (defined at {facts.defined(fact)})", fix, keys=(key, use.key))
 
 
