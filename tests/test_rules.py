@@ -129,6 +129,11 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-F008": [{"slime": {"commit": NO_FACTS}, "extra": {"flags": {"--use-tis": True}}},
                   {"extra": {"flags": {"--router-policy": "random"}}},
                   {"slime": {"commit": "624b824a8"}, "extra": {"args": ["--router-policy", "random"]}}],
+    # what slime's argparse does with each flag at the target (compiler/_slime/commits/argparse; test_flag_values.py)
+    "ACRL-F009": [{"extra": {"flags": {"--ckpt-format": "torch_dst"}}}, {"extra": {"args": ["--ci-test=1"]}},
+                  {"extra": {"flags": {"--exit-interval": "soon"}}}],
+    "ACRL-F010": [{"extra": {"flags": {"--enable-cuda-graph": True}}}, {"extra": {"args": ["--use-dist-ckpt"]}}],
+    "ACRL-F011": [{"extra": {"flags": {"--batch-size": 4}}}],
     "ACRL-M004": [{"model": {"args": {"group-query-attention": False}}}],
     "ACRL-S001": [{"env": {"vars": {"HF_TOKEN": "x"}}}, {"env": {"forward": ["AWS_SECRET_ACCESS_KEY"]}},
                   {"env": {"vars": {"bad name": "x"}}}, {"cluster": {"env": {"HF_TOKEN": "x"}}},
