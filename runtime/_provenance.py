@@ -32,12 +32,12 @@ from acrl.compiler import is_secret_name, job_env_vars, looks_secret_value, read
 
 from . import _records
 from ._preflight.bundle_info import BundleInfo
+from ._preflight.checkpoint_layout import find_saver
 from ._preflight.checks import dataset_paths
 from ._preflight.fingerprint import fingerprint
 from ._preflight.outcome import CheckFailed, CheckSkipped
 from ._preflight.python import entrypoint_argv, target_python, train_sh_env
 from ._preflight.wandb_key import key_env, key_present
-from ._runs import find_saver
 
 REDACTED = "<redacted>"
 PINNED = "(pinned by train.sh at launch)"
@@ -147,21 +147,25 @@ def gather(info: BundleInfo) -> dict[str, Any]:
 
 def resumed_from(line: str | None, runs_dir: Path, exp_id: str, run_id: str) -> _records.ResumedFrom | None:
     """train.sh's ``acrl-resume: {json}`` decision as the record keeps it: None when it started from the model,
-    or said nothing (a bundle compiled before issue 16)."""
+    refused, or said nothing (a bundle compiled before issue 16). Its fields: decision (resumed / started /
+    refused), mode, checkpoint_dir, tracker, iteration, start_rollout_id, data_state (templates/train.sh.jinja)."""
     if not line:
         return None
     try:
         decision = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(decision, dict):
+    if not isinstance(decision, dict) or decision.get("decision") != "resumed":
         return None
-    directory = decision.get("load") or decision.get("checkpoint_dir") or decision.get("dir")
-    if not isinstance(directory, str) or not directory or decision.get("resume") is False:
+    directory = decision.get("checkpoint_dir")
+    if not isinstance(directory, str) or not directory:
         return None
-    iteration = decision.get("iteration")
+
+    def number(name: str) -> int | None:
+        value = decision.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
     saver = find_saver(runs_dir, directory, exclude=(exp_id, run_id))
     return _records.ResumedFrom(
-        checkpoint_dir=directory, iteration=iteration if isinstance(iteration, int) else None,
-        run_id=saver.get("run_id") if saver else None, data_state=decision.get("data_state") is True,
-        exp_id=saver.get("exp_id") if saver else None)
+        checkpoint_dir=directory, iteration=number("iteration"), run_id=saver.get("run_id") if saver else None,
+        data_state=decision.get("data_state") is True, exp_id=saver.get("exp_id") if saver else None,
+        start_rollout_id=number("start_rollout_id"))

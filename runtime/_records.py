@@ -68,10 +68,11 @@ class ResumedFrom:
     """The checkpoint a run started from, as train.sh decided at launch (its ``acrl-resume:`` line)."""
 
     checkpoint_dir: str
-    iteration: int | None  # None: the tracker says "release"
+    iteration: int | None
     run_id: str | None  # the record of the run that saved there (found by its --save), None when there is none
     data_state: bool  # rollout/global_dataset_state_dict_<iteration>.pt was there (slime's data position)
     exp_id: str | None = None  # that record's experiment (a continuation may load another experiment's checkpoint)
+    start_rollout_id: int | None = None  # the first rollout of this run (the iteration + 1, or [checkpoint]'s)
 
 
 @attrs.frozen

@@ -1,7 +1,6 @@
 """`acrl runs`: the recorded runs, per experiment, with their chains: a run that resumed from the checkpoint
-another run saved (its record's ``resumed_from.run_id``) is listed right under that run, indented, with
-``<- RUN_ID``. And what the checkpoint check and the record need of the records: which run last saved to a
-checkpoint directory (found by the --save of its recorded argv).
+another run saved (its record's ``resumed_from.run_id``, found when it ran: _preflight/checkpoint_layout.find_saver)
+is listed right under that run, indented, with ``<- RUN_ID``.
 
 Records of any shape are listed (written by an older acrl, without ``resumed_from`` or ``argv``: then a run
 with no chain); a chain that loops (a hand-edited record) is cut where it would repeat.
@@ -16,45 +15,6 @@ from typing import Any
 from ._records import list_records
 
 Key = tuple[str, str]  # (exp_id, run_id)
-
-
-def flag_values(argv: Sequence[str]) -> dict[str, list[str]]:
-    """The flags of a recorded argv and their values (``--a 1 --b --c=x``: {--a: [1], --b: [], --c: [x]}); a
-    flag given twice keeps its last values, as slime's argparse does. A negative number is a value."""
-    flags: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for token in argv:
-        if token.startswith("--") and len(token) > 2 and not token[2:3].isdigit():
-            name, eq, value = token.partition("=")
-            current = flags[name] = [value] if eq else []
-        elif current is not None:
-            current.append(token)
-    return flags
-
-
-def same_dir(a: str, b: str) -> bool:
-    """Whether two checkpoint directories as written are the same one (normalised; symbolic links resolved where
-    they exist here)."""
-    return os.path.realpath(os.path.expanduser(a)) == os.path.realpath(os.path.expanduser(b))
-
-
-def find_saver(runs_dir: str | os.PathLike[str] | None, checkpoint_dir: str,
-               exclude: Key | None = None) -> dict[str, Any] | None:
-    """The record of the run that last saved to ``checkpoint_dir``: the latest under ``runs_dir`` whose argv
-    passes --save to it (``exclude``: the (exp_id, run_id) of the run asking). None when no record says so."""
-    if runs_dir is None:
-        return None
-    found = None
-    for record in list_records(runs_dir):  # oldest first: the last match is the latest
-        if exclude and (record.get("exp_id"), record.get("run_id")) == exclude:
-            continue
-        argv = record.get("argv")
-        if not isinstance(argv, list) or not all(isinstance(t, str) for t in argv):
-            continue
-        save = flag_values(argv).get("--save")
-        if save and same_dir(save[-1], checkpoint_dir):
-            found = record
-    return found
 
 
 def _key(record: Mapping[str, Any]) -> Key:

@@ -180,13 +180,16 @@ def test_a_resumed_run_names_the_run_that_saved_its_checkpoint(tmp_path: Path) -
     _record(runs, "e", "other", "2026-01-02", argv=["python3", "train.py", "--save", str(tmp_path / "elsewhere")])
     _record(runs, "e", "second", "2026-01-03", argv=["python3", "train.py", f"--save={tmp_path}/./ckpt"])
     _record(runs, "e", "now", "2026-01-04", argv=["python3", "train.py", "--save", str(ckpt)])
-    line = json.dumps({"load": str(ckpt), "iteration": 7, "data_state": False})
+    line = json.dumps({"decision": "resumed", "checkpoint_dir": str(ckpt), "iteration": 7, "data_state": False,
+                       "start_rollout_id": 8, "mode": "auto", "tracker": "7"})
     found = resumed_from(line, runs, "e", "now")
     assert found is not None and (found.run_id, found.exp_id, found.iteration) == ("second", "e", 7)
-    assert found.data_state is False and found.checkpoint_dir == str(ckpt)
-    assert resumed_from(json.dumps({"load": str(tmp_path / "unknown"), "iteration": 1}), runs, "e", "now") \
-        == type(found)(str(tmp_path / "unknown"), 1, None, False, None)
-    assert resumed_from(None, runs, "e", "now") is None and resumed_from("not json", runs, "e", "now") is None
+    assert found.data_state is False and found.checkpoint_dir == str(ckpt) and found.start_rollout_id == 8
+    other = {"decision": "resumed", "checkpoint_dir": str(tmp_path / "unknown"), "iteration": 1, "data_state": True}
+    assert resumed_from(json.dumps(other), runs, "e", "now") == type(found)(str(tmp_path / "unknown"), 1, None, True)
+    started = {"decision": "started", "checkpoint_dir": None, "iteration": None, "start_rollout_id": 0}
+    for said in (None, "not json", "[]", json.dumps(started), json.dumps(dict(other, decision="refused"))):
+        assert resumed_from(said, runs, "e", "now") is None
 
 
 def test_fingerprints_reuse_the_datasets_checks_read_and_refuse_what_is_not_a_file(tmp_path: Path) -> None:

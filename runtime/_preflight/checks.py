@@ -37,6 +37,7 @@ from acrl.compiler import (
 from . import aws as _aws
 from .bundle_info import BundleInfo
 from .bundle_info import read_bundle_info as read_bundle_info  # the preflight API: read the bundle, then run_preflight
+from .checkpoint import check_checkpoint
 from .engines import check_external_engines
 from .fingerprint import open_regular, remember
 from .opd_teacher import check_opd_teacher
@@ -272,6 +273,7 @@ CHECKS: list[Check] = [
     Check("model", check_model),
     Check("datasets", check_datasets),
     Check("wandb", check_wandb),
+    Check("checkpoint", check_checkpoint),
     Check("gpus", check_gpus),
     Check("cuda-home", check_cuda_home),
     Check("aws-identity", check_aws_identity),
