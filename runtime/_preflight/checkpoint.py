@@ -62,32 +62,39 @@ def read_checkpoint(directory: str, key: str, step: int | None) -> Found | None:
         with open(tracker_path, "rb") as f:
             tracker = f.read(4096).decode("utf-8", "replace").strip()
     except OSError as exc:
-        raise CheckFailed(f"[{key}] {directory}: cannot read {TRACKER}: {exc.strerror or exc}",
+        raise CheckFailed(f"{_shown(key)} {directory}: cannot read {TRACKER}: {exc.strerror or exc}",
                           f"make {tracker_path} readable to this user (train.sh reads it here before the launch)"
                           ) from None
     if tracker == "release":
-        raise CheckFailed(f"[{key}] {directory} holds a release checkpoint (a converted model): as --load, slime "
+        raise CheckFailed(f"{_shown(key)} {directory} holds a release checkpoint (a converted model): as --load, slime "
                           "would skip rollout 0 and load no training state",
-                          f"name it in [model] ref_load instead, and point [{key}] elsewhere")
+                          f"name it in [model] ref_load instead, and point {_shown(key)} elsewhere")
     if not re.fullmatch(r"[0-9]{1,9}", tracker):
-        raise CheckFailed(f"[{key}] {directory}: {TRACKER} holds {tracker[:40]!r}, not an iteration number: "
+        raise CheckFailed(f"{_shown(key)} {directory}: {TRACKER} holds {tracker[:40]!r}, not an iteration number: "
                           "Megatron would stop on it (checkpointing.py:302-306, perhaps with exit status 0)",
                           f"fix or remove {tracker_path}")
     iteration = step if step is not None else int(tracker)
     iter_dir = Path(directory) / f"iter_{iteration:07d}"
     at = f"the tracker says {tracker}" + (f", [checkpoint] ckpt_step {step}" if step is not None else "")
     if not iter_dir.is_dir():
-        raise CheckFailed(f"[{key}] {directory}: {iter_dir.name} does not exist ({at}): Megatron would stop on it",
+        raise CheckFailed(f"{_shown(key)} {directory}: {iter_dir.name} does not exist ({at}): Megatron would stop "
+                          "on it",
                           "restore that iteration, or load an earlier one with [checkpoint] ckpt_step")
     if (iter_dir / "metadata.json").is_file():
         fmt = "torch_dist"
     elif any(iter_dir.glob("mp_rank_*")):
         fmt = "torch"
     else:
-        raise CheckFailed(f"[{key}] {directory}: {iter_dir.name} is incomplete (no metadata.json, which Megatron "
+        raise CheckFailed(f"{_shown(key)} {directory}: {iter_dir.name} is incomplete (no metadata.json, which Megatron "
                           "writes last, nor mp_rank_* folders): the save was interrupted",
                           f"resume from an earlier iteration with [checkpoint] ckpt_step, or remove {iter_dir}")
     return Found(directory, key, tracker, iteration, fmt)
+
+
+def _shown(key: str) -> str:
+    """A spec key as messages write it: checkpoint.save -> [checkpoint] save."""
+    table, _, name = key.partition(".")
+    return f"[{table}] {name}"
 
 
 def _unreadable(directory: str) -> bool:
@@ -132,7 +139,7 @@ def check_checkpoint(info: BundleInfo) -> str:
         if mode == "required":
             key = "checkpoint.save" if save else "checkpoint.load"
             raise CheckFailed(f"nothing to resume: no checkpoint ({TRACKER}) in {checked}{here}{unreadable}",
-                              f"run without --resume to start from the model, or point [{key}] at the checkpoint "
+                              f"run without --resume to start from the model, or point {_shown(key)} at the checkpoint "
                               "directory (the one holding the tracker, not an iter_* folder)")
         if blind:
             raise CheckWarning(f"starts from the model: {', '.join(blind)} cannot be read here (permission denied), "
@@ -144,8 +151,9 @@ def check_checkpoint(info: BundleInfo) -> str:
         start = start_id
     num_rollout = info.get("experiment.num_rollout")
     if isinstance(num_rollout, int) and start >= num_rollout:
-        raise CheckFailed(f"the checkpoint at {found.directory} ([{found.key}]) already finished rollout {start - 1} "
-                          f"of [experiment] num_rollout {num_rollout}: slime would train nothing and exit 0",
+        raise CheckFailed(f"the checkpoint at {found.directory} ({_shown(found.key)}) already finished rollout "
+                          f"{start - 1} of [experiment] num_rollout {num_rollout}: slime would train nothing and "
+                          "exit 0",
                           f"raise [experiment] num_rollout above {start} to continue training")
     how = "resumes" if found.key == "checkpoint.save" else "continues"
     notes = [f"{how} from {found.directory} at rollout {start} (iteration {found.iteration}, {found.format}){here}"]
