@@ -58,6 +58,9 @@ def _no_resume_override(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_bundle_without_a_checkpoint_directory_is_skipped(tmp_path: Path) -> None:
     assert check(tmp_path, {}).status == "skipped"
+    result = check(tmp_path, {}, resume=True)  # --resume asks never to start from the model
+    assert (result.status, result.detail) == ("failed", "--resume: the bundle names no checkpoint directory "
+                                                        "([checkpoint] save, load)")
     result = check(tmp_path, {"save": str(tmp_path / "ckpt")})
     assert (result.status, result.detail) == ("passed", f"starts from the model: no checkpoint in {tmp_path}/ckpt yet")
 

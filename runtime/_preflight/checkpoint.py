@@ -113,10 +113,14 @@ def resume_mode(info: BundleInfo) -> str:
 
 def check_checkpoint(info: BundleInfo) -> str:
     save, load = info.get("checkpoint.save"), info.get("checkpoint.load")
-    if not save and not load:
-        raise CheckSkipped("the bundle names no checkpoint directory ([checkpoint] save, load)")
-    if "resume" not in (info.get("checkpoint") or {}):
-        raise CheckSkipped("the bundle was compiled before [checkpoint] resume: its train.sh decides no --load")
+    why = "the bundle names no checkpoint directory ([checkpoint] save, load)" if not save and not load else \
+        "the bundle was compiled before [checkpoint] resume: its train.sh loads no checkpoint" \
+        if "resume" not in (info.get("checkpoint") or {}) else None
+    if why and info.resume:  # --resume asks never to start from the model: it would, silently
+        raise CheckFailed(f"--resume: {why}", "set [checkpoint] save (and save_interval) and compile again, or run "
+                          "without --resume")
+    if why:
+        raise CheckSkipped(why)
     mode = resume_mode(info)
     step, start_id = info.get("checkpoint.ckpt_step"), info.get("checkpoint.start_rollout_id")
     here = " (read on this machine, where train.sh reads it)" if info.cluster_address else ""
