@@ -177,6 +177,7 @@ class _Copy:
         self.log_error: str | None = None
         self.marked: dict[str, str] = {}
         self.partial = b""  # the line being written, for the marked lines (bounded: MARKED_LINE_LIMIT)
+        self.skipping = False  # within a line longer than that
 
     def finish(self) -> dict[str, str]:
         """The marked lines seen (a last line without its newline included)."""
@@ -192,9 +193,14 @@ class _Copy:
 
     def _watch(self, chunk: bytes) -> None:
         *lines, rest = (self.partial + chunk).split(b"\n")
+        if self.skipping and lines:  # the end of a line too long to be one of train.sh's
+            lines, self.skipping = lines[1:], False
         for line in lines:
             self._mark(line)
-        self.partial = rest if len(rest) <= MARKED_LINE_LIMIT else b"\0"  # a huge line: skipped to its end
+        if self.skipping or len(rest) > MARKED_LINE_LIMIT:
+            self.partial, self.skipping = b"", True
+        else:
+            self.partial = rest
 
     def write(self, chunk: bytes) -> None:
         if len(self.marked) < len(MARKERS):

@@ -266,3 +266,23 @@ def test_the_recorded_runtime_env_redacts_secret_values(tmp_path: Path, monkeypa
     found = runtime_env(read_bundle_info(project.bundle))
     assert found is not None
     assert found.env_vars["MY_SETTING"] == REDACTED and found.env_vars["OTHER"] == "fine"
+
+
+def test_train_shs_resume_line_is_picked_out_of_the_output_as_it_streams() -> None:
+    """The first `acrl-resume: {json}` line, whatever chunks it comes in; a line too long to be train.sh's is
+    skipped to its end; the copy to the log and the terminal is unchanged."""
+    import io
+
+    from acrl.runtime._stream import MARKED_LINE_LIMIT, RESUME_MARKER, _Copy
+
+    log, out = io.BytesIO(), io.StringIO()
+    copy = _Copy(log, out)
+    text = (b"x" * (MARKED_LINE_LIMIT + 10) + b" acrl-resume: {\"fake\": 1}\nacrl: starting\nacrl: acrl-resume: "
+            b"{\"decision\": \"resumed\"}\nacrl-resume: {\"second\": 1}\n")
+    for i in range(0, len(text), 7):
+        copy.write(text[i:i + 7])
+    assert copy.finish() == {RESUME_MARKER: '{"decision": "resumed"}'}
+    assert log.getvalue() == text and out.getvalue() == text.decode()
+    last = _Copy(io.BytesIO(), io.StringIO())
+    last.write(b"acrl-resume: {\"at\": \"the end\"}")  # no newline: read when the stream ends
+    assert last.finish() == {RESUME_MARKER: '{"at": "the end"}'}
