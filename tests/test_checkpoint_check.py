@@ -44,7 +44,8 @@ def record_saver(runs: Path, run_id: str, save: Path, flags: list[str], started:
 def check(tmp_path: Path, checkpoint: dict[str, Any], *, num_rollout: int | None = 20, argv: list[str] | None = None,
           resume: bool = False, address: str | None = None) -> Result:
     spec = {"experiment": {"num_rollout": num_rollout} if num_rollout is not None else {},
-            "checkpoint": {"resume": "auto", **checkpoint}}
+            "checkpoint": checkpoint}
+    (tmp_path / "train.sh").write_text('echo "acrl-resume: {...}"\n')  # a train.sh with the checkpoint block
     info = BundleInfo(tmp_path, spec, None, (), address=address, resume=resume, runs_dir=tmp_path / "runs")
     info.memo["argv"] = ["python3", "/slime/train.py", *(argv if argv is not None else SAVE_FLAGS)]
     (found,) = [c for c in CHECKS if c.name == "checkpoint"]
@@ -61,6 +62,11 @@ def test_a_bundle_without_a_checkpoint_directory_is_skipped(tmp_path: Path) -> N
     result = check(tmp_path, {}, resume=True)  # --resume asks never to start from the model
     assert (result.status, result.detail) == ("failed", "--resume: the bundle names no checkpoint directory "
                                                         "([checkpoint] save, load)")
+    (tmp_path / "train.sh").write_text("echo compiled before issue 16\n")
+    info = BundleInfo(tmp_path, {"checkpoint": {"save": str(tmp_path)}}, None, (), resume=True)
+    (found,) = [c for c in CHECKS if c.name == "checkpoint"]
+    result = run_check(found, info)
+    assert result.status == "failed" and "compiled before [checkpoint] resume" in result.detail
     result = check(tmp_path, {"save": str(tmp_path / "ckpt")})
     assert (result.status, result.detail) == ("passed", f"starts from the model: no checkpoint in {tmp_path}/ckpt yet")
 
@@ -124,7 +130,7 @@ def test_resume_and_continuation_say_where_and_the_data_position(tmp_path: Path)
     assert result.detail.startswith(f"continues from {tmp_path}/other at rollout 6 (iteration 2, torch_dist)")
     assert "no global_dataset_state_dict_5.pt: slime starts from the first prompt" in result.detail
     result = check(tmp_path, {"save": str(tmp_path / "ckpt")}, address="http://admin:pw@10.0.0.1:8265")
-    assert "(read on this machine, where train.sh reads it)" in result.detail and "pw" not in result.detail
+    assert result.detail.endswith("; read on this machine, where train.sh reads it") and "pw" not in result.detail
 
 
 def test_a_layout_change_is_checked_against_the_saving_runs_record(tmp_path: Path) -> None:

@@ -102,6 +102,15 @@ def _unreadable(directory: str) -> bool:
     return os.path.isdir(directory) and not os.access(directory, os.R_OK | os.X_OK)
 
 
+def _decides_load(info: BundleInfo) -> bool:
+    """Whether the bundle's train.sh has the checkpoint block (it says its decision on an ``acrl-resume:`` line);
+    one compiled before issue 16 passes no --load."""
+    try:
+        return "acrl-resume: " in (info.path / "train.sh").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
 def resume_mode(info: BundleInfo) -> str:
     """How train.sh decides: ACRL_RESUME as it gets it (--resume: required), else [checkpoint] resume."""
     mode = train_sh_env(info).get("ACRL_RESUME") or info.get("checkpoint.resume") or "auto"
@@ -115,7 +124,7 @@ def check_checkpoint(info: BundleInfo) -> str:
     save, load = info.get("checkpoint.save"), info.get("checkpoint.load")
     why = "the bundle names no checkpoint directory ([checkpoint] save, load)" if not save and not load else \
         "the bundle was compiled before [checkpoint] resume: its train.sh loads no checkpoint" \
-        if "resume" not in (info.get("checkpoint") or {}) else None
+        if not _decides_load(info) else None
     if why and info.resume:  # --resume asks never to start from the model: it would, silently
         raise CheckFailed(f"--resume: {why}", "set [checkpoint] save (and save_interval) and compile again, or run "
                           "without --resume")
@@ -160,7 +169,7 @@ def check_checkpoint(info: BundleInfo) -> str:
                           "exit 0",
                           f"raise [experiment] num_rollout above {start} to continue training")
     how = "resumes" if found.key == "checkpoint.save" else "continues"
-    notes = [f"{how} from {found.directory} at rollout {start} (iteration {found.iteration}, {found.format}){here}"]
+    notes = [f"{how} from {found.directory} at rollout {start} (iteration {found.iteration}, {found.format})"]
     warnings: list[str] = []
     hints: list[str] = []
     data = Path(found.directory) / "rollout" / f"global_dataset_state_dict_{start - 1}.pt"
@@ -168,6 +177,8 @@ def check_checkpoint(info: BundleInfo) -> str:
         notes.append("data position: " + (data.name if data.is_file() else
                                           f"no {data.name}: slime starts from the first prompt"))
     compare_with_saver(info, found.directory, notes, warnings, hints)
+    if here:
+        notes.append(here.strip(" ()"))
     if warnings:
         raise CheckWarning("; ".join(notes + warnings), "; ".join(hints))
     return "; ".join(notes)
