@@ -71,6 +71,10 @@ def _entrypoint_argv(info: BundleInfo) -> list[str]:
     words = out.stdout.split(b"\0")
     if out.returncode != 0 or len(words) < 3 or words[-1] != b"":
         err = out.stderr.decode("utf-8", "replace").strip().splitlines()
+        errors = [line for line in err if line.startswith("acrl: error: ")]
+        if out.returncode == 2 and errors:  # its checkpoint block refused to start (the checkpoint row says why)
+            raise CheckFailed(f"train.sh refuses to start (exit 2): {errors[-1].removeprefix('acrl: error: ')}",
+                              "see the checkpoint check's row for the fix")
         raise CheckFailed(f"train.sh did not print its argv (exit {out.returncode}"
                           f"{': ' + err[-1] if err else ''})",
                           "compile the bundle again with this acrl (ACRL_PRINT_ARGV is new in train.sh)")
