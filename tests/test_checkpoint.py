@@ -76,6 +76,7 @@ def refused(run: Run) -> dict[str, Any]:
     assert run.returncode == 2, run.stderr
     assert run.calls == [], run.argvs
     assert len([line for line in run.stderr.splitlines() if line.startswith("acrl: error: ")]) == 1, run.stderr
+    assert run.stderr.splitlines()[-1].startswith("acrl: error: ")  # last: what a caller showing one line shows
     found = decision(run)
     assert found["decision"] == "refused"
     return found
