@@ -109,7 +109,7 @@ def test_a_relaunch_resumes_at_the_rollout_after_the_saved_one(write_spec: SpecW
 
 def test_a_missing_data_position_is_said(write_spec: SpecWriter, tmp_path: Path, toolbox: Toolbox) -> None:
     """slime reads rollout/global_dataset_state_dict_{start-1}.pt from --load and, without it, starts from the first
-    prompt (slime/rollout/data_source.py:145-148 at 624b824)."""
+    prompt (slime/rollout/data_source.py:145-148 at 624b824: it logs "does not exist" and returns)."""
     save = checkpoint(tmp_path / "ckpt", "3", 3)
     run = launch(bundle(write_spec, tmp_path, save=str(save)), toolbox, tmp_path / "w")
     assert run.returncode == 0 and decision(run)["data_state"] is False
@@ -119,7 +119,7 @@ def test_a_missing_data_position_is_said(write_spec: SpecWriter, tmp_path: Path,
 @pytest.mark.parametrize("tracker", ["7", "  7 \n", "0007\n"])
 def test_the_tracker_is_read_as_megatron_reads_it(tracker: str, write_spec: SpecWriter, tmp_path: Path,
                                                    toolbox: Toolbox) -> None:
-    """int(text.strip()) (megatron/training/checkpointing.py:296-300)."""
+    """int(text.strip()) (megatron/training/checkpointing.py:298-300 at 1dcf0dafa)."""
     save = checkpoint(tmp_path / "ckpt", tracker, 7)
     run = launch(bundle(write_spec, tmp_path, save=str(save)), toolbox, tmp_path / "w")
     assert run.returncode == 0, run.stderr
