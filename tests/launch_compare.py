@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,8 @@ CATEGORIES = {
     "allowed": "a difference the criterion allows, listed with why and not counted: a one-sided flag restating "
                "slime's or Megatron-LM's default, --megatron-to-hf-mode, the global batch said the other way, the "
                "bundle as the job's working_dir, a runtime-env value the original passes unexpanded (`${NAME}`), the "
-               "127.0.0.1 acrl's train.sh puts first in no_proxy",
+               "127.0.0.1 acrl's train.sh puts first in no_proxy, a deprecated sglang alias the bundle passes by its "
+               "replacement's name",
 }
 ALLOWED = "allowed"
 RESULT_CATEGORIES = frozenset(CATEGORIES) - {ALLOWED}
@@ -261,9 +262,11 @@ def counted(differences: Sequence[Mismatch]) -> list[Mismatch]:
     return [m for m in differences if m.category != ALLOWED]
 
 
-def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default]) -> list[Mismatch]:
+def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default],
+            alias: Callable[[str], str] | None = None) -> list[Mismatch]:
     """Every difference between the two launches, in category order: the mismatches, then the differences the
-    Result criterion allows (category ALLOWED, each with why)."""
+    Result criterion allows (category ALLOWED, each with why). ``alias``: a flag -> the flag it is a deprecated alias
+    of at the bundle's targeted slime commit (itself otherwise; acrl.compiler._slime.sglang_stack.slime_flag)."""
     out: list[Mismatch] = []
     for side, launch in (("original", original), ("bundle", bundle)):
         if not launch.program:
@@ -277,6 +280,9 @@ def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default]) -
     if not same_script or ("/" in theirs_entry[1] and theirs_entry[1] != ours_entry[1]):
         out.append(Mismatch("entrypoint", "script", theirs_entry[1], ours_entry[1]))
     theirs, ours = flags_of(original.program), flags_of(bundle.program)
+    if alias is not None:
+        theirs, renamed = same_dest(theirs, ours, alias)
+        out += renamed
     out += _compare_flags(theirs, ours, defaults, (original.custom_config, bundle.custom_config),
                           (original.sglang_config, bundle.sglang_config))
     out += _compare_env(original.runtime_env, bundle.runtime_env, dict(bundle.start_env))
@@ -292,6 +298,24 @@ def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default]) -
             out.append(Mismatch("start-env", name, value, ours_env.get(name)))
     order = list(CATEGORIES)
     return sorted(out, key=lambda m: order.index(m.category))
+
+
+def same_dest(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]], alias: Callable[[str], str]
+              ) -> tuple[dict[str, list[str]], list[Mismatch]]:
+    """The original's flags with each deprecated alias that the bundle passes by its replacement's name renamed to
+    it (its values are then compared as the replacement's), and an allowed difference for each: the targeted sglang's
+    parser stores both in one dest (sglang 0.5.15.post1, slime 624b824's image: --cuda-graph-max-bs is a deprecated
+    alias of --cuda-graph-max-bs-decode; acrl passes the replacement, compiler/_slime/sglang_stack.py)."""
+    out: dict[str, list[str]] = {}
+    allowed = []
+    for flag, words in theirs.items():
+        new = alias(flag)
+        if new != flag and new in ours and new not in theirs:
+            allowed.append(Mismatch(ALLOWED, flag, words, None, f"the same sglang argument: a deprecated alias of "
+                                    f"{new}, which the bundle passes (the targeted sglang stores both in one dest)"))
+            flag = new
+        out[flag] = words
+    return out, allowed
 
 
 def _compare_flags(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]], defaults: Mapping[str, Default],

@@ -61,6 +61,7 @@ class SpecBuilder:
     spec: dict[str, Any] = attrs.Factory(lambda: {t: {} for t in _TABLES})
     integration: Integration = "agentcore"  # chosen once the flags are read (train_sh_profile.choose)
     given: frozenset[str] = frozenset()  # the flags of the train.py command, once read
+    commit: str = TOOLKIT_SLIME_COMMIT  # the targeted slime commit (target.py): flags it lacks are left out
 
     def note(self, kind: NoteKind, message: str, text: Text | None = None) -> None:
         if text is not None:
@@ -158,7 +159,7 @@ class SpecBuilder:
                 del last[occurrence.flag]
             last[occurrence.flag] = occurrence
         self.given = frozenset(last)
-        absent = known_absent_flags(TOOLKIT_SLIME_COMMIT) or {}
+        absent = known_absent_flags(self.commit) or {}
         function = last.get("--rollout-function-path")  # the profile's guess until choose() (global_batch reads it)
         toolkit = function is not None and [v.text for v in function.values] == [TOOLKIT_ROLLOUT]
         self.integration = "agentcore" if toolkit or "--custom-config-path" in last else "slime"
@@ -183,9 +184,9 @@ class SpecBuilder:
             elif flag == "--custom-config-path":
                 self.custom_config(values)
             elif flag in absent:
-                close = f"; did you mean {m}?" if (m := did_you_mean(flag, TOOLKIT_SLIME_COMMIT)) else ""
-                self.note("difference", f"{flag} is left out: slime at the targeted commit has no such flag "
-                                        f"({absent[flag]}); it did nothing{close}", token)
+                close = f"; did you mean {m}?" if (m := did_you_mean(flag, self.commit)) else ""
+                self.note("difference", f"{flag} is left out: slime at the targeted commit {self.commit[:7]} has no "
+                                        f"such flag ({absent[flag]}); it did nothing{close}", token)
             elif flag == "--global-batch-size":
                 self.global_batch(values, token, "--num-steps-per-rollout" in last)
             elif flag in model_flags:
