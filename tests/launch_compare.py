@@ -18,9 +18,9 @@ from typing import Any
 
 import attrs
 
-from acrl.compiler._importers.flag_index import flag_index
 from acrl.compiler._secrets import is_secret_name
 from acrl.compiler._spec import profiles
+from acrl.compiler._spec.flag_index import flag_index
 
 # The categories, in report order, with what each means.
 CATEGORIES = {
@@ -42,8 +42,8 @@ CATEGORIES = {
     "allowed": "a difference the criterion allows, listed with why and not counted: a one-sided flag restating "
                "slime's or Megatron-LM's default, --megatron-to-hf-mode, the global batch said the other way, the "
                "bundle as the job's working_dir, a runtime-env value the original passes unexpanded (`${NAME}`), the "
-               "127.0.0.1 acrl's train.sh puts first in no_proxy, a deprecated sglang alias the bundle passes by its "
-               "replacement's name",
+               "127.0.0.1 acrl's train.sh puts first in no_proxy, an sglang flag the bundle passes by another name of "
+               "its argument (a deprecated alias's replacement, --dp-size's --data-parallel-size)",
 }
 ALLOWED = "allowed"
 RESULT_CATEGORIES = frozenset(CATEGORIES) - {ALLOWED}
@@ -263,10 +263,10 @@ def counted(differences: Sequence[Mismatch]) -> list[Mismatch]:
 
 
 def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default],
-            alias: Callable[[str], str] | None = None) -> list[Mismatch]:
+            alias: Callable[[str], Sequence[str]] | None = None) -> list[Mismatch]:
     """Every difference between the two launches, in category order: the mismatches, then the differences the
-    Result criterion allows (category ALLOWED, each with why). ``alias``: a flag -> the flag it is a deprecated alias
-    of at the bundle's targeted slime commit (itself otherwise; acrl.compiler._slime.sglang_stack.slime_flag)."""
+    Result criterion allows (category ALLOWED, each with why). ``alias``: a flag's other names of the same dest at
+    the bundle's targeted slime commit (:func:`same_dest`)."""
     out: list[Mismatch] = []
     for side, launch in (("original", original), ("bundle", bundle)):
         if not launch.program:
@@ -300,19 +300,21 @@ def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default],
     return sorted(out, key=lambda m: order.index(m.category))
 
 
-def same_dest(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]], alias: Callable[[str], str]
-              ) -> tuple[dict[str, list[str]], list[Mismatch]]:
-    """The original's flags with each deprecated alias that the bundle passes by its replacement's name renamed to
-    it (its values are then compared as the replacement's), and an allowed difference for each: the targeted sglang's
-    parser stores both in one dest (sglang 0.5.15.post1, slime 624b824's image: --cuda-graph-max-bs is a deprecated
-    alias of --cuda-graph-max-bs-decode; acrl passes the replacement, compiler/_slime/sglang_stack.py)."""
+def same_dest(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]],
+              alias: Callable[[str], Sequence[str]]) -> tuple[dict[str, list[str]], list[Mismatch]]:
+    """The original's flags with each one the bundle passes under another name of the same dest renamed to that name
+    (its values are then compared as that flag's), and an allowed difference for each. ``alias``: a flag's other
+    names at the bundle's targeted slime commit: the flag a deprecated alias stands for (sglang 0.5.15.post1, slime
+    624b824's image, keeps --cuda-graph-max-bs as a deprecated alias of --cuda-graph-max-bs-decode; acrl passes the
+    replacement, compiler/_slime/sglang_stack.py), or another option of the same sglang argument (--dp-size and
+    --data-parallel-size; acrl passes the key's)."""
     out: dict[str, list[str]] = {}
     allowed = []
     for flag, words in theirs.items():
-        new = alias(flag)
-        if new != flag and new in ours and new not in theirs:
-            allowed.append(Mismatch(ALLOWED, flag, words, None, f"the same sglang argument: a deprecated alias of "
-                                    f"{new}, which the bundle passes (the targeted sglang stores both in one dest)"))
+        new = next((n for n in alias(flag) if n in ours and n not in theirs and flag not in ours), None)
+        if new is not None:
+            allowed.append(Mismatch(ALLOWED, flag, words, None, f"the same sglang argument as {new}, which the "
+                                    "bundle passes (the targeted sglang stores both in one dest)"))
             flag = new
         out[flag] = words
     return out, allowed

@@ -27,7 +27,6 @@ script reproduces, else 1.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import re
@@ -51,7 +50,7 @@ from launch_compare import ALLOWED, CATEGORIES, Default, Launch, Mismatch, compa
 
 from acrl.compiler._slime.default_facts import SLIME_ARGUMENTS_PY, parse_defaults
 from acrl.compiler._slime.megatron_defaults import megatron_defaults
-from acrl.compiler._slime.sglang_stack import slime_flag
+from acrl.compiler._slime.sglang_stack import sglang_at, slime_flag
 from acrl.compiler._spec.tables import TOOLKIT_SLIME_COMMIT
 
 SHIMS = Path(__file__).resolve().parent / "shims"
@@ -267,10 +266,17 @@ def _target(spec: Path) -> str | None:
     return str(slime.get("commit", TOOLKIT_SLIME_COMMIT))
 
 
-def _alias(bundle_dir: Path) -> Callable[[str], str]:
-    """flag -> the flag it is a deprecated alias of at the slime commit the bundle targets (its manifest's)."""
+def _alias(bundle_dir: Path) -> Callable[[str], tuple[str, ...]]:
+    """flag -> its other names of the same dest at the slime commit the bundle targets (its manifest's): the flag a
+    deprecated alias stands for, the other options of its sglang argument (launch_compare.same_dest)."""
     commit = json.loads((bundle_dir / "manifest.json").read_text(encoding="utf-8"))["slime"]["commit"]
-    return functools.partial(slime_flag, commit)
+    facts = sglang_at(commit)
+
+    def names(flag: str) -> tuple[str, ...]:
+        argument = facts.flags.get(flag) if facts is not None else None
+        same = [f for f, a in facts.flags.items() if a is argument] if facts is not None and argument else []
+        return tuple(f for f in dict.fromkeys([slime_flag(commit, flag), *same]) if f != flag)
+    return names
 
 
 def joined_nodes(bundle_dir: Path) -> dict[str, str]:

@@ -198,3 +198,23 @@ def test_slime_runner_targets_the_pin_unless_told(tmp_path: Path) -> None:
     # SlimeRunner's hard-coded --megatron-to-hf-mode: 624b824 has no such flag, the pin does
     assert any(n.where == "--megatron-to-hf-mode" for n in head.notes)
     assert not any(n.where == "--megatron-to-hf-mode" for n in pinned.notes)
+
+
+def test_a_keys_flag_by_sglangs_other_name_maps_onto_the_key(tmp_path: Path) -> None:
+    """slime's multi-node scripts pass --sglang-dp-size, sglang's other option of --data-parallel-size (one argument,
+    one dest): it is [sglang] data_parallel_size, not an escape-hatch flag (which ACRL-F002 would refuse)."""
+    script = tmp_path / "run.sh"
+    script.write_text(SCRIPT.replace("--lr 2e-6", "--lr 2e-6 --sglang-dp-size 4 --sglang-enable-dp-attention"),
+                      encoding="utf-8")
+    for rev in (None, "624b824"):
+        imported = import_train_sh(script, target_commit=rev)
+        assert imported.spec["sglang"]["data_parallel_size"] == 4
+        assert imported.spec["extra"]["flags"] == {"--sglang-enable-dp-attention": True}
+        assert not [n for n in imported.notes if "--sglang-data-parallel-size" in n.message]  # not "not passed"
+    config = tmp_path / "config.yaml"
+    config.write_text("exp_id: e\nagent_runtime_arn: arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/a-b\n"
+                      "s3_bucket: b\nmodel_dir: /m\ndata_path: /d.jsonl\nmodel_type: qwen3-4B\n"
+                      "extra_flags: [--sglang-dp-size, '2', --sglang-enable-dp-attention]\n", encoding="utf-8")
+    runner = import_slime_runner(config)
+    assert runner.spec["sglang"]["data_parallel_size"] == 2
+    assert runner.spec["extra"]["args"] == ["--sglang-enable-dp-attention"]

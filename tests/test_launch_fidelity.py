@@ -73,6 +73,24 @@ def test_options_are_read_as_argparse_reads_them() -> None:
     assert list(got) == ["--x", "--bs", "--neg", "--lr", "--flag"]  # a repeated flag sits where it was last given
 
 
+def test_another_name_of_the_same_sglang_argument_compares_as_that_flag() -> None:
+    """The bundle passes a key's flag (--sglang-data-parallel-size, --sglang-cuda-graph-max-bs-decode at 624b824) where
+    the original wrote another name of the same dest: allowed, and the values compared; without the names, two
+    one-sided flags."""
+    names = {"--sglang-dp-size": ("--sglang-data-parallel-size",),
+             "--sglang-cuda-graph-max-bs": ("--sglang-cuda-graph-max-bs-decode",)}
+    alias = lambda flag: names.get(flag, ())  # noqa: E731
+    original = launch("train.py", "--sglang-dp-size", "4", "--sglang-cuda-graph-max-bs", "8")
+    same = launch("train.py", "--sglang-data-parallel-size", "4", "--sglang-cuda-graph-max-bs-decode", "8")
+    differences = compare(original, same, {}, alias)
+    assert not found(differences) and allowed(differences) == {"--sglang-dp-size", "--sglang-cuda-graph-max-bs"}
+    other = launch("train.py", "--sglang-data-parallel-size", "2", "--sglang-cuda-graph-max-bs-decode", "8")
+    assert found(compare(original, other, {}, alias)) == {("flag-value", "--sglang-data-parallel-size")}
+    assert found(compare(original, same, {})) == {
+        ("flag-original-only", "--sglang-dp-size"), ("flag-original-only", "--sglang-cuda-graph-max-bs"),
+        ("flag-bundle-only", "--sglang-data-parallel-size"), ("flag-bundle-only", "--sglang-cuda-graph-max-bs-decode")}
+
+
 def test_a_repeated_flag_keeps_its_last_value_on_either_side() -> None:
     original = launch("train.py", "--num-layers", "36", "--rotary-base", "10", "--rotary-base", "20")
     assert not counted(compare(original, launch("train.py", "--rotary-base", "20", "--num-layers", "36"), {}))
@@ -443,7 +461,10 @@ SLIME_RESULT: dict[str, tuple[int, int, object]] = {
         # i14-r4: a head started outside the script -> start_ray_head = false, "${MASTER_ADDR}" -> [env] forward;
         # deepseek-r1's single-quoted "${MASTER_ADDR}" is the unexpanded text (allowed)
         # run-glm5-744B-A40B.sh's --sglang-cuda-graph-max-bs is passed as --sglang-cuda-graph-max-bs-decode since the
-        # import targets 624b824 (sglang 0.5.15.post1 deprecates the former for the latter, one dest: allowed)
+        # import targets 624b824 (sglang 0.5.15.post1 deprecates the former for the latter, one dest: allowed);
+        # i15: --sglang-dp-size (deepseek-r1, glm4.7-355B, qwen3-235B) is [sglang] data_parallel_size, passed as
+        # --sglang-data-parallel-size (the same sglang argument: allowed), since ACRL-F002 refuses a key's flag in
+        # the escape hatch
         "run-deepseek-r1.sh", "run-glm5-744B-A40B.sh", "run-kimi-k2-Thinking.sh")},
 }
 

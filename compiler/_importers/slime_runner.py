@@ -24,6 +24,7 @@ from .._pipeline.bundle import YAML_LIMIT, read_input
 from .._pipeline.parse import unreadable_hint
 from .._pipeline.placement import node_size_matters
 from .._secrets import drop_secret_values, is_credential_flag, looks_secret_value
+from .._spec.flag_index import key_of
 from .._spec.flags import is_number, known_absent_flags
 from .._spec.tables import TOOLKIT_SLIME_COMMIT, table_types
 from ..errors import UsageError
@@ -296,6 +297,8 @@ def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags:
     for segment in segments[1:]:
         flag, _, inline = segment[0].partition("=")
         values = [inline, *segment[1:]] if "=" in segment[0] else segment[1:]
+        other = key_of(flag, commit) if flag not in owned else None  # a key's flag by sglang's other name
+        key_flag = other[1] if other is not None and other[1] in owned else flag
         if is_credential_flag(flag) or any(looks_secret_value(v) for v in values):
             notes.append(Note("difference", f"extra_flags: {flag} carries a credential; neither it nor its value was "
                               "copied (slime logs its whole argument namespace). Export the secret where train.sh "
@@ -315,8 +318,8 @@ def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags:
             datasets = dict(zip(values[::2], values[1::2], strict=True))  # argparse keeps the last occurrence
         elif flag in model_flags:
             spec["model"].setdefault("overrides", {})[flag[2:]] = values[0] if len(values) == 1 else values or True
-        elif flag in owned and (value := _typed(owned[flag][2], values)) is not None:
-            table, key, _ = owned[flag]
+        elif key_flag in owned and (value := _typed(owned[key_flag][2], values)) is not None:
+            table, key, _ = owned[key_flag]
             if (table, key) == ("model", "dir"):  # SlimeRunner's --ref-load stays the YAML's model_dir
                 spec["model"].setdefault("ref_load", spec["model"]["dir"])
             spec.setdefault(table, {})[key] = value

@@ -4,7 +4,7 @@ The script is read, never run (:mod:`acrl.compiler._shell.lexer`, :mod:`acrl.com
 variables,
 arrays and ``source`` lines are followed, then the one ``ray job submit ... -- python3
 .../train.py FLAGS`` command (or a bare ``python3 .../train.py``) is read flag by flag. Each flag
-a spec key sets goes to that key (:mod:`acrl.compiler._importers.flag_index`), the others to ``[extra.flags]``; what
+a spec key sets goes to that key (:mod:`acrl.compiler._spec.flag_index`), the others to ``[extra.flags]``; what
 cannot be resolved without running the script is reported as an "unresolved" note and left out.
 Secrets are never copied: only the name of their variable.
 """
