@@ -65,7 +65,7 @@ def _duplicates(ctx: Context) -> Iterator[Finding]:
     args = [a for g in ctx.groups for a in g.args if not a.origin.startswith("extra.")]
     derived = {a.flag: a.source for a in args if a.source.kind == "derived"}
     by_key = {a.source.keys[0]: a.source for a in args if a.source.kind != "derived"}  # the keys acrl passes
-    absent = known_absent_flags(commit) or {}
+    absent = known_absent_flags(commit)  # not `or {}`: its truth would read every commit's facts
     for written, key in _escape_hatch(ctx):
         renamed = slime_flag(commit, written)  # a deprecated alias sets what its replacement sets
         owner, flag = key_of(written, commit) or (None, renamed)
@@ -86,7 +86,7 @@ def _duplicates(ctx: Context) -> Iterator[Finding]:
             where = f"[{owner.table}] {owner.key}" + (f" ({source.why})" if source and source.kind == "profile" else "")
             yield Finding(f"{written}{alias} is already set by {where}; slime would see it twice",
                           f"set {line or where} instead", keys=(key,))
-        elif flag not in absent:  # one the targeted commit lacks: ACRL-F003 names it
+        elif absent is None or flag not in absent:  # one the targeted commit lacks: ACRL-F003 names it
             yield Finding(f"{written}{alias} is the flag of [{owner.table}] {owner.key}: in the escape hatch it "
                           "bypasses acrl's checks of that key (its rules and the targeted commit's flags)",
                           f"set {line or f'[{owner.table}] {owner.key}'} instead", keys=(key,))
