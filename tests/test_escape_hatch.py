@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from acrl.compiler import Bundle, SpecError, compile_spec
+from acrl.compiler._pipeline.argv import RUNTIME_REVIEW, flags_by_review_group
+from acrl.compiler._slime.commit_facts import known_commits
 from acrl.compiler._spec.flag_index import flag_index, key_of
 from acrl.compiler._spec.tables import TOOLKIT_SLIME_COMMIT
 from conftest import SLIME_HEAD
@@ -113,6 +115,14 @@ def test_the_unset_keys_rules_see_the_key_but_not_the_escape_hatch(compile_overr
 def test_a_derived_flag_is_to_be_removed(compile_overrides: Compile, flags: dict[str, Any], found: str) -> None:
     (flag,) = flags
     assert f002(compile_overrides, {"extra": {"flags": flags}}) == {f"extra.flags.{flag}": found}
+
+
+def test_every_flag_acrl_passes_is_a_keys_or_derived_at_every_commit() -> None:
+    """F002 finds the owner of an escape-hatch flag in the index: every flag the argv's layout can pass (the run-time
+    ones aside) must be there, under the name each commit passes it by, but the one acrl derives from other keys."""
+    for facts in known_commits():
+        assert [f for f in flags_by_review_group() if f not in RUNTIME_REVIEW and key_of(f, facts.commit) is None] \
+            == ["--global-batch-size"]
 
 
 def test_a_value_that_is_not_the_keys_names_the_key_alone(compile_overrides: Compile) -> None:

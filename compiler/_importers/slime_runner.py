@@ -253,8 +253,8 @@ def _flag_keys() -> dict[str, tuple[str, str, Any]]:
     for table_name, table in table_types().items():
         for field in attrs.fields(table):
             flag = field.metadata.get("flag")
-            # W&B flags are passed only when the key is set; the eval datasets are a table: both stay verbatim. So does
-            # --num-epoch: SlimeRunner always passed --num-rollout, so slime ignored it (ACRL-B006).
+            # W&B flags are passed only when the key is set: they stay verbatim (ACRL-F002 lets an unset [wandb]
+            # key's flag through); the eval datasets are a table, read apart; --num-epoch is left out (noted).
             if flag and table_name != "wandb" and field.name not in ("datasets", "num_epoch"):
                 out[flag] = (table_name, field.name, field.type)
     return out
@@ -304,6 +304,10 @@ def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags:
                               "copied (slime logs its whole argument namespace). Export the secret where train.sh "
                               "runs" + (" as WANDB_API_KEY ([wandb] key_env)" if "wandb" in flag.lower() else ""),
                               where))
+        elif flag == "--num-epoch":  # the rollout count wins: slime/utils/arguments.py:1963-1965 at fa3c990
+            notes.append(Note("difference", "extra_flags: --num-epoch is left out: SlimeRunner always passed the "
+                              "rollout count too, with which slime ignores the epochs (ACRL-B006 refuses both); to "
+                              "train epochs instead, set [experiment] num_epoch and remove num_rollout", where))
         elif flag in absent:
             notes.append(Note("difference", f"extra_flags: {flag} is left out: it does not exist at the targeted "
                               f"slime {commit[:7]} ({absent[flag]}), so slime ignored it", where))

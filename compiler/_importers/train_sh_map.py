@@ -4,7 +4,7 @@ the variables around it, mapped onto spec keys (see :mod:`acrl.compiler._importe
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -266,7 +266,7 @@ class SpecBuilder:
             self.notes += v.notes
         self.set(key.path, value, token)
 
-    def defaults(self, index: Mapping[str, FlagKey], given: Mapping[str, Occurrence], keyed: set[str]) -> None:
+    def defaults(self, index: Mapping[str, FlagKey], given: Mapping[str, Occurrence], keyed: Collection[str]) -> None:
         """Keys whose flag the script left out: off for switches, noted where acrl passes a default."""
         for flag, key in index.items():
             if key.path in keyed or key.table == "wandb" or (flag == "--num-rollout" and "--num-epoch" in given):

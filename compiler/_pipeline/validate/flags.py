@@ -1,7 +1,8 @@
 """ACRL-F*: flags. No argv token passes a credential; the escape hatch ([extra.flags], [extra.args])
-neither repeats a spec key nor abbreviates an sglang flag acrl passes; flags exist at the targeted slime
-commit and are known to the slime checkout when it is on the compiling machine; its --sglang-* flags are
-flags of the sglang the targeted commit runs, and not deprecated there (compiler/_slime/sglang_stack.py).
+neither passes a spec key's flag, set or not, nor abbreviates an sglang flag acrl passes; flags exist at
+the targeted slime commit and are known to the slime checkout when it is on the compiling machine; its
+--sglang-* flags are flags of the sglang the targeted commit runs, and not deprecated there
+(compiler/_slime/sglang_stack.py).
 """
 
 from __future__ import annotations
@@ -65,28 +66,30 @@ def _duplicates(ctx: Context) -> Iterator[Finding]:
     args = [a for g in ctx.groups for a in g.args if not a.origin.startswith("extra.")]
     derived = {a.flag: a.source for a in args if a.source.kind == "derived"}
     by_key = {a.source.keys[0]: a.source for a in args if a.source.kind != "derived"}  # the keys acrl passes
+    passed = {a.flag for a in args}
     absent = known_absent_flags(commit)  # not `or {}`: its truth would read every commit's facts
     for written, key in _escape_hatch(ctx):
         renamed = slime_flag(commit, written)  # a deprecated alias sets what its replacement sets
         owner, flag = key_of(written, commit) or (None, renamed)
         alias = "" if flag == written else f" (a deprecated alias of {flag})" if flag == renamed else \
             f" (sglang's other name for {flag})"
-        line = _line(owner, _words(ctx, key)) if owner is not None else None
         if flag in ctx.model:
             yield Finding(f"{written}{alias} is already set by model args; slime would see it twice",
                           "set model args instead", keys=(key,))
         elif flag in derived:
+            line = _line(owner, _words(ctx, key)) if owner is not None else None
             yield Finding(f"{written}{alias} is already set by {derived[flag].text}; slime would see it twice",
                           "remove it: acrl derives this flag" + (f" (to choose it, set {line})" if line else ""),
                           keys=(key,))
-        elif owner is None or _hatch_may_pass(ctx, owner, flag in {a.flag for a in args}):
+        elif owner is None or _hatch_may_pass(ctx, owner, flag in passed):
             continue
         elif owner.path in by_key or owner.table == "wandb":  # a set [wandb] key: passed with --use-wandb
-            source = by_key.get(owner.path)
+            source, line = by_key.get(owner.path), _line(owner, _words(ctx, key))
             where = f"[{owner.table}] {owner.key}" + (f" ({source.why})" if source and source.kind == "profile" else "")
             yield Finding(f"{written}{alias} is already set by {where}; slime would see it twice",
                           f"set {line or where} instead", keys=(key,))
         elif absent is None or flag not in absent:  # one the targeted commit lacks: ACRL-F003 names it
+            line = _line(owner, _words(ctx, key))
             yield Finding(f"{written}{alias} is the flag of [{owner.table}] {owner.key}: in the escape hatch it "
                           "bypasses acrl's checks of that key (its rules and the targeted commit's flags)",
                           f"set {line or f'[{owner.table}] {owner.key}'} instead", keys=(key,))
