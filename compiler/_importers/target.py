@@ -39,12 +39,6 @@ class Target:
     commit: str = TOOLKIT_SLIME_COMMIT
     notes: tuple[Note, ...] = ()
 
-    @property
-    def name(self) -> str:
-        """The commit as notes name it: its tag, else its first 7 hex digits."""
-        facts = commit_facts(self.commit)
-        return facts.name if facts is not None else self.commit[:7]
-
     def write(self, spec: dict[str, dict[str, object]]) -> None:
         """``[slime] commit`` into the imported spec's data, where it is not the default (the pin)."""
         if self.commit != TOOLKIT_SLIME_COMMIT:
@@ -79,20 +73,31 @@ def checkout_root(script: Path) -> Path | None:
     except (OSError, RuntimeError):  # a symlink loop
         return None
     for candidate in (folder, *folder.parents):
-        if (candidate / ".git").exists():
+        if _exists(candidate / ".git"):
             return candidate
     return None
 
 
+def _exists(path: Path) -> bool:
+    """Whether ``path`` exists; False where it cannot be told (a folder this user may not search)."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
 def _is_slime(root: Path) -> bool:
-    return (root / SLIME_ARGUMENTS_PY).is_file()
+    try:
+        return (root / SLIME_ARGUMENTS_PY).is_file()
+    except OSError:  # a folder this user may not search
+        return False
 
 
 def _explicit_checkout() -> tuple[Path, str] | None:
     """--slime-checkout's (or ACRL_SLIME_CHECKOUT's) folder and how it was given, where it is a git checkout here (one
     that is not a folder is the error of the import's compile)."""
     asked, _ = requested()
-    if asked is None or not (Path(asked[0]) / ".git").exists():
+    if asked is None or not _exists(Path(asked[0]) / ".git"):
         return None
     return Path(asked[0]), asked[1]
 
