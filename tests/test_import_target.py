@@ -218,3 +218,26 @@ def test_a_keys_flag_by_sglangs_other_name_maps_onto_the_key(tmp_path: Path) -> 
     runner = import_slime_runner(config)
     assert runner.spec["sglang"]["data_parallel_size"] == 2
     assert runner.spec["extra"]["args"] == ["--sglang-enable-dp-attention"]
+
+
+@pytest.mark.skipif(not os.environ.get("ACRL_SLIME_DIR"), reason="set ACRL_SLIME_DIR to slime's git directory to "
+                    "import its own example from a checkout at 624b824")
+def test_slimes_own_example_from_a_checkout_at_624b824(tmp_path: Path) -> None:
+    """examples/delta_weight_sync/run-glm4.7-30B-A3B-delta.sh at 624b824 passes three flags the pin lacks
+    (lines 48-50): read from a checkout of 624b824 they map onto their [weight_sync] keys; at the pin they are left
+    out, each with its note."""
+    git_dir = Path(os.environ["ACRL_SLIME_DIR"])
+    if not (git_dir / "objects").is_dir() and (git_dir / ".git").exists():
+        git_dir = git_dir / ".git"  # a checkout given: its git directory
+    slime = tmp_path / "slime"
+    git("clone", "--quiet", "--shared", "--no-checkout", str(git_dir), str(slime), cwd=tmp_path)
+    git("-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", SLIME_HEAD, cwd=slime)
+    script = slime / "examples" / "delta_weight_sync" / "run-glm4.7-30B-A3B-delta.sh"
+    flags = {"--update-weight-local-checkpoint-dir", "--update-weight-delta-encoding", "--update-weight-delta-checksum"}
+    head = import_train_sh(script, env=["BASE_DIR=/root"])
+    assert head.spec["slime"]["commit"] == SLIME_HEAD and left_out(head) == set()
+    assert {k: head.spec["weight_sync"][k] for k in ("local_checkpoint_dir", "delta_encoding", "delta_checksum")} == {
+        "local_checkpoint_dir": "/local/nvme/glm47-rollout-ckpt", "delta_encoding": "xor",
+        "delta_checksum": "xxh3-128"}
+    pinned = import_train_sh(script, env=["BASE_DIR=/root"], target_commit=TOOLKIT_SLIME_COMMIT)
+    assert left_out(pinned) == flags and "commit" not in pinned.spec["slime"]
