@@ -218,7 +218,7 @@ def test_environment_integration_and_model_sections(write_spec: SpecWriter,
         "train": {"mode": "async"}, "cluster": {"num_nodes": 2, "colocate": False, "rollout_num_gpus": 8},
         "agentcore": {"max_concurrent": 64, "max_pool_connections": 64},
         "model": {"args": {"num-layers": 40}},
-        "extra": {"flags": {"--sglang-enable-metrics": True, "--log-interval": "x y"}},
+        "extra": {"flags": {"--sglang-enable-metrics": True, "--data-cache-path": "x y"}},
     }, name="b.toml")
     code, data = diff_json(capsys, a, b)
     assert code == 1
@@ -232,7 +232,7 @@ def test_environment_integration_and_model_sections(write_spec: SpecWriter,
     assert flags["--wandb-project"] == ("added", None, ["p"], "environment")
     assert flags["--train-env-vars"] == ("added", None, ["$TRAIN_ENV_VARS"], "environment")
     assert flags["--sglang-enable-metrics"] == ("added", None, [], "rollout and sglang")  # by the flag table
-    assert flags["--log-interval"] == ("added", None, ["x y"], "other")
+    assert flags["--data-cache-path"] == ("added", None, ["x y"], "other")
     assert changes(data, "custom_config") == {"max_concurrent": ("changed", 100, 64),
                                               "max_pool_connections": ("changed", 100, 64)}
     assert changes(data, "model_args") == {"--num-layers": ("changed", ["36"], ["40"])}

@@ -156,13 +156,13 @@ def test_round_trip_example_specs(spec: Path, tmp_path: Path, toolbox: Toolbox) 
 
 
 def test_round_trip_keeps_extra_flags_and_wandb(tmp_path: Path, toolbox: Toolbox, write_spec: Any) -> None:
-    spec = write_spec({"extra": {"flags": {"--sglang-enable-metrics": True, "--rollout-stop-token-ids": ["1", "x y"]},
+    spec = write_spec({"extra": {"flags": {"--sglang-enable-metrics": True, "--rollout-stop": ["1", "x y"]},
                                  "args": ["--eval-function-path", "a b"]},
                        "wandb": {"project": "p", "group": "g", "key_env": "MY_WANDB_KEY"}})
     compile_into(spec, tmp_path / "bundle")
     imported = import_train_sh(tmp_path / "bundle" / "train.sh")
     assert imported.spec["wandb"] == {"project": "p", "group": "g", "key_env": "MY_WANDB_KEY"}
-    assert imported.spec["extra"]["flags"] == {"--sglang-enable-metrics": True, "--rollout-stop-token-ids": [1, "x y"],
+    assert imported.spec["extra"]["flags"] == {"--sglang-enable-metrics": True, "--rollout-stop": [1, "x y"],
                                                "--eval-function-path": "a b"}
     original, again, _ = _round_trip(tmp_path / "bundle", tmp_path, toolbox)
     assert again == original

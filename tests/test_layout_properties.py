@@ -94,7 +94,7 @@ def test_every_layout_compiles_into_a_placeable_bundle_or_is_refused_by_a_placem
         try:
             bundle = compile_spec(path, display_name="spec.toml")
         except SpecError as exc:
-            rules = {d.rule for d in exc.diagnostics}
+            rules = {d.rule for d in exc.diagnostics if d.severity == "error"}  # a warning refuses nothing (R007)
             event("refused")
             assert rules and rules <= LAYOUT_RULES, [d.format() for d in exc.diagnostics]
             return

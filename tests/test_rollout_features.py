@@ -65,7 +65,7 @@ def after(words: list[str], flag: str, n: int) -> list[str]:
 def errors(compile_overrides: Compile, overrides: dict[str, Any]) -> list[tuple[str, str]]:
     with pytest.raises(SpecError) as info:
         compile_overrides(overrides)
-    return [(d.rule, d.key) for d in info.value.diagnostics]
+    return [(d.rule, d.key) for d in info.value.diagnostics if d.severity == "error"]
 
 
 def warnings(compile_overrides: Compile, overrides: dict[str, Any]) -> list[tuple[str, str]]:
@@ -119,7 +119,7 @@ def test_v030_needs_rollout_external_too_and_keeps_its_engine_actors_local(compi
 def test_the_v030_switch_is_refused_where_the_addresses_alone_say_it(compile_overrides: Compile) -> None:
     with pytest.raises(SpecError) as info:
         compile_overrides({"rollout": {"external": True, "external_engine_addrs": ["h:1"]}})
-    (d,) = info.value.diagnostics
+    (d,) = [d for d in info.value.diagnostics if d.severity == "error"]
     assert (d.rule, d.key) == ("ACRL-F003", "rollout.external") and "removed from slime after v0.3.0" in d.message
 
 
@@ -138,15 +138,18 @@ def test_a_key_is_refused_at_a_commit_without_its_flag(compile_overrides: Compil
 def test_the_escape_hatch_may_not_pass_the_keys_flags(compile_overrides: Compile) -> None:
     """ACRL-F002: [rollout] external_engine_addrs owns --rollout-external-engine-addrs, set or not (the R rules and
     the placement model read the key)."""
+    def refused(overrides: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+        with pytest.raises(SpecError) as info:
+            compile_overrides(overrides)
+        return [(d.rule, d.key, d.hint) for d in info.value.diagnostics if d.severity == "error"]
+
     hatch = {"extra": {"flags": {"--rollout-external-engine-addrs": "10.0.0.9:30000"}}}
-    assert errors(compile_overrides, hatch) == [("ACRL-F002", "extra.flags.--rollout-external-engine-addrs")]
-    with pytest.raises(SpecError) as info:
-        compile_overrides(hatch)
-    assert info.value.diagnostics[0].hint == 'set [rollout] external_engine_addrs = ["10.0.0.9:30000"] instead'
+    assert refused(hatch) == [("ACRL-F002", "extra.flags.--rollout-external-engine-addrs",
+                               'set [rollout] external_engine_addrs = ["10.0.0.9:30000"] instead')]
     both = {"rollout": {"external_engine_addrs": ["10.0.0.9:30000"]},
             "extra": {"flags": {"--rollout-external-engine-addrs": "10.0.0.9:30000"}}}
-    assert errors(compile_overrides, both) == [("ACRL-F002", "extra.flags.--rollout-external-engine-addrs")]
-    assert errors(compile_overrides, {"train": {"balance_by_flops": True}, "extra": {"args": ["--balance-by-flops"]}}) \
+    assert [d[:2] for d in refused(both)] == [("ACRL-F002", "extra.flags.--rollout-external-engine-addrs")]
+    assert [d[:2] for d in refused({"train": {"balance_by_flops": True}, "extra": {"args": ["--balance-by-flops"]}})] \
         == [("ACRL-F002", "extra.args.0")]
 
 
@@ -213,6 +216,20 @@ def test_r006_balance_by_flops_needs_dynamic_batch_size(compile_overrides: Compi
     assert errors(compile_overrides, off) == [("ACRL-R006", "train.balance_by_flops")]
     hatch = {"train": {"use_dynamic_batch_size": False}, "extra": {"flags": {"--balance-by-flops": True}}}
     assert [rule for rule, _ in errors(compile_overrides, hatch)] == ["ACRL-R006", "ACRL-F002"]  # F002: the key
+
+
+def test_r007_colocated_external_engines_are_a_warning_at_both_keys(compile_overrides: Compile) -> None:
+    external = {"slime": {"commit": HEAD}, "rollout": {"external_engine_addrs": ["10.0.0.5:30000"]}}
+    assert ("ACRL-R007", "rollout.external_engine_addrs") in warnings(compile_overrides, external)
+    hatch = {"slime": {"commit": HEAD}, "extra": {"args": ["--rollout-external-engine-addrs", "10.0.0.5:30000"]}}
+    # the escape hatch's addresses are read too, though ACRL-F002 refuses them there (the key says them)
+    with pytest.raises(SpecError) as info:
+        compile_overrides(hatch)
+    assert [(d.rule, d.key, d.severity) for d in info.value.diagnostics] == [
+        ("ACRL-R007", "extra.args", "warning"), ("ACRL-F002", "extra.args.0", "error")]
+    apart = {**external, "cluster": {"colocate": False}}
+    assert [w for w in warnings(compile_overrides, apart) if w[0] == "ACRL-R007"] == []
+    assert [w for w in warnings(compile_overrides, {"slime": {"commit": HEAD}}) if w[0] == "ACRL-R007"] == []
 
 
 def test_the_flag_index_reads_the_list_keys_back() -> None:

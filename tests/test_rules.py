@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from acrl.compiler import RULES, Bundle, SpecError
-from conftest import EXAMPLE_SPECS
+from conftest import EXAMPLE_SPECS, NO_FACTS
 
 
 # rule id -> spec overrides that must trigger it (and only rules of this severity or weaker)
@@ -112,7 +112,9 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"extra": {"flags": {"--global-batch-size": 64}}}, {"extra": {"flags": {"--use-opd": True}}}],
     "ACRL-F003": [{"extra": {"flags": {"--use-dynamic-global-batch-size": True}}},
                   {"slime": {"commit": "624b824a8"}, "model": {"megatron_to_hf_mode": "bridge"}},
-                  {"extra": {"flags": {"--release-train": True}}}],
+                  {"extra": {"flags": {"--release-train": True}}},
+                  {"extra": {"flags": {"--use-ti": True}}}, {"extra": {"args": ["--sglang"]}},  # abbreviations
+                  {"slime": {"commit": "bf14dc21f"}, "extra": {"flags": {"--router-policy": "random"}}}],  # v0.3.0
     "ACRL-F005": [{"extra": {"flags": {"--sglang-mem-fraction": 0.5}}},
                   {"extra": {"args": ["--sglang-cuda-graph", "8"]}}],
     # sglang 0.5.15.post1 (slime 624b824's image) deprecates --disable-cuda-graph for --cuda-graph-backend-*;
@@ -122,6 +124,16 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-F007": [{"extra": {"flags": {"--sglang-mem-fracton-static": 0.5}}},
                   {"slime": {"commit": "624b824a8"}, "extra": {"args": ["--sglang-tp-size", "2"]}},  # slime skips it
                   {"extra": {"flags": {"--sglang-chunked-prefill": 4096}}}],  # an abbreviation
+    # escape-hatch flags nothing could check: no facts of the commit (nor a checkout here), sglang_router's flags,
+    # in both escape-hatch forms
+    "ACRL-F008": [{"slime": {"commit": NO_FACTS}, "extra": {"flags": {"--use-routing-replay": True}}},
+                  {"extra": {"flags": {"--router-policy": "random"}}},
+                  {"slime": {"commit": "624b824a8"}, "extra": {"args": ["--router-policy", "random"]}}],
+    # what slime's argparse does with each flag at the target (compiler/_slime/commits/argparse; test_flag_values.py)
+    "ACRL-F009": [{"extra": {"flags": {"--ckpt-format": "torch_dst"}}}, {"extra": {"args": ["--ci-test=1"]}},
+                  {"extra": {"flags": {"--exit-interval": "soon"}}}],
+    "ACRL-F010": [{"extra": {"flags": {"--enable-cuda-graph": True}}}, {"extra": {"args": ["--use-dist-ckpt"]}}],
+    "ACRL-F011": [{"extra": {"flags": {"--batch-size": 4}}}],
     "ACRL-M004": [{"model": {"args": {"group-query-attention": False}}}],
     "ACRL-S001": [{"env": {"vars": {"HF_TOKEN": "x"}}}, {"env": {"forward": ["AWS_SECRET_ACCESS_KEY"]}},
                   {"env": {"vars": {"bad name": "x"}}}, {"cluster": {"env": {"HF_TOKEN": "x"}}},
@@ -170,6 +182,7 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-R004": [{"rollout": {"function_path": "slime.rollout.fully_async_rollout.generate_rollout_fully_async"}}],
     "ACRL-R005": [{"slime": {"commit": "624b824a8"}, "rollout": {"sample_hook_paths": ["my.hook"]}}],
     "ACRL-R006": [{"train": {"balance_by_flops": True, "use_dynamic_batch_size": False}}],
+    "ACRL-R007": [{"slime": {"commit": "624b824a8"}, "rollout": {"external_engine_addrs": ["10.0.0.5:30000"]}}],
     "ACRL-M001": [{"parallel": {"tensor": 3}, "cluster": {"gpus_per_node": 6}},
                   {"rollout": {"gpus_per_engine": 4}, "model": {"args": {"num-query-groups": 3}}},
                   # DP attention 2 in engines of 6: the attention runs with tensor size 3, which 16 heads refuse

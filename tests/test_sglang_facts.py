@@ -1,10 +1,11 @@
-"""The sglang a slime commit runs (compiler/_slime/sglang/<version>.json, read by _slime/sglang_stack.py): the
-generator on small server_args.py files of sglang's two shapes (hand-written here), the packaged facts' provenance,
-the flags acrl passes, and the rules that read them (ACRL-F002/F005/F006/F007, ACRL-G008).
+"""The sglang a slime commit runs (compiler/_slime/sglang/<slime commit>.json and index.json, read by
+_slime/sglang_stack.py): the generator on small server_args.py files of sglang's two shapes (hand-written here),
+the packaged facts' provenance and index, the flags acrl passes, and the rules that read them (ACRL-F002/F005/F006/
+F007, ACRL-G008). What each of the four commits' sglang says, and the rules there: tests/test_sglang_commits.py.
 
-With ACRL_SGLANG_WHEELS=DIR (the two wheels: ``pip download sglang==0.5.15.post1 --no-deps -d DIR``, the same for
-0.5.13) and ACRL_SLIME_DIR (a slime work tree or git directory holding both commits), regenerating the packaged
-facts gives the same bytes.
+With ACRL_SGLANG_WHEELS=DIR (the three wheels: ``pip download sglang==0.5.15.post1 --no-deps -d DIR``, the same for
+0.5.13 and 0.5.12.post1) and ACRL_SLIME_DIR (a slime work tree or git directory holding the four commits),
+regenerating the packaged facts gives the same bytes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from acrl.compiler._slime.sglang_args import SlimeSglangError, read_server_args,
 from conftest import REPO, SLIME_HEAD, SLIME_PIN
 
 HEAD = {"slime": {"commit": SLIME_HEAD}}
+V030, V031 = "bf14dc21f9500746447f2572d0692e981c4d2a7e", "a6272da0d4f3d0a08520c99a2f3b4f6c887960dc"  # tags
 
 # sglang 0.5.15's shape: flags derived from A[T, ...] fields, then a few add_argument calls (deprecations)
 DATACLASS_SHAPE = '''\
@@ -238,20 +240,69 @@ def test_the_generator_refuses_a_wheel_that_is_not_the_images(tmp_path: Path, ca
     assert why in capsys.readouterr().err and not (tmp_path / "f.json").exists()
 
 
-FACTS = sorted((REPO / "compiler" / "_slime" / "sglang").glob("*.json"))
+OTHER_PATCH = {"sglang-top_p.patch": "diff --git a/python/other.py b/python/other.py\n"}  # not server_args.py
+FACTS_DIR = REPO / "compiler" / "_slime" / "sglang"  # the sources (sglang_stack.FACTS_DIR: the installed copies)
+FACTS = sorted(p for p in FACTS_DIR.glob("*.json") if p.name != sglang_stack.INDEX)
 
 
-def test_the_packaged_facts_are_the_commits_acrl_targets() -> None:
-    assert sorted(sglang_stack.SGLANG_OF) == sorted([SLIME_HEAD, SLIME_PIN])
-    assert sorted(f.stem for f in FACTS) == sorted(sglang_stack.SGLANG_OF.values())
-    for commit, version in sglang_stack.SGLANG_OF.items():
-        provenance = json.loads((sglang_stack.FACTS_DIR / f"{version}.json").read_text())["provenance"]
-        assert provenance["sglang_version"] == version and provenance["slime"]["commit"] == commit
-        assert provenance["wheel"].startswith(f"sglang-{version}-") and len(provenance["wheel_sha256"]) == 64
+def test_the_generator_keys_the_facts_by_slime_commit_in_a_folder(tmp_path: Path) -> None:
+    """Two slime commits that run the same sglang wheel with different patches (v0.3.1 and 624b824) get a file each,
+    and the folder's index says which sglang each runs, with its deprecated aliases."""
+    one = DATACLASS_SHAPE.replace('    stat_loggers:', '    release_cache: A[bool, "Release."] = False\n'
+                                                    '    stat_loggers:')
+    repo = _slime_repo(tmp_path, OTHER_PATCH)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    first = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    (repo / "docker/patch/latest/sglang-release.patch").write_text(_patch(DATACLASS_SHAPE, one))
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "patch"], check=True)
+    second = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    out, wheel = tmp_path / "sglang", str(_wheel(tmp_path, DATACLASS_SHAPE))
+    out.mkdir()
+    for commit in (first, second):
+        assert sglang_facts.main([wheel, "--slime", str(repo), "--commit", commit, "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted([f"{first}.json", f"{second}.json", "index.json"])
+    fields = {c: json.loads((out / f"{c}.json").read_text())["fields"] for c in (first, second)}
+    assert "release_cache" in fields[second] and "release_cache" not in fields[first]
+    index = json.loads((out / "index.json").read_text())["commits"]
+    alias = {"--sglang-cuda-graph-max-bs": "--sglang-cuda-graph-max-bs-decode"}
+    assert index == {first: {"sglang_version": "9.9.9", "aliases": alias},
+                     second: {"sglang_version": "9.9.9", "aliases": alias}}
+    (out / "index.json").unlink()
+    assert sglang_facts.main(["--index", str(out)]) == 0 and json.loads((out / "index.json").read_text())["commits"] \
+        == index
+
+
+def test_the_index_refuses_a_file_not_named_by_its_commit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = _slime_repo(tmp_path, OTHER_PATCH)
+    wheel = str(_wheel(tmp_path, DATACLASS_SHAPE))
+    out = tmp_path / "sglang"
+    out.mkdir()
+    assert sglang_facts.main([wheel, "--slime", str(repo), "-o", str(out / "9.9.9.json")]) == 0
+    assert sglang_facts.main(["--index", str(out)]) == 1
+    assert "must be named" in capsys.readouterr().err and not (out / "index.json").exists()
+    (out / "9.9.9.json").unlink()
+    assert sglang_facts.main([wheel, "-o", str(out)]) == 1  # no --slime: the file would belong to no commit
+    assert "--slime" in capsys.readouterr().err and not list(out.iterdir())
+
+
+def test_the_packaged_facts_are_each_named_by_their_slime_commit() -> None:
+    assert [f.stem for f in FACTS] == sglang_stack.commits_with_facts()
+    for path in FACTS:
+        provenance = json.loads(path.read_text())["provenance"]
+        commit, version = provenance["slime"]["commit"], provenance["sglang_version"]
+        assert path.stem == commit and sglang_stack.sglang_version(commit) == version
+        assert provenance["wheel"].startswith(f"sglang-{version}-cp311-") and len(provenance["wheel_sha256"]) == 64
         assert provenance["slime"]["image"] == f"docker/Dockerfile:1: ARG SGLANG_IMAGE_TAG=v{version}-cu129"
+        assert provenance["slime"]["patches"][0]["blob_before"] == provenance["server_args_blob"]
         words = shlex.split(provenance["generator"])
         assert words[3] == f"WHEELS/{provenance['wheel']}" and words[words.index("--commit") + 1] == commit
-        assert words[words.index("-o") + 1] == f"compiler/_slime/sglang/{version}.json"
+        assert words[words.index("-o") + 1] == "compiler/_slime/sglang"
+
+
+def test_the_packaged_index_is_the_one_its_files_give() -> None:
+    """index.json is what the compiler reads instead of the files: it must say what they say."""
+    assert (FACTS_DIR / sglang_stack.INDEX).read_text() == sglang_facts.index_text(FACTS_DIR)
 
 
 def test_the_facts_say_what_each_commits_sglang_does() -> None:
@@ -269,7 +320,7 @@ def test_the_facts_say_what_each_commits_sglang_does() -> None:
     assert sglang_stack.sglang_at("0123456789abc") is None and sglang_stack.sglang_at("624b8") is None
 
 
-@pytest.mark.parametrize("commit", [SLIME_HEAD, SLIME_PIN])
+@pytest.mark.parametrize("commit", [V030, SLIME_PIN, V031, SLIME_HEAD])
 def test_every_sglang_flag_acrl_writes_is_current_at_each_commit(commit: str, compile_overrides) -> None:  # type: ignore[no-untyped-def]
     facts = sglang_stack.sglang_at(commit)
     assert facts is not None
@@ -367,15 +418,22 @@ def test_overrides_must_be_server_args_fields_of_the_targeted_sglang(compile_ove
 
 
 def test_the_facts_are_read_only_when_a_compile_needs_them(compile_overrides) -> None:  # type: ignore[no-untyped-def]
+    """A compile reads the small index (the argv's --sglang-* names); a commit's big file only for an escape-hatch
+    --sglang-* flag or a server group's overrides, once per process."""
     code = ("import acrl.compiler\nfrom acrl.compiler._slime import sglang_stack as s\n"
-            "print(s._load.cache_info().currsize)\n")
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "0\n"
-    sglang_stack._load.cache_clear()
+            "print(s._read.cache_info().currsize, s._index.cache_info().currsize)\n")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "0 0\n"
+    sglang_stack._read.cache_clear()
+    for commit in sglang_stack.commits_with_facts():  # the flag renamed at v0.3.1 and 624b824 included
+        compile_overrides({"slime": {"commit": commit}, "extra": {"flags": {"--wandb-group": "g"}}})
     compile_overrides({"slime": {"commit": "0123456789abcdef"}, "extra": {"flags": {"--sglang-anything": 1}}})
-    assert sglang_stack._load.cache_info().currsize == 0  # no facts for that commit: nothing read
-    compile_overrides(HEAD)
-    compile_overrides(HEAD)
-    assert sglang_stack._load.cache_info().currsize == 1 and sglang_stack._load.cache_info().misses == 1
+    assert sglang_stack._read.cache_info().currsize == 0
+    compile_overrides({**HEAD, "extra": {"flags": {"--sglang-enable-metrics": True}}})
+    compile_overrides({**HEAD, "extra": {"flags": {"--sglang-enable-metrics": True}}})
+    assert sglang_stack._read.cache_info().currsize == 1 and sglang_stack._read.cache_info().misses == 1
+    group = {"worker_type": "regular", "num_gpus": 8, "overrides": {"mem_fraction_static": 0.7}}
+    compile_overrides({"sglang": {"models": {"default": {"server_groups": [group]}}}})
+    assert sglang_stack._read.cache_info().currsize == 2  # the pin's, for ACRL-G008
 
 
 @pytest.mark.skipif(not (os.environ.get("ACRL_SGLANG_WHEELS") and os.environ.get("ACRL_SLIME_DIR")),
@@ -383,10 +441,11 @@ def test_the_facts_are_read_only_when_a_compile_needs_them(compile_overrides) ->
 @pytest.mark.parametrize("facts", FACTS, ids=lambda p: p.stem)
 def test_regenerating_gives_the_same_bytes(facts: Path, tmp_path: Path) -> None:
     words = shlex.split(json.loads(facts.read_text())["provenance"]["generator"])[3:]
-    out = tmp_path / facts.name
+    folder = str(FACTS_DIR.relative_to(REPO))
     argv = [str(Path(os.environ["ACRL_SGLANG_WHEELS"], w.removeprefix("WHEELS/"))) if w.startswith("WHEELS/") else
-            os.environ["ACRL_SLIME_DIR"] if w == "SLIME_DIR" else str(out) if w == str(facts.relative_to(REPO)) else w
-            for w in words]
+            os.environ["ACRL_SLIME_DIR"] if w == "SLIME_DIR" else str(tmp_path) if w == folder else w for w in words]
     assert sglang_facts.main(argv) == 0
-    # the recorded command names the project's file, so it is the same whatever -o this run wrote to
-    assert out.read_bytes().replace(str(out).encode(), str(facts.relative_to(REPO)).encode()) == facts.read_bytes()
+    # the recorded command names the project's folder, so it is the same whatever -o this run wrote to
+    assert (tmp_path / facts.name).read_bytes().replace(str(tmp_path).encode(), folder.encode()) == facts.read_bytes()
+    assert json.loads((tmp_path / "index.json").read_text())["commits"] == \
+        {facts.stem: json.loads((FACTS_DIR / "index.json").read_text())["commits"][facts.stem]}

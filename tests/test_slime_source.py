@@ -275,10 +275,17 @@ def test_a_dataclass_field_that_cannot_be_parsed_is_a_gap(tmp_path: Path) -> Non
     line = config.read_text().splitlines().index("    broken_field: int = (1,") + 1
     result = read_accepted_flags(SLIME, megatron)
     assert result is not None
-    assert [gap for gap in result.gaps if gap.startswith("training_config.py:")] == [
-        f"training_config.py:{line}: cannot read this dataclass field"]  # golden wording of a gap
+    gap = f"training_config.py:{line}: cannot read this dataclass field"
+    assert [gap for gap in result.gaps if gap.startswith("training_config.py:")] == [gap]  # golden wording of a gap
     assert result.check("--micro-batch-size").status is FlagStatus.KNOWN
-    assert result.check("--broken-field").status is FlagStatus.UNVERIFIABLE
+    # the gap hides only what the factory could make of that field's name (issue 15: any gap hid every flag)
+    assert dict(result.scopes) == {gap: {"--broken-field", "--no-broken-field", "--disable-broken-field"}}
+    for hidden in ("--broken-field", "--no-broken-field", "--disable-broken-field"):
+        check = result.check(hidden)
+        assert check.status is FlagStatus.UNVERIFIABLE and gap in check.reason
+    typo = result.check("--use-cpu-initializatoin")
+    assert typo.status is FlagStatus.UNKNOWN and typo.suggestions[0] == "--use-cpu-initialization"
+    assert result.check("--broken-fiel").status is FlagStatus.UNKNOWN  # not a name the field could make
 
 
 def test_an_unknown_group_factory_is_a_gap(tmp_path: Path) -> None:
@@ -293,6 +300,80 @@ def test_an_unknown_group_factory_is_a_gap(tmp_path: Path) -> None:
     assert any("MyArgumentGroupFactory" in gap for gap in result.gaps)
     assert result.check("--known").status is FlagStatus.KNOWN
     assert result.check("--anything-else").status is FlagStatus.UNVERIFIABLE
+
+
+def _megatron_tree(root: Path, config: str, exclude: str = "[]") -> Path:
+    """A Megatron-shaped tree: arguments.py builds a group from ``Cfg`` in config.py, whose text is ``config``."""
+    training = root / "megatron" / "training"
+    training.mkdir(parents=True)
+    (training / "arguments.py").write_text(
+        "import argparse\nfrom megatron.training.cfg import Cfg\n\n"
+        "def parse_args():\n    parser = argparse.ArgumentParser(allow_abbrev=False)\n"
+        "    parser.add_argument('--plain-flag')\n"
+        f"    ArgumentGroupFactory(Cfg, exclude={exclude}).build_group(parser)\n")
+    (training / "cfg.py").write_text("from dataclasses import dataclass, field\n\n" + config)
+    return root
+
+
+@pytest.mark.parametrize(("config", "exclude", "hidden"), [
+    ("@dataclass\nclass Cfg:\n    good: int = 1\n    bad: int = (1,\n", "[]", {"--bad", "--no-bad", "--disable-bad"}),
+    # what the factory skips hides nothing
+    ("@dataclass\nclass Cfg:\n    good: int = 1\n    bad: int = (1,\n", "['bad']", None),
+    # metadata can rename the flag anything (argparse_meta arg_names): any flag
+    ("@dataclass\nclass Cfg:\n    good: int = 1\n    bad: int = field(metadata={'argparse_meta': (1,)\n", "[]", "any"),
+    # a base class that cannot be found adds fields of any name: any flag
+    ("@dataclass\nclass Cfg(Missing):\n    good: int = 1\n", "[]", "any"),
+])
+def test_a_gap_hides_only_the_flags_it_could_concern(tmp_path: Path, config: str, exclude: str,
+                                                     hidden: set[str] | str | None) -> None:
+    megatron = _megatron_tree(tmp_path / "megatron", config, exclude)
+    result = read_accepted_flags(SLIME, megatron)
+    assert result is not None and {"--good", "--plain-flag"} <= result.flags
+    typo = result.check("--plain-flagg")
+    if hidden is None:
+        assert result.gaps == () and typo.status is FlagStatus.UNKNOWN
+    elif hidden == "any":
+        assert len(result.gaps) == 1 and result.scopes == ()
+        assert typo.status is FlagStatus.UNVERIFIABLE and result.gaps[0] in typo.reason
+    else:
+        (gap,) = result.gaps
+        assert dict(result.scopes) == {gap: hidden}
+        assert typo.status is FlagStatus.UNKNOWN and typo.suggestions == ("--plain-flag",)
+        assert {result.check(flag).status for flag in hidden} == {FlagStatus.UNVERIFIABLE}
+
+
+def test_an_unknown_prefix_of_accepted_flags_is_an_abbreviation(accepted: AcceptedFlags) -> None:
+    """Read from the checkouts: slime's sglang parser's own flags, the families it generates (no RouterArgs call in
+    the fixture: no --router-* family), and where the two parsers are (the fixture's lines)."""
+    assert {"--sglang-router-ip", "--sglang-server-concurrency"} <= accepted.sglang_parser
+    assert "--rollout-batch-size" not in accepted.sglang_parser
+    assert accepted.families == ("--sglang-",)
+    megatron_line = next(i for i, line in enumerate(
+        (MEGATRON / "megatron/training/arguments.py").read_text().splitlines(), 1) if "allow_abbrev=False" in line)
+    assert accepted.parsers == (f"{SLIME}/slime/backends/sglang_utils/arguments.py sglang_parse_args",
+                                f"{MEGATRON}/megatron/training/arguments.py:{megatron_line}")
+    check = accepted.check("--use-tensorboar")
+    assert check.status is FlagStatus.UNKNOWN and check.abbreviation is not None
+    assert (check.abbreviation.longer, check.abbreviation.sglang) == (("--use-tensorboard",), ())
+    assert check.abbreviation.parsers == accepted.parsers
+    sglang = accepted.check("--sglang").abbreviation
+    assert sglang is not None and sglang.ambiguous and sglang.sglang == ("--sglang-*",)
+    assert accepted.check("--sglang-router-i").abbreviation is None  # inside the family: rules F005/F007
+    assert accepted.check("--completely-unrelated").abbreviation is None
+
+
+def test_a_router_family_is_read_where_slime_registers_it(tmp_path: Path) -> None:
+    checkout = _slime_checkout(tmp_path, "def add(parser):\n    parser.add_argument('--known')\n")
+    sglang = checkout / "slime" / "backends" / "sglang_utils" / "arguments.py"
+    sglang.parent.mkdir(parents=True)
+    sglang.write_text("def add_sglang_router_arguments(parser):\n    parser.add_argument('--sglang-router-ip')\n"
+                      "    RouterArgs.add_cli_args(parser, use_router_prefix=True)\n\n\n"
+                      "def sglang_parse_args():\n    parser = argparse.ArgumentParser(add_help=False)\n")
+    result = read_accepted_flags(checkout, MEGATRON)
+    assert result is not None and result.families == ("--router-", "--sglang-")
+    assert result.parsers[0] == f"{checkout}/slime/backends/sglang_utils/arguments.py:6 sglang_parse_args"
+    router = result.check("--rou").abbreviation
+    assert router is not None and router.ambiguous and router.sglang == ("--router-*",)
 
 
 TRICKY = r'''
@@ -554,3 +635,24 @@ def test_the_real_stack_reads_without_gaps_and_names_a_typo(tmp_path: Path) -> N
     typo = result.check("--use-tiss")
     assert typo.status is FlagStatus.UNKNOWN and typo.suggestions[0] == "--use-tis"
     assert {result.check(f).status for f in ("--use-tis", "--num-layers", "--rampup-batch-size")} == {FlagStatus.KNOWN}
+    # an abbreviation, with where slime's two parsers are (slime 624b824, Megatron-LM 1dcf0daf)
+    abbreviated = result.check("--use-ti")
+    assert abbreviated.status is FlagStatus.UNKNOWN and abbreviated.abbreviation is not None
+    assert abbreviated.abbreviation.longer == ("--use-tis",) and abbreviated.abbreviation.sglang == ()
+    assert result.parsers == (f"{tmp_path}/slime/slime/backends/sglang_utils/arguments.py:203 sglang_parse_args",
+                              f"{tmp_path}/megatron/megatron/training/arguments.py:90")
+    assert result.families == UNVERIFIED_PREFIXES and "--prefill-num-servers" in result.sglang_parser
+    prefill = result.check("--prefill").abbreviation
+    assert prefill is not None and prefill.expanded == "--prefill-num-servers"
+    # one field of the real TrainingConfig made unreadable hides its own names only
+    config = tmp_path / "megatron" / "megatron" / "training" / "training_config.py"  # 1dcf0daf's, line 61
+    text = config.read_text()
+    assert "\n    exit_signal_handler: bool = False\n" in text
+    config.write_text(text.replace("\n    exit_signal_handler: bool = False\n",
+                                   "\n    exit_signal_handler: bool = (\n", 1))
+    broken = read_accepted_flags(tmp_path / "slime", tmp_path / "megatron")
+    assert broken is not None and len(broken.gaps) == 1
+    assert dict(broken.scopes)[broken.gaps[0]] == {"--exit-signal-handler", "--no-exit-signal-handler",
+                                                    "--disable-exit-signal-handler"}
+    assert broken.check("--exit-signal-handler").status is FlagStatus.UNVERIFIABLE
+    assert broken.check("--use-tiss").status is FlagStatus.UNKNOWN

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 from acrl.compiler import SpecError, compile_spec
@@ -52,7 +55,86 @@ def test_bundle_bytes_do_not_depend_on_the_checkout_being_here(write_spec: SpecW
         b"not verified") == 0
 
 
-def test_without_a_checkout_the_compile_says_flags_were_not_verified(write_spec: SpecWriter) -> None:
-    bundle = compile_spec(write_spec({"slime": {"commit": NO_FACTS}, "extra": {"flags": {"--anything-goes": 1}}}))
-    assert any(note.startswith("flags not verified: no slime checkout on this machine ([slime] dir /root/slime")
-               for note in bundle.notes)
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_without_facts_or_a_checkout_one_warning_names_every_escape_hatch_flag(write_spec: SpecWriter) -> None:
+    """acrl has no facts of the commit and no checkout is here: ACRL-F008 names each escape-hatch flag by key (at the
+    first), with the fix; the warning depends on this machine, so the bundle does not record it."""
+    hatch = {"flags": {"--anything-goes": 1, "rollout-shuffle": True}, "args": ["--foo-bar", "3"]}
+    path = write_spec({"slime": {"commit": NO_FACTS}, "extra": hatch})
+    bundle = compile_spec(path, display_name="spec.toml")
+    (warning,) = bundle.warnings
+    assert (warning.rule, warning.severity, warning.key) == ("ACRL-F008", "warning", "extra.flags.--anything-goes")
+    assert warning.line == _line_of(path, '--anything-goes = 1')
+    for named in ("extra.flags.--anything-goes", "extra.flags.rollout-shuffle (--rollout-shuffle)",
+                  "extra.args.0 (--foo-bar)"):
+        assert named in warning.message
+    assert "--slime-checkout" in warning.hint
+    assert not any(n.startswith("flags not") for n in bundle.notes)  # the warning says it: no note besides
+    assert b"ACRL-F008" not in bundle.files["manifest.json"]
+    with pytest.raises(SpecError) as info:
+        compile_spec(path, strict=True)
+    assert [d.rule for d in info.value.diagnostics] == ["ACRL-F008"]
+
+
+def test_without_escape_hatch_flags_there_is_no_warning_and_one_short_note(write_spec: SpecWriter) -> None:
+    bundle = compile_spec(write_spec({"slime": {"commit": NO_FACTS}}))
+    assert bundle.warnings == ()
+    (note,) = [n for n in bundle.notes if n.startswith("flags not checked: ")]
+    assert "1234567890ab" in note and "--slime-checkout" in note and len(note) < 150
+
+
+def test_an_abbreviation_is_refused_as_one_by_the_checkout(write_spec: SpecWriter) -> None:
+    """ACRL-F004 (a commit without facts, the checkout decides): slime's main parser does not expand --use-tensorboar;
+    the sglang parser stops on --sglang (a prefix of every --sglang-* flag: argparse's "ambiguous option")."""
+    path = write_spec({**CHECKOUTS, "extra": {"flags": {"--use-tensorboar": True}, "args": ["--sglang"]}})
+    with pytest.raises(SpecError) as info:
+        compile_spec(path, display_name="spec.toml")
+    found = {d.key: d for d in info.value.diagnostics}
+    assert sorted(found) == ["extra.args.0", "extra.flags.--use-tensorboar"]
+    assert {d.rule for d in found.values()} == {"ACRL-F004"}
+    assert found["extra.flags.--use-tensorboar"].hint == "write --use-tensorboard"
+    assert found["extra.flags.--use-tensorboar"].line == _line_of(path, '--use-tensorboar = true')
+    megatron_line = _line_of(FIXTURES / "megatron_checkout/megatron/training/arguments.py", "allow_abbrev=False")
+    assert f"megatron/training/arguments.py:{megatron_line}" in found["extra.flags.--use-tensorboar"].message
+    assert "--sglang-*" in found["extra.args.0"].message and "exits" in found["extra.args.0"].message
+
+
+def _broken_megatron(tmp_path: Path, field: str) -> Path:
+    megatron = Path(shutil.copytree(FIXTURES / "megatron_checkout", tmp_path / "megatron"))
+    config = megatron / "megatron" / "training" / "config" / "training_config.py"
+    config.write_text(config.read_text() + f"\n{field}\n")
+    return megatron
+
+
+def test_a_gap_of_one_field_leaves_every_other_flag_checked(write_spec: SpecWriter, tmp_path: Path) -> None:
+    """A dataclass field the reader cannot parse hides only its own option strings: those are ACRL-F008's (named, a
+    warning); a typo elsewhere is still ACRL-F004's error with its did-you-mean (issue 15: any gap made every unknown
+    flag unverifiable)."""
+    megatron = _broken_megatron(tmp_path, "    broken_field: int = (1,")
+    flags = {"--no-broken-field": True, "--use-cpu-initializatoin": True, "--use-tensorboard": True}
+    spec = write_spec({"slime": {**CHECKOUTS["slime"], "megatron_dir": str(megatron)}, "extra": {"flags": flags}})
+    with pytest.raises(SpecError) as info:
+        compile_spec(spec, display_name="spec.toml")
+    found = sorted((d.rule, d.severity, d.key) for d in info.value.diagnostics)
+    assert found == [("ACRL-F004", "error", "extra.flags.--use-cpu-initializatoin"),
+                     ("ACRL-F008", "warning", "extra.flags.--no-broken-field")]
+    (typo,) = [d for d in info.value.diagnostics if d.rule == "ACRL-F004"]
+    assert typo.hint == "did you mean --use-cpu-initialization?"
+    (unchecked,) = [d for d in info.value.diagnostics if d.rule == "ACRL-F008"]
+    assert "training_config.py:" in unchecked.message and "--use-tensorboard" not in unchecked.message
+
+
+def test_a_global_gap_names_every_flag_it_could_hide(write_spec: SpecWriter, tmp_path: Path) -> None:
+    """Flag names hidden in a field's metadata could be any flag: every escape-hatch flag not found is unchecked
+    (a warning naming each), none refused."""
+    megatron = _broken_megatron(tmp_path, "    hidden: int = field(default=0, metadata={'argparse_meta': META})")
+    flags = {"--use-cpu-initializatoin": True, "--anything-goes": 1, "--use-tensorboard": True}
+    bundle = compile_spec(write_spec({"slime": {**CHECKOUTS["slime"], "megatron_dir": str(megatron)},
+                                      "extra": {"flags": flags}}))
+    (warning,) = bundle.warnings
+    assert warning.rule == "ACRL-F008" and warning.key == "extra.flags.--use-cpu-initializatoin"
+    assert "extra.flags.--anything-goes" in warning.message and "--use-tensorboard" not in warning.message
+    assert any(n.startswith("a flag not found may still exist: ") and "hidden" in n for n in bundle.notes)

@@ -53,7 +53,7 @@ _SUFFIX = ".acrl-compile"
 _TIMESTAMP_SLACK_NS = 2_000_000_000  # coarser file-system clocks (FAT: 2 s) included
 # Libraries whose code shapes a bundle's bytes (the compiler's own files are added by directory).
 _LIBRARIES = ("attr", "attrs", "cattrs", "jinja2", "markupsafe", "yaml", "tomli_w")
-# .json: the facts a compile reads (model_args/slime_models.json, _slime/sglang/<version>.json)
+# .json: the facts a compile reads (model_args/slime_models.json, _slime/commits/ and _slime/sglang/*.json)
 _CODE_SUFFIXES = (".py", ".jinja", ".so", ".pyd", ".json")
 
 Signature = tuple[int, int, int, int] | None  # (mtime_ns, ctime_ns, size, inode), None: absent

@@ -82,8 +82,8 @@ def _field(obj: Any, table: str, name: str, profile: Mapping[str, str], commit: 
     if "omit_if" in field.metadata and field.metadata["omit_if"] is not attrs.NOTHING \
             and value == field.metadata["omit_if"]:
         return
-    # a key's --sglang-* flag as the targeted sglang names it (--sglang-cuda-graph-max-bs is a deprecated alias of
-    # --sglang-cuda-graph-max-bs-decode in slime 624b824's sglang 0.5.15.post1: compiler/_slime/sglang_stack.py)
+    # a key's --sglang-* flag as the targeted sglang names it (--sglang-cuda-graph-max-bs: a deprecated alias of -decode
+    # in sglang 0.5.15.post1, slime v0.3.1's and 624b824's; compiler/_slime/sglang/index.json via sglang_stack.py)
     flag, key = slime_flag(commit, field.metadata["flag"]), f"{table}.{name}"  # APPEND_FLAGS: once per value
     for tokens in [flag_tokens(flag, v) for v in value] if flag in APPEND_FLAGS else [flag_tokens(flag, value)]:
         if tokens:

@@ -17,6 +17,7 @@ from .._slime.checkout import SLIME_OPTION, SPEC_SLIME, Asked, CheckoutError, lo
 from .._slime.commit_facts import commit_facts
 from .._slime.verify_flags import verify_flags
 from .._spec import profiles
+from .._spec.flags import flags_in
 from .._spec.profiles import DEFAULT_INTEGRATION
 from .._spec.server_groups import SGLANG_CONFIG
 from .._spec.tables import Spec
@@ -39,7 +40,7 @@ from .model_args.resolve import ModelArgs, ModelArgsError, resolve_model_args
 from .model_args.resolve import _config_path as config_path
 from .parse import SpecSource
 from .structure import is_set, structure, unstructure
-from .validate import Context, validate
+from .validate import Context, recorded, validate
 
 # 2: the bundle hash covers every manifest field (_bundle.manifest_hash); 1: only the file list.
 BUNDLE_FORMAT = 2
@@ -134,7 +135,8 @@ def _compile_source(source: SpecSource, strict: bool, target: Target, checkouts:
         raise SpecError([source.diagnostic(key, exc.message, hint=exc.hint)]) from None
     model_args = resolution.model_args
     groups = build_argv(spec, supplied_keys(source, spec))
-    verification = verify_flags(spec, slime, megatron)
+    verification = verify_flags(spec, slime, megatron, {a.flag for g in groups for a in g.args} |
+                                set(flags_in(model_args.args)))
     diagnostics = early + validate(source, Context(spec, model_args, groups, verification.check, resolution,
                                                    verification.where), before_sourcing=False)
     if strict:
@@ -265,7 +267,7 @@ def _manifest(source: SpecSource, spec: Spec, model_args: ModelArgs, warnings: t
                                        Checkout(*model_args.checkout)),
         derived=derived(spec),
         warnings=[ManifestWarning(**attrs.evolve(d, file=manifest_file_name(d.file)).as_json())  # type: ignore[arg-type]
-                  for d in warnings],
+                  for d in recorded(warnings)],  # a rule about this machine's checkout: shown, not kept
         extends=_extends_entries(source) if source.bases else None,
         overrides=[Override(key=key, value=value, from_=origin) for key, value, origin in source.overrides]
         if source.overrides else None,

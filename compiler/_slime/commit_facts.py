@@ -1,7 +1,9 @@
 """The facts acrl ships per slime commit (compiler/_slime/commits/<commit>.json, made by :mod:`.flag_facts` from
 slime's and Megatron-LM's code): the flags each commit accepts, its SGLang version and model scripts. Read lazily,
 one small file per commit asked about; :func:`absent_flags` says which flags a commit lacks and, from the other
-commits' facts, since when."""
+commits' facts, since when. What slime's parse does with each flag (type, choices, default, action, nargs, aliases,
+deprecation: :class:`FlagFact`) is in commits/argparse/<commit>.json, read only when :meth:`CommitFacts.argparse` is
+first asked (an escape-hatch flag's value is checked), so a compile without one never reads it."""
 
 from __future__ import annotations
 
@@ -9,11 +11,30 @@ import functools
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 COMMITS_DIR = Path(__file__).parent / "commits"
+ARGPARSE_DIR = COMMITS_DIR / "argparse"
 # Generated from SGLang's ServerArgs at run time, not defined in slime's or Megatron's source: never "absent".
 GENERATED_PREFIXES = ("--sglang-",)
+
+
+class FlagFact(NamedTuple):
+    """What slime's parse does with one flag at a commit (commits/argparse/<commit>.json, :mod:`.argparse_facts`)."""
+
+    flag: str  # the option string it is recorded under (an alias's flag)
+    owner: str  # "slime" or "megatron": the parser that defines it
+    at: str  # file:line of its definition (a factory field's line, see ``field``)
+    action: str = "store"
+    type: str | None = None  # "int", "float", "str", "json.loads"...: how argparse converts the value
+    nargs: int | str | None = None
+    choices: tuple[Any, ...] | None = None
+    default: Any = None
+    expression: str | None = None  # the default's source text when it is not a literal
+    aliases: tuple[str, ...] = ()
+    field: str | None = None  # Config.field of a flag ArgumentGroupFactory makes
+    reset: str | None = None  # where slime's reset_arg sets the default
+    deprecated: Mapping[str, Any] | None = None  # {"text", "at", "use"?, "refused"?}
 
 
 class CommitFacts(NamedTuple):
@@ -35,6 +56,25 @@ class CommitFacts(NamedTuple):
         """How messages name the commit: its tag, else its first 7 hex digits."""
         return self.tags[0] if self.tags else self.commit[:7]
 
+    def argparse(self, flag: str) -> FlagFact | None:
+        """What slime's parse does with ``flag`` (an alias: with its flag's definition), or None when the commit
+        does not define it or acrl has no such facts of the commit."""
+        records = _argparse(self.commit)
+        record = records.get(flag) if records is not None else None
+        if record is not None and "alias_of" in record:
+            flag, record = record["alias_of"], records.get(record["alias_of"]) if records is not None else None
+        if record is None:
+            return None
+        fields: dict[str, Any] = {k: tuple(v) if k in ("choices", "aliases") else v for k, v in record.items()}
+        return FlagFact(flag=flag, **fields)
+
+    def defined(self, fact: FlagFact) -> str:
+        """Where a flag is defined, as messages say it: "slime 624b824 slime/utils/arguments.py:1129", "Megatron-LM
+        1dcf0daf (slime 624b824's) megatron/training/arguments.py:2168"."""
+        if fact.owner == "slime":
+            return f"slime {self.name} {fact.at}"
+        return f"Megatron-LM {self.megatron_commit[:8]} (slime {self.name}'s) {fact.at}"
+
 
 @functools.cache
 def _files() -> tuple[str, ...]:
@@ -48,6 +88,15 @@ def _load(commit: str) -> CommitFacts:
     return CommitFacts(commit, p["commit_date"], tuple(p["tags"]), frozenset(data["flags"]["slime"]),
                        frozenset(data["flags"]["megatron"]), data["sglang_version"], tuple(data["model_scripts"]),
                        p["megatron"]["commit"])
+
+
+@functools.cache
+def _argparse(commit: str) -> dict[str, dict[str, Any]] | None:
+    path = ARGPARSE_DIR / f"{commit}.json"
+    if not path.is_file():
+        return None
+    records: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))["flags"]
+    return records
 
 
 def commit_facts(commit: str) -> CommitFacts | None:

@@ -6,8 +6,9 @@ every ``add_argument`` call of slime/utils/arguments.py at that commit, and ever
 defines, such as ``--lr``'s 1e-6 at line 880, or adds the flag when none does; recorded with ``"via":
 "reset_arg"``), by flag, with its other option strings,
 its default (a literal; a non-literal default is recorded as its source text under ``"expression"``), its
-``action`` (store_true / store_false defaults are False / True when not written), ``type`` and ``choices`` where
-they are literal, and the line of the call. The integration profiles' slime values (compiler/_spec/profiles.py)
+``action`` (store_true / store_false defaults are False / True when not written; a non-literal action such as
+``argparse.BooleanOptionalAction`` as its source text), ``type`` and ``choices`` where they are literal, and the line
+of the call. The integration profiles' slime values (compiler/_spec/profiles.py)
 are checked against these files by tests/test_profiles.py.
 
 :func:`slime_defaults` is the one reader, for any tool: ``slime_defaults(slime_dir, commit)`` -> {flag: fact}.
@@ -66,6 +67,8 @@ def parse_defaults(source: str) -> dict[str, dict[str, Any]]:
             fact["via"] = "reset_arg"
         if action_ok and isinstance(action, str):
             fact["action"] = action
+        elif not action_ok:  # argparse.BooleanOptionalAction: its source text, as a non-literal type is recorded
+            fact["action"] = ast.unparse(keywords["action"])
         if "default" in keywords:
             ok, value = _literal(keywords["default"])
             if ok:

@@ -9,6 +9,10 @@ version the image is built on (``ARG SGLANG_IMAGE_TAG``); and the model scripts 
 A reader gap is an error: the facts say what exists, so they must be complete. ``--sglang-*`` flags other than
 slime's own are generated from SGLang's ServerArgs at run time and are not in these facts.
 
+Next to it, ``DIR/argparse/<commit>.json`` says what slime's parse does with each of those flags
+(:mod:`.argparse_facts`: owner, definition file:line, action, type, nargs, choices, default, aliases, deprecation),
+one flag a line; it is a file of its own so that a compile reads it only when an escape-hatch flag is checked.
+
 The compile path reads the committed files through :mod:`.commit_facts`; this generator is never imported by it.
 """
 
@@ -24,11 +28,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .argparse_facts import flag_details
 from .model_facts import SLIME_URL, FactsError, _git, _git_dir
 from .source import read_accepted_flags
 
 MEGATRON_URL = "https://github.com/NVIDIA/Megatron-LM"
 DOCKERFILE = "docker/Dockerfile"
+ARGPARSE = "argparse"  # the folder of the per-flag facts, next to the commit files
 _ARG = r"^ARG[ \t]+{}=(\S+)[ \t]*$"
 
 
@@ -45,8 +51,9 @@ def _extract(git_dir: Path, commit: str, paths: Sequence[str], into: Path) -> No
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
 
 
-def commit_flags(slime_git: Path, megatron_git: Path, commit: str, argv: Sequence[str]) -> dict[str, Any]:
-    """The facts of one slime commit (a full hash)."""
+def commit_flags(slime_git: Path, megatron_git: Path, commit: str,
+                 argv: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The facts of one slime commit (a full hash), and what its parse does with each flag."""
     dockerfile = _git(slime_git, "show", f"{commit}:{DOCKERFILE}").decode()
     megatron_commit = _dockerfile_arg(dockerfile, "MEGATRON_COMMIT", commit)
     patch_version = _dockerfile_arg(dockerfile, "PATCH_VERSION", commit)
@@ -76,29 +83,50 @@ def commit_flags(slime_git: Path, megatron_git: Path, commit: str, argv: Sequenc
             raise FactsError(f"the flags of slime {commit[:12]} + Megatron-LM {megatron_commit[:12]} could not all be "
                              "read: " + "; ".join(both.gaps))
         scripts = sorted(p.name.removesuffix(".sh") for p in (slime / "scripts" / "models").glob("*.sh"))
+        slime_files = dict(slime_only.files)
+        details = flag_details(slime, slime_files, megatron, [f for f, _ in both.files if f not in slime_files],
+                               set(both.flags))
     date = _git(slime_git, "show", "-s", "--format=%cI", commit).decode().strip()
     tags = sorted(_git(slime_git, "tag", "--points-at", commit).decode().split())
-    return {
-        "provenance": {"repository": SLIME_URL, "commit": commit, "commit_date": date, "tags": tags,
-                       "megatron": {"repository": MEGATRON_URL, "commit": megatron_commit, "patches": applied},
-                       "generator": " ".join(["python -m acrl.compiler._slime.flag_facts", *argv])},
+    provenance = {"repository": SLIME_URL, "commit": commit, "commit_date": date, "tags": tags,
+                  "megatron": {"repository": MEGATRON_URL, "commit": megatron_commit, "patches": applied},
+                  "generator": " ".join(["python -m acrl.compiler._slime.flag_facts", *argv])}
+    facts = {
+        "provenance": provenance,
         "sglang_version": re.sub(r"-cu\d+$", "", image).removeprefix("v"),
         "flags": {"slime": sorted(slime_only.flags), "megatron": sorted(both.flags - slime_only.flags)},
         "model_scripts": scripts,
     }
+    return facts, {"provenance": {**provenance, "read": READ}, "flags": details}
+
+
+READ = ("slime's add_argument / reset_arg calls of every slime/**/arguments*.py (acrl.compiler._slime.default_facts); "
+        "Megatron-LM's add_argument calls and ArgumentGroupFactory dataclass fields (acrl.compiler._slime."
+        "megatron_defaults); deprecations from their help, dest and validation messages (acrl.compiler._slime."
+        "deprecations)")
+
+
+def dumps_details(data: dict[str, Any]) -> str:
+    """The argparse facts as JSON, one flag a line (compact, and a diff shows which flags changed)."""
+    lines = [f"  {json.dumps(flag)}: {json.dumps(record, ensure_ascii=False, separators=(',', ':'))}"
+             for flag, record in data["flags"].items()]
+    return ("{\n \"provenance\": " + json.dumps(data["provenance"], ensure_ascii=False) + ",\n \"flags\": {\n"
+            + ",\n".join(lines) + "\n }\n}\n")
 
 
 def generate(slime_dir: Path, megatron_dir: Path, revs: Sequence[str], out_dir: Path,
              argv: Sequence[str]) -> list[Path]:
     slime_git, megatron_git = _git_dir(slime_dir), _git_dir(megatron_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / ARGPARSE).mkdir(parents=True, exist_ok=True)
     written = []
     for rev in revs:
         commit = _git(slime_git, "rev-parse", "--verify", f"{rev}^{{commit}}").decode().strip()
-        facts = commit_flags(slime_git, megatron_git, commit, argv)
+        facts, details = commit_flags(slime_git, megatron_git, commit, argv)
         path = out_dir / f"{commit}.json"
         path.write_text(json.dumps(facts, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        written.append(path)
+        detail_path = out_dir / ARGPARSE / f"{commit}.json"
+        detail_path.write_text(dumps_details(details), encoding="utf-8")
+        written += [path, detail_path]
     return written
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -35,7 +36,8 @@ from typing import Any
 
 from .default_facts import parse_defaults
 from .model_facts import FactsError, _git, _git_dir, facts_main
-from .scan import Reader, _dict_get
+from .scan import Reader, _Source
+from .scan_fields import Unreadable, dict_get
 
 MEGATRON_URL = "https://github.com/NVIDIA/Megatron-LM"
 ENTRY = "megatron/training/arguments.py"
@@ -53,35 +55,62 @@ def _literal(node: ast.expr | None) -> Any:
         return _MISSING
 
 
-def _kind(annotation: ast.expr) -> str | None:
-    """int / float / str / bool of an annotation as ``_extract_type`` reads it (Optional[X], list[X], Literal[...]),
-    else None (an Enum or anything else)."""
+def _extracted(annotation: ast.expr) -> dict[str, Any]:
+    """What ``_extract_type`` (Megatron 1dcf0daf megatron/training/argument_utils.py:90-127) makes of an annotation:
+    ``{"type": int / float / str / bool}`` (else no "type": an Enum, read by the reader, or anything else), with
+    ``"nargs": "+"`` for ``list[X]`` and ``"choices"`` for ``Literal[...]``; ``Optional[X]`` and ``X | None`` are
+    X's."""
     if isinstance(annotation, ast.Name):
-        return annotation.id if annotation.id in _KINDS else None
+        return {"type": annotation.id} if annotation.id in _KINDS else {}
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
         try:
-            return _kind(ast.parse(annotation.value, mode="eval").body)
+            return _extracted(ast.parse(annotation.value, mode="eval").body)
         except SyntaxError:
-            return None
+            return {}
     if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):  # X | None
         sides = [s for s in (annotation.left, annotation.right)
                  if not (isinstance(s, ast.Constant) and s.value is None)]
-        return _kind(sides[0]) if len(sides) == 1 else None
+        return _extracted(sides[0]) if len(sides) == 1 else {}
     if isinstance(annotation, ast.Subscript):
         outer = ast.unparse(annotation.value).rsplit(".", 1)[-1]
         inner = annotation.slice
-        if outer in ("Optional", "list", "List"):
-            return _kind(inner)
+        if outer == "Optional":
+            return _extracted(inner)
+        if outer in ("list", "List"):
+            found = _extracted(inner)
+            return {**found, "nargs": "+"} if found else {}
         if outer == "Literal":
             values = [e.value for e in (inner.elts if isinstance(inner, ast.Tuple) else [inner])
                       if isinstance(e, ast.Constant)]
             kinds = {type(v).__name__ for v in values}
-            return kinds.pop() if len(kinds) == 1 and next(iter(kinds)) in _KINDS else None
+            if len(kinds) == 1 and next(iter(kinds)) in _KINDS:
+                return {"type": kinds.pop(), "choices": values}
+    return {}
+
+
+def _kind(annotation: ast.expr) -> str | None:
+    """int / float / str / bool of an annotation as ``_extract_type`` reads it (Optional[X], list[X], Literal[...]),
+    else None (an Enum or anything else)."""
+    kind = _extracted(annotation).get("type")
+    return kind if isinstance(kind, str) else None
+
+
+def _enum_name(annotation: ast.expr) -> str | None:
+    """The class name of an annotation that may be an Enum (``X``, ``Optional[X]``, ``X | None``), else None."""
+    if isinstance(annotation, ast.Name):
+        return None if annotation.id in _KINDS else annotation.id
+    if isinstance(annotation, ast.Subscript) and ast.unparse(annotation.value).rsplit(".", 1)[-1] == "Optional":
+        return _enum_name(annotation.slice)
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        sides = [s for s in (annotation.left, annotation.right)
+                 if not (isinstance(s, ast.Constant) and s.value is None)]
+        return _enum_name(sides[0]) if len(sides) == 1 else None
     return None
 
 
 def field_fact(stmt: ast.AnnAssign) -> dict[str, Any]:
-    """What ``ArgumentGroupFactory`` gives one dataclass field: {"default" | "expression", "action"?, "type"?}."""
+    """What ``ArgumentGroupFactory`` gives one dataclass field: {"default" | "expression", "action"?, "type"?,
+    "nargs"?, "choices"?}; ``argparse_meta``'s keys win (argument_utils.py:175-177)."""
     value = stmt.value
     default: Any = _literal(value)
     meta: ast.expr | None = None
@@ -93,16 +122,16 @@ def field_fact(stmt: ast.AnnAssign) -> dict[str, Any]:
             default = {"list": [], "dict": {}, "tuple": (), "set": []}[factory.id]
         elif "default" not in keywords:
             value = factory
-        meta = _dict_get(keywords.get("metadata"), "argparse_meta")
-    kind = _kind(stmt.annotation)
+        meta = dict_get(keywords.get("metadata"), "argparse_meta")
+    shape = _extracted(stmt.annotation)
     if default is _MISSING and isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) \
             and isinstance(stmt.annotation, ast.Name) and value.value.id == stmt.annotation.id:
-        default, kind = value.attr, "str"  # an Enum member: the flag takes its name
+        default, shape = value.attr, {"type": "str"}  # an Enum member: the flag takes its name
     fact: dict[str, Any] = {}
-    if kind == "bool":
+    if shape.get("type") == "bool" and "nargs" not in shape:
         fact["action"] = "store_true" if default is False else "store_false"
-    elif kind is not None:
-        fact["type"] = kind
+    else:
+        fact.update(shape)
     if meta is not None and isinstance(meta, ast.Dict):
         for key, node in zip(meta.keys, meta.values, strict=True):
             name = key.value if isinstance(key, ast.Constant) else None
@@ -111,8 +140,12 @@ def field_fact(stmt: ast.AnnAssign) -> dict[str, Any]:
                 value = node
             elif name == "action" and isinstance(_literal(node), str):
                 fact["action"] = _literal(node)
-            elif name == "type" and isinstance(node, ast.Name):
-                fact["type"] = node.id
+            elif name == "type":
+                fact["type"] = node.id if isinstance(node, ast.Name) else ast.unparse(node)
+            elif name in ("nargs", "choices"):
+                literal = _literal(node)
+                fact[name] = ast.unparse(node) if literal is _MISSING else \
+                    list(literal) if isinstance(literal, tuple) else literal
     if default is _MISSING:
         fact["expression"] = ast.unparse(value) if value is not None else "(no default)"
     else:
@@ -121,23 +154,66 @@ def field_fact(stmt: ast.AnnAssign) -> dict[str, Any]:
 
 
 class _DefaultsReader(Reader):
-    """:class:`.scan.Reader`, recording each factory-made flag's fact as it names the flags."""
+    """:class:`.scan.Reader`, recording each factory-made flag's fact as it names the flags: with the file and line
+    of its field and, for an Enum field, the member names it takes (``enum_type_handler``: ``config_type[cli_arg]``,
+    ``choices=list(config_type)``)."""
 
     def __init__(self, roots: tuple[Path, ...]) -> None:
         super().__init__(roots)
         self.facts: dict[str, dict[str, Any]] = {}
+        self._origin: dict[int, tuple[_Source, int]] = {}  # id(field statement) -> the class that declares it
+
+    def fields(self, source: _Source, pos: int,
+               seen: set[tuple[Path, int]]) -> dict[str, ast.AnnAssign | Unreadable]:
+        found = super().fields(source, pos, seen)
+        for stmt in found.values():  # the bases' fields were recorded by the calls for the bases
+            self._origin.setdefault(id(stmt), (source, pos))
+        return found
 
     def field_flags(self, stmt: ast.AnnAssign, where: str) -> set[str]:
         names = super().field_flags(stmt, where)
         fact = {"where": where.split(": ", 1)[1] if ": " in where else where, **field_fact(stmt)}
+        origin = self._origin.get(id(stmt))
+        if origin is not None and isinstance(stmt.target, ast.Name):
+            source, pos = origin
+            found = re.compile(rf"^[ \t]+{stmt.target.id}[ \t]*:", re.M).search(source.text, pos)
+            line = source.text.count("\n", 0, found.start() if found else pos) + 1
+            root = next((r for r in self.roots if source.path.is_relative_to(r)), source.path.parent)
+            fact["at"] = f"{source.path.relative_to(root).as_posix()}:{line}"
+            enum = _enum_name(stmt.annotation)
+            members = self.enum_members(source, enum) if enum and "choices" not in fact else None
+            if members is not None:
+                fact.update(type="str", choices=members)
+        if "type" not in fact and "action" not in fact:  # neither a kind nor an Enum read: the annotation, not guessed
+            fact["type"] = ast.unparse(stmt.annotation)
+        fact["names"] = sorted(names)
         for name in sorted(names):
             self.facts.setdefault(name, fact)
         return names
 
+    def enum_members(self, source: _Source, name: str) -> list[str] | None:
+        """The member names of ``class name(...Enum)`` found from ``source``'s imports, else None."""
+        found = self.find_class(source, name)
+        if found is None:
+            return None
+        try:
+            tree = ast.parse(found[0].text)
+        except SyntaxError:
+            return None
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                if not any(ast.unparse(b).rsplit(".", 1)[-1].endswith("Enum") for b in node.bases):
+                    return None
+                return [t.id for stmt in node.body if isinstance(stmt, ast.Assign) for t in stmt.targets
+                        if isinstance(t, ast.Name) and not t.id.startswith("_")]
+        return None
 
-def megatron_defaults(megatron_dir: Path | str) -> dict[str, dict[str, Any]]:
+
+def megatron_defaults(megatron_dir: Path | str, *, detail: bool = False) -> dict[str, dict[str, Any]]:
     """Megatron-LM's flag defaults of the tree ``megatron_dir``: {flag: {"default" | "expression", "via", ...}},
-    sorted by flag. Raises FactsError when megatron/training/arguments.py is not there."""
+    sorted by flag; with ``detail``, a factory-made flag's fact also says where its field is (``"at"``: file:line)
+    and all the option strings the factory gives it (``"names"``). Raises FactsError when
+    megatron/training/arguments.py is not there."""
     root = Path(megatron_dir)
     entry = root / ENTRY
     if not entry.is_file():
@@ -156,9 +232,10 @@ def megatron_defaults(megatron_dir: Path | str) -> dict[str, dict[str, Any]]:
             for alias in fact.get("aliases", ()):
                 if alias.startswith("--"):
                     out.setdefault(alias, out[flag])
+    hidden = {"where"} if detail else {"where", "at", "names"}
     for flag, fact in reader.facts.items():
         out.setdefault(flag, {"via": f"ArgumentGroupFactory {fact['where']}",
-                              **{k: v for k, v in fact.items() if k != "where"}})
+                              **{k: v for k, v in fact.items() if k not in hidden}})
     return dict(sorted(out.items()))
 
 

@@ -5,13 +5,19 @@ Megatron's ``arguments.py`` alone is over 200k. A regex scanner that skips strin
 finds the call sites and class bodies instead, and ``ast`` reads only the small pieces (literals,
 factory calls, dataclass fields). Being textual, the scan never fails on syntax the running Python
 does not know (e.g. 3.12 f-strings); a piece ``ast`` cannot read is reported as a gap.
+
+A gap is scoped to the flags it could hide where those are known: a dataclass field that cannot be read hides
+only the option strings the factory would make of its name (:func:`.scan_fields.option_names`), unless its text
+has metadata. Every other gap could hide any flag: a file that cannot be read or a module that is not found (any
+``add_argument``), a factory call or dataclass that cannot be read or found, a base class that cannot be found
+(the fields it adds could have any name), and flag names in metadata that are not literals (``arg_names`` can be
+anything).
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-import keyword
 import re
 import warnings
 from pathlib import Path
@@ -19,28 +25,9 @@ from pathlib import Path
 import attrs
 
 from .._pipeline.bundle import read_input
+from .scan_fields import Unreadable, dict_get, option_names, own_fields
+from .scan_patterns import ADD_ARGS_FUNC, BOOL_ACTION, BRACKETS, CALLS, CLASS, IMPORT, PIECE, POSITIONAL
 
-_SQ = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|' + r"'[^'\\\n]*(?:\\.[^'\\\n]*)*'"
-_TQ = r'"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""|' + r"'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'''"
-_SKIP = rf"{_TQ}|{_SQ}|#[^\n]*"  # strings and comments, consumed whole so nothing inside them matches
-_LIT = rf"[rRuU]?(?:{_SQ})"
-_GAP = r"(?:\s|#[^\n]*|\\\n)*"
-# The leading lookaheads let the regex engine skip uninteresting characters in C (~4x faster).
-_CALLS = re.compile(
-    rf"(?=[\"'#aAr])(?:{_SKIP}|(?P<head>add_argument|reset_arg|ArgumentGroupFactory)\s*\()", re.S
-)
-_POSITIONAL = re.compile(
-    rf"{_GAP}(?:(?P<lits>{_LIT}(?:{_GAP}{_LIT})*)|[A-Za-z_][\w.]*){_GAP}(?P<end>[,)])", re.S
-)
-_PIECE = re.compile(_LIT, re.S)
-_BRACKETS = re.compile(rf"(?=[\"'#(\[{{)\]}}])(?:{_SKIP}|(?P<open>[(\[{{])|(?P<close>[)\]}}]))", re.S)
-_BOOL_ACTION = re.compile(r"\baction\s*=\s*(?:\w+\s*\.\s*)*BooleanOptionalAction\b")
-_LINES = re.compile(
-    rf"(?=[\"'#\n])(?:{_SKIP}|\n(?P<ind>[ \t]*)(?=(?P<field>[A-Za-z_]\w*)[ \t]*:(?!=)|[^\s#)\]}}]))", re.S
-)
-_CLASS = r"class[ \t]+{}\b[ \t]*(?:\((?P<bases>[^()]*(?:\([^()]*\)[^()]*)*)\))?[ \t]*:"
-_IMPORT = re.compile(r"from[ \t]+(?P<mod>\.*[\w.]*)[ \t]+import[ \t]+(?P<names>\([^)]*\)|[^\n]*)")
-_ADD_ARGS_FUNC = re.compile(r"_?add_\w*arg")
 _PLAIN_BASES = frozenset({"object", "ABC", "Generic", "Protocol"})
 _BOOL_TYPES = frozenset(
     {"bool", "Optional[bool]", "typing.Optional[bool]", "bool|None", "None|bool", "Union[bool,None]"}
@@ -62,7 +49,7 @@ class _Source:
     sha256: str
     calls: tuple[frozenset[str], tuple[tuple[int, int, str], ...]] | None = None
     imports: dict[str, list[str]] | None = None
-    own_fields: dict[int, tuple[dict[str, ast.AnnAssign], list[str]]] = attrs.Factory(dict)
+    own_fields: dict[int, dict[str, ast.AnnAssign | Unreadable]] = attrs.Factory(dict)
 
     def where(self, pos: int) -> str:
         line = self.text.count("\n", 0, pos) + 1
@@ -88,7 +75,7 @@ def _load(path: Path) -> _Source | None:
 def _call_end(text: str, open_pos: int) -> int:
     """The offset just past the bracket matching the one at ``open_pos``."""
     depth = 0
-    for m in _BRACKETS.finditer(text, open_pos):
+    for m in BRACKETS.finditer(text, open_pos):
         depth += 1 if m["open"] else -1 if m["close"] else 0
         if depth == 0:
             return m.end()
@@ -105,7 +92,7 @@ def _literal(node: ast.expr | None, fallback: object) -> object:
 def _decode(lits: str) -> str | None:
     """The value of adjacent string literals, e.g. ``"--a" '-b'`` -> ``--a-b``."""
     parts = []
-    for piece in _PIECE.findall(lits):
+    for piece in PIECE.findall(lits):
         if "\\" not in piece:
             parts.append(piece[1:-1] if piece[0] in "'\"" else piece[2:-1])
             continue
@@ -122,7 +109,7 @@ def _scan_calls(text: str) -> tuple[frozenset[str], tuple[tuple[int, int, str], 
     """Option strings of the ``add_argument``/``reset_arg`` calls; the ``ArgumentGroupFactory`` calls."""
     flags: set[str] = set()
     factories = []
-    for m in _CALLS.finditer(text):
+    for m in CALLS.finditer(text):
         head, start = m["head"], m.start()
         if head is None or (head == "reset_arg" and re.match(r"\w", text[start - 1 : start])):
             continue
@@ -133,7 +120,7 @@ def _scan_calls(text: str) -> tuple[frozenset[str], tuple[tuple[int, int, str], 
                 factories.append((start, _call_end(text, m.end() - 1), callee))
             continue
         names, pos = [], m.end()
-        while (arg := _POSITIONAL.match(text, pos)) is not None:
+        while (arg := POSITIONAL.match(text, pos)) is not None:
             pos = arg.end()
             if arg["lits"] and (value := _decode(arg["lits"])) and value.startswith("-"):
                 names.append(value)
@@ -144,7 +131,7 @@ def _scan_calls(text: str) -> tuple[frozenset[str], tuple[tuple[int, int, str], 
         if (
             names
             and "BooleanOptionalAction" in text[pos : pos + 4000]
-            and _BOOL_ACTION.search(text, pos, _call_end(text, m.end() - 1))
+            and BOOL_ACTION.search(text, pos, _call_end(text, m.end() - 1))
         ):
             flags.update("--no-" + n[2:] for n in names if n.startswith("--"))
     return frozenset(flags), tuple(factories)
@@ -158,11 +145,16 @@ class Reader:
         self.flags: set[str] = set()
         self.files: dict[str, str] = {}
         self.gaps: list[str] = []
+        self.scopes: dict[str, frozenset[str]] = {}  # a gap -> the only flags it could hide; absent: any flag
         self.scanned: set[Path] = set()
+        self.defined: dict[Path, frozenset[str]] = {}  # a file -> the flags its add_argument calls define
 
-    def gap(self, message: str) -> None:
+    def gap(self, message: str, flags: frozenset[str] | None = None) -> None:
+        """Record what could not be read: ``flags`` are the only flags it could hide, None when any flag."""
         if message not in self.gaps:
             self.gaps.append(message)
+            if flags is not None:
+                self.scopes[message] = flags
 
     def load(self, path: Path) -> _Source | None:
         source = _load(path)
@@ -183,10 +175,11 @@ class Reader:
         if source.calls is None:
             source.calls = _scan_calls(source.text)
         self.flags |= source.calls[0]
+        self.defined[path] = source.calls[0]
         for start, end, callee in source.calls[1]:
             self.factory(source, start, end, callee)
         for local, specs in self.imports(source).items() if follow else ():
-            if _ADD_ARGS_FUNC.match(local) and re.search(rf"\b{local}\s*\(", source.text):
+            if ADD_ARGS_FUNC.match(local) and re.search(rf"\b{local}\s*\(", source.text):
                 for spec in specs:
                     if (target := self.module_file(source, spec)) is None:
                         self.gap(f"{source.path.name} calls {local} from {spec}, which was not found")
@@ -197,7 +190,7 @@ class Reader:
         """Local name -> ``module:name`` for every ``from module import ...`` in the file."""
         if source.imports is None:
             source.imports = {}
-            for m in _IMPORT.finditer(source.text):
+            for m in IMPORT.finditer(source.text):
                 if not _at_line_start(source.text, m.start()):
                     continue
                 for part in re.sub(r"#[^\n]*", "", m["names"]).strip("()").split(","):
@@ -221,7 +214,7 @@ class Reader:
 
     def find_class(self, source: _Source, name: str, depth: int = 0) -> tuple[_Source, int] | None:
         """The file and offset of the top-level ``class name``, following imports (``*`` too)."""
-        for m in re.finditer(_CLASS.format(re.escape(name)), source.text):
+        for m in re.finditer(CLASS.format(re.escape(name)), source.text):
             if not m.start() or source.text[m.start() - 1] == "\n":
                 return source, m.start()
         imports = self.imports(source)
@@ -271,17 +264,23 @@ class Reader:
         skip = set(excluded) if isinstance(excluded, list | tuple | set) else set()  # unreadable: keep all
         label = f"{source.where(start)}: {ast.unparse(config)}"
         for name, stmt in self.fields(*found, seen=set()).items():
-            if name not in skip:
+            if name in skip:
+                continue
+            if isinstance(stmt, Unreadable):  # it hides its own option strings, or any with metadata (arg_names)
+                self.gap(stmt.why, None if stmt.metadata else option_names(name))
+            else:
                 self.flags |= self.field_flags(stmt, f"{label}.{name}")
 
-    def fields(self, source: _Source, pos: int, seen: set[tuple[Path, int]]) -> dict[str, ast.AnnAssign]:
-        """The dataclass fields of the class at ``pos``, bases first, like ``dataclasses.fields``."""
+    def fields(self, source: _Source, pos: int,
+               seen: set[tuple[Path, int]]) -> dict[str, ast.AnnAssign | Unreadable]:
+        """The dataclass fields of the class at ``pos``, bases first, like ``dataclasses.fields``. A base class
+        that cannot be read or found is a gap of any flag: the fields it adds could have any name."""
         if (source.path, pos) in seen:
             return {}
         seen.add((source.path, pos))
-        header = re.compile(_CLASS.format(r"\w+")).match(source.text, pos)
+        header = re.compile(CLASS.format(r"\w+")).match(source.text, pos)
         assert header is not None  # find_class matched the same pattern here
-        fields: dict[str, ast.AnnAssign] = {}
+        fields: dict[str, ast.AnnAssign | Unreadable] = {}
         try:
             stub = ast.parse(f"class _C({header['bases'] or ''}): pass").body[0]
         except SyntaxError:
@@ -297,11 +296,8 @@ class Reader:
             else:
                 fields.update(self.fields(*found, seen=seen))
         if header.end() not in source.own_fields:
-            source.own_fields[header.end()] = _own_fields(source, header.end())
-        own, problems = source.own_fields[header.end()]
-        for problem in problems:
-            self.gap(problem)
-        return fields | own
+            source.own_fields[header.end()] = own_fields(source.text, header.end(), source.where)
+        return fields | source.own_fields[header.end()]
 
     def field_flags(self, stmt: ast.AnnAssign, where: str) -> set[str]:
         """The option strings ``ArgumentGroupFactory`` makes of one dataclass field."""
@@ -331,8 +327,8 @@ class Reader:
             if "metadata" in keywords:
                 # ArgumentGroupFactory names the flag after the field, then applies argparse_meta: only "arg_names"
                 # renames it (Megatron 1dcf0daf argument_utils.py:136-188); {"default": None} keeps the names.
-                meta = _dict_get(keywords["metadata"], "argparse_meta")
-                names = _literal(names_node := _dict_get(meta, "arg_names"), None)
+                meta = dict_get(keywords["metadata"], "argparse_meta")
+                names = _literal(names_node := dict_get(meta, "arg_names"), None)
                 if isinstance(names, list | tuple) and names and all(isinstance(n, str) for n in names):
                     return set(names)
                 readable = isinstance(keywords["metadata"], ast.Dict) and (
@@ -347,53 +343,3 @@ class Reader:
         if default is _MISSING:
             return {flag} | negative
         return {flag} if isinstance(default, bool | int | float) and not default else negative
-
-
-def _dict_get(node: ast.expr | None, key: str) -> ast.expr | None:
-    """The value under a string key of a dict display, else None."""
-    if isinstance(node, ast.Dict):
-        for k, v in zip(node.keys, node.values, strict=True):
-            if isinstance(k, ast.Constant) and k.value == key:
-                return v
-    return None
-
-
-def _own_fields(source: _Source, body_start: int) -> tuple[dict[str, ast.AnnAssign], list[str]]:
-    """The annotated assignments a class body declares itself, and what could not be read.
-
-    The statements at the body's indentation split it; only the ``name: ...`` ones (each with the
-    docstring after it) are parsed, so methods, however long, are skipped.
-    """
-    text, indent, start = source.text, None, None
-    segments: list[tuple[int, int]] = []
-    for m in _LINES.finditer(text, body_start):
-        if m["ind"] is None:
-            continue
-        indent = m["ind"] if indent is None else indent
-        if len(m["ind"]) > len(indent):
-            continue
-        if start is not None:
-            segments.append((start, m.start() + 1))
-            start = None
-        if not indent or len(m["ind"]) < len(indent):
-            break
-        if m["field"] and not keyword.iskeyword(m["field"]):
-            start = m.start() + 1
-    if start is not None:
-        segments.append((start, len(text)))
-    fields: dict[str, ast.AnnAssign] = {}
-    problems: list[str] = []
-    try:
-        trees = [ast.parse("class _C:\n" + "".join(text[a:b] for a, b in segments))]
-    except SyntaxError:
-        trees = []
-        for a, b in segments:
-            try:
-                trees.append(ast.parse("class _C:\n" + text[a:b]))
-            except SyntaxError:
-                problems.append(f"{source.where(a)}: cannot read this dataclass field")
-    for tree in trees:
-        for stmt in tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else ():
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                fields[stmt.target.id] = stmt
-    return fields, problems

@@ -14,10 +14,16 @@ checkout) with ``ast`` (:mod:`.sglang_args`; sglang is never imported) and write
   file (the wheel's git blob id must be the first patch's base: the same source as the image's), and ``slime``: the
   ``skipped_args`` and slime's own ``--sglang-*`` flags of slime/backends/sglang_utils/arguments.py.
 
+The patches are slime's, so the facts belong to a slime commit, not to an sglang version (v0.3.1 and 624b824 run
+the same wheel, patched differently). With ``--slime``, OUT may be a directory: the facts go to
+``OUT/<slime commit>.json`` and ``OUT/index.json`` is rewritten from every such file there (:func:`index_text`:
+per commit its sglang version and the deprecated aliases the compiler renames, so that a compile reads the small
+index and not the big files). ``--index DIR`` only rewrites DIR's index.
+
 The provenance names the version, the wheel's file name and sha256, the git blob ids, the slime commit and the
 command (the wheel as ``WHEELS/<file name>``, the checkout as ``SLIME_DIR``). The project's copies are
-compiler/_slime/sglang/<version>.json (docs/reference-notes: "sglang facts"); the compiler reads them through
-:mod:`.sglang_stack`. Never imported by the compile path.
+compiler/_slime/sglang/<slime commit>.json and index.json (docs/spec.md, "The SGLang slime runs"); the compiler
+reads them through :mod:`.sglang_stack`. Never imported by the compile path.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from typing import Any
 
 from .model_facts import SLIME_URL, FactsError, _git, _git_dir
 from .sglang_args import SlimeSglangError, read_server_args, read_slime_side
+from .sglang_stack import INDEX, SglangFile
 
 GENERATOR = "python -m acrl.compiler._slime.sglang_facts"
 SERVER_ARGS = "sglang/srt/server_args.py"
@@ -170,26 +177,69 @@ def dumps(data: dict[str, Any]) -> str:
     return f'{text[:-2]},\n "arguments": [\n{rows}\n ]\n}}\n'
 
 
+def index_text(folder: Path) -> str:
+    """The index of ``folder``'s facts files (each ``<slime commit>.json``, named by its provenance): per commit, the
+    sglang version and :meth:`.SglangFile.aliases`."""
+    commits: dict[str, dict[str, Any]] = {}
+    for path in sorted(folder.glob("*.json")):
+        if path.name == INDEX:
+            continue
+        data = json.loads(path.read_text(encoding="utf-8"))
+        commit = data.get("provenance", {}).get("slime", {}).get("commit")
+        if not commit:
+            raise FactsError(f"{path}: facts made without --slime belong to no slime commit; move it out of {folder}")
+        if commit != path.stem:
+            raise FactsError(f"{path}: the facts of slime commit {commit} must be named {commit}.json (the compiler "
+                             "looks them up by that name); regenerate them with -o FOLDER")
+        commits[commit] = {"sglang_version": data["provenance"]["sglang_version"],
+                           "aliases": SglangFile(data).aliases()}
+    about = (f"made by {GENERATOR} (-o DIR, or --index DIR) from the <slime commit>.json files next to it: per slime "
+             "commit, the sglang version its image runs and the --sglang-* flags that sglang keeps only as "
+             "deprecated aliases of another (what acrl passes instead)")
+    return json.dumps({"about": about, "commits": commits}, indent=1, ensure_ascii=False) + "\n"
+
+
+def _write(data: dict[str, Any], out: Path) -> Path:
+    """Write ``data`` to ``out``, or into the folder ``out`` as <slime commit>.json and rewrite its index."""
+    if not out.is_dir():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(dumps(data), encoding="utf-8")
+        return out
+    if "slime" not in data["provenance"]:
+        raise FactsError(f"{out} is a folder: its files are named by slime commit, so give --slime SLIME_DIR "
+                         "--commit REV (or -o FILE)")
+    path = out / f"{data['provenance']['slime']['commit']}.json"
+    path.write_text(dumps(data), encoding="utf-8")
+    (out / INDEX).write_text(index_text(out), encoding="utf-8")
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog=GENERATOR, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("source", metavar="WHEEL_OR_DIR", type=Path, help="an sglang wheel, or a directory")
+    parser.add_argument("source", metavar="WHEEL_OR_DIR", type=Path, nargs="?", help="an sglang wheel, or a directory")
     parser.add_argument("--version", help="the sglang version (default: the wheel's metadata)")
     parser.add_argument("--slime", type=Path, metavar="SLIME_DIR", help="slime work tree or git directory")
     parser.add_argument("--commit", help="the slime commit whose Dockerfile and patches to read (default: HEAD)")
-    parser.add_argument("-o", "--out", type=Path, required=True, help="the JSON file to write")
+    parser.add_argument("-o", "--out", type=Path, help="the JSON file to write, or a folder (with --slime): "
+                        "FOLDER/<slime commit>.json, and FOLDER/index.json rewritten")
+    parser.add_argument("--index", type=Path, metavar="DIR", help="only rewrite DIR/index.json from DIR's files")
     parsed = parser.parse_args(args)
-    shown = [f"WHEELS/{parsed.source.name}" if a == str(parsed.source) else
+    if (parsed.index is None) == (parsed.source is None or parsed.out is None):
+        parser.error("give WHEEL_OR_DIR and -o OUT, or --index DIR alone")
+    shown = [f"WHEELS/{parsed.source.name}" if parsed.source is not None and a == str(parsed.source) else
              "SLIME_DIR" if parsed.slime is not None and a == str(parsed.slime) else a for a in args]
     try:
+        if parsed.index is not None:
+            (parsed.index / INDEX).write_text(index_text(parsed.index), encoding="utf-8")
+            print(parsed.index / INDEX)
+            return 0
         data = generate(parsed.source, parsed.version, parsed.slime, parsed.commit, shown)
+        print(_write(data, parsed.out))
     except FactsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    parsed.out.parent.mkdir(parents=True, exist_ok=True)
-    parsed.out.write_text(dumps(data), encoding="utf-8")
-    print(parsed.out)
     return 0
 
 

@@ -17,16 +17,21 @@ The scanning itself (regexes that skip strings and comments, ``ast`` on the smal
 ``scan``.
 
 What cannot be enumerated is reported, never guessed. ``--sglang-*`` and ``--router-*`` flags are
-generated at run time from sglang's ``ServerArgs``/``RouterArgs``: unverifiable prefixes. Gaps
-(no Megatron checkout, a factory dataclass or an imported ``add_*args`` module that cannot be
-found, a field that cannot be read) make every flag not found "unverifiable" instead of
-"unknown", since it may come from the part that could not be read.
+generated at run time from sglang's ``ServerArgs``/``RouterArgs``: unverifiable prefixes. A gap (what
+could not be read: ``scan``'s docstring lists them) makes a flag not found "unverifiable" instead of
+"unknown" only when the gap could hide it: an unreadable dataclass field hides the option strings of
+its name; no Megatron checkout, a file that cannot be read, a module, factory dataclass or base class
+that cannot be found, or flag names hidden in metadata could hide any flag, so they stay global.
+
+An unknown flag that is a prefix of accepted ones carries its :class:`.flag_verdict.Abbreviation`:
+slime's parsers do not expand it, but its sglang parser does (the flags read from
+slime/backends/sglang_utils/arguments.py, with the ``--sglang-*`` family and, where that file calls
+``RouterArgs.add_cli_args``, the ``--router-*`` one); :mod:`.flag_verdict` says why.
 """
 
 from __future__ import annotations
 
 import difflib
-import enum
 import os
 import re
 from pathlib import Path
@@ -34,6 +39,7 @@ from pathlib import Path
 import attrs
 
 from .._pipeline.bundle import read_input
+from .flag_verdict import MEGATRON_FILE, SGLANG_FILE, FlagCheck, FlagStatus, abbreviation
 from .scan import Reader
 
 __all__ = [
@@ -50,24 +56,6 @@ UNVERIFIED_PREFIXES = ("--router-", "--sglang-")
 _HEX = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 
-class FlagStatus(enum.Enum):
-    """What the checkouts say about one flag."""
-
-    KNOWN = "known"
-    UNKNOWN = "unknown"
-    UNVERIFIABLE = "unverifiable"
-
-
-@attrs.frozen
-class FlagCheck:
-    """The verdict on one flag, with close matches among the accepted flags."""
-
-    flag: str
-    status: FlagStatus
-    suggestions: tuple[str, ...] = ()
-    reason: str = ""
-
-
 @attrs.frozen
 class AcceptedFlags:
     """Every flag read from the checkouts, the files read, and what could not be read."""
@@ -76,9 +64,19 @@ class AcceptedFlags:
     files: tuple[tuple[str, str], ...]  # (path relative to its checkout, sha256), sorted
     unverified_prefixes: tuple[str, ...] = UNVERIFIED_PREFIXES
     gaps: tuple[str, ...] = ()  # why a flag not found may still exist
+    scopes: tuple[tuple[str, frozenset[str]], ...] = ()  # a gap -> the only flags it could hide; other gaps: any
+    sglang_parser: frozenset[str] = frozenset()  # the flags of slime's sglang parser, which expands abbreviations
+    families: tuple[str, ...] = UNVERIFIED_PREFIXES  # the prefixes of the flags that parser generates
+    parsers: tuple[str, str] = (SGLANG_FILE, MEGATRON_FILE)  # the files (and lines) of it and allow_abbrev=False
+
+    def hiding(self, flag: str) -> tuple[str, ...]:
+        """The gaps that could hide ``flag``."""
+        scoped = dict(self.scopes)
+        return tuple(gap for gap in self.gaps if gap not in scoped or flag in scoped[gap])
 
     def check(self, flag: str) -> FlagCheck:
-        """Known, unknown (with close matches) or unverifiable; ``--x=value`` is checked as ``--x``."""
+        """Known, unknown (with close matches, and as an abbreviation where it is one) or unverifiable;
+        ``--x=value`` is checked as ``--x``."""
         name = flag.split("=", 1)[0]
         if name in self.flags:
             return FlagCheck(name, FlagStatus.KNOWN)
@@ -87,10 +85,11 @@ class AcceptedFlags:
         if prefix is not None:
             why = f"{prefix}* flags are generated at run time and cannot be read from the source"
             return FlagCheck(name, FlagStatus.UNVERIFIABLE, close, why)
-        if self.gaps:
-            why = "not found, but the flags could not all be read: " + "; ".join(self.gaps)
+        if hiding := self.hiding(name):
+            why = "not found, but the flags could not all be read: " + "; ".join(hiding)
             return FlagCheck(name, FlagStatus.UNVERIFIABLE, close, why)
-        return FlagCheck(name, FlagStatus.UNKNOWN, close, "accepted by neither slime nor Megatron-LM")
+        return FlagCheck(name, FlagStatus.UNKNOWN, close, "accepted by neither slime nor Megatron-LM",
+                         abbreviation(name, self.flags, self.sglang_parser, self.families, self.parsers))
 
 
 def read_accepted_flags(slime_dir: Path, megatron_dir: Path | None) -> AcceptedFlags | None:
@@ -116,9 +115,28 @@ def read_accepted_flags(slime_dir: Path, megatron_dir: Path | None) -> AcceptedF
         reader.gaps.append(
             f"{megatron_dir} has no megatron/training/arguments.py, so Megatron's flags were not read"
         )
+    sglang = slime_dir / SGLANG_FILE
+    sglang_text = _source_text(reader, sglang)
+    megatron_text = _source_text(reader, Path(megatron_dir) / MEGATRON_FILE) if megatron_dir is not None else ""
+    routers = sglang_text is None or re.search(r"\bRouterArgs\s*\.\s*add_cli_args\s*\(", sglang_text)
     return AcceptedFlags(
-        frozenset(reader.flags), tuple(sorted(reader.files.items())), gaps=tuple(reader.gaps)
-    )
+        frozenset(reader.flags), tuple(sorted(reader.files.items())), gaps=tuple(reader.gaps),
+        scopes=tuple(reader.scopes.items()), sglang_parser=reader.defined.get(sglang, frozenset()),
+        families=UNVERIFIED_PREFIXES if routers else ("--sglang-",),
+        parsers=(str(sglang) + _line(sglang_text, r"^def sglang_parse_args\b") + " sglang_parse_args",
+                 str(Path(megatron_dir or "") / MEGATRON_FILE) + _line(megatron_text, r"\ballow_abbrev\s*=\s*False")))
+
+
+def _source_text(reader: Reader, path: Path) -> str | None:
+    """The text of a file the reader read, else None."""
+    source = reader.load(path) if path in reader.scanned else None
+    return source.text if source is not None else None
+
+
+def _line(text: str | None, pattern: str) -> str:
+    """``:LINE`` of the first match of ``pattern`` in ``text``, else ""."""
+    m = re.search(pattern, text or "", re.M)
+    return f":{(text or '').count(chr(10), 0, m.start()) + 1}" if m else ""
 
 
 def read_git_commit(checkout: Path) -> str | None:

@@ -38,6 +38,8 @@ from acrl.compiler import (
 from . import aws as _aws
 from .bundle_info import BundleInfo
 from .bundle_info import read_bundle_info as read_bundle_info  # the preflight API: read the bundle, then run_preflight
+from .engines import check_external_engines
+from .opd_teacher import check_opd_teacher
 from .outcome import CheckFailed, CheckSkipped
 from .python import check_rollout_modules, check_slime_parser_of_bundle
 from .stack import check_megatron, check_sglang, check_slime
@@ -260,6 +262,8 @@ CHECKS: list[Check] = [
     Check("sglang", check_sglang, ("slime",)),
     Check("slime-parser", check_slime_parser_of_bundle, ("bash", "slime", "megatron")),
     Check("rollout-module", check_rollout_modules, ("slime",)),
+    Check("external-engines", check_external_engines, ("bash",)),
+    Check("opd-teacher", check_opd_teacher, ("bash",)),
     Check("model", check_model),
     Check("datasets", check_datasets),
     Check("gpus", check_gpus),

@@ -1,7 +1,8 @@
 """validate: stage 4, the cross-field rules. ``engine``: the ``rule`` decorator, the registry ``RULES`` (in
 the order of ``engine.ORDER``), ``validate`` and the helpers the rules share; one module per rule-id
-prefix (parallel P, cluster C, batch B, algorithm A, eval E, integration I, toolkit T, flags F, secrets S, kuberay K,
-model M, launch L, server groups G, training features N, rollout features R);
+prefix (parallel P, cluster C, batch B, algorithm A, eval E, integration I, toolkit T, flags F (``flags``, and
+``flag_values``: the escape hatch's values and deprecations), secrets S, kuberay K, model M, launch L, server groups
+G, training features N, rollout features R);
 ``memory``: the GPU-memory estimate the ACRL-M rules use. Importing the package registers every rule.
 Imports ``_spec``, ``_pipeline`` stages before it (parse, argv, model_args), ``errors`` and ``_secrets``.
 """
@@ -12,6 +13,7 @@ from . import (
     cluster,
     engine,
     eval,
+    flag_values,
     flags,
     integration,
     kuberay,
@@ -24,8 +26,8 @@ from . import (
     toolkit,
     training,
 )
-from .engine import RULES, Context, Rule, validate
+from .engine import RULES, Context, Rule, recorded, validate
 
-__all__ = ["RULES", "Context", "Rule", "algorithm", "batch", "cluster", "engine", "eval", "flags", "integration",
-           "kuberay", "launch", "model", "parallel", "rollout_features", "secrets", "server_groups", "toolkit",
-           "training", "validate"]
+__all__ = ["RULES", "Context", "Rule", "algorithm", "batch", "cluster", "engine", "eval", "flag_values", "flags",
+           "integration", "kuberay", "launch", "model", "parallel", "recorded", "rollout_features", "secrets",
+           "server_groups", "toolkit", "training", "validate"]

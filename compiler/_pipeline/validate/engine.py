@@ -22,6 +22,7 @@ from typing import Any, cast
 import attrs
 
 from ..._secrets import is_credential_flag, is_env_name, is_secret_name, looks_secret_value, redact
+from ..._slime.flag_verdict import FlagCheck
 from ..._spec.flags import flags_in, normalize_flag, parse_flags
 from ..._spec.tables import Spec, table_class
 from ...errors import Diagnostic
@@ -40,7 +41,7 @@ ORDER = (
     "ACRL-P009",
     "ACRL-C001", "ACRL-C002", "ACRL-C003", "ACRL-C004", "ACRL-C005", "ACRL-C006", "ACRL-C007", "ACRL-C008",
     "ACRL-G001", "ACRL-G002", "ACRL-G003", "ACRL-G004", "ACRL-G005", "ACRL-G006", "ACRL-G007", "ACRL-G008",
-    "ACRL-R001", "ACRL-R002", "ACRL-R003", "ACRL-R004", "ACRL-R005", "ACRL-R006",
+    "ACRL-R001", "ACRL-R002", "ACRL-R003", "ACRL-R004", "ACRL-R005", "ACRL-R006", "ACRL-R007",
     "ACRL-L001", "ACRL-L002",
     "ACRL-B001", "ACRL-B002", "ACRL-B003", "ACRL-B004", "ACRL-B005", "ACRL-B006",
     "ACRL-A001", "ACRL-A002", "ACRL-A003", "ACRL-A004",
@@ -50,7 +51,8 @@ ORDER = (
     "ACRL-N001", "ACRL-N002", "ACRL-N003", "ACRL-N004", "ACRL-N005", "ACRL-N006", "ACRL-N007", "ACRL-N008",
     "ACRL-N009", "ACRL-N010", "ACRL-N011", "ACRL-N012", "ACRL-N013",
     "ACRL-M009",
-    "ACRL-F001", "ACRL-F002", "ACRL-F003", "ACRL-F004", "ACRL-F005", "ACRL-F006", "ACRL-F007",
+    "ACRL-F001", "ACRL-F002", "ACRL-F003", "ACRL-F004", "ACRL-F005", "ACRL-F006", "ACRL-F007", "ACRL-F008",
+    "ACRL-F009", "ACRL-F010", "ACRL-F011",
     "ACRL-S001", "ACRL-S002", "ACRL-S003", "ACRL-S004",
     "ACRL-K001",
     "ACRL-M001", "ACRL-M002", "ACRL-M003", "ACRL-M004", "ACRL-M005", "ACRL-M006", "ACRL-M007", "ACRL-M008",
@@ -73,7 +75,7 @@ class Context:
     spec: Spec
     model_args: ModelArgs
     groups: tuple[ArgGroup, ...]
-    accepted: Callable[[str], tuple[str, Sequence[str]]] | None = None  # flag -> (status, suggestions)
+    accepted: Callable[[str], FlagCheck] | None = None  # flag -> the checkout's verdict (_slime/flag_verdict.py)
     resolution: Resolution | None = None  # how MODEL_ARGS were resolved, with the config.json check
     checked_at: str = ""  # the checkouts ``accepted`` read (_slime/checkout.py), as messages name them
     model: Mapping[str, list[str]] = attrs.field(init=False)  # MODEL_ARGS as flag -> values, parsed once
@@ -135,21 +137,32 @@ class Rule:
     # Checked on the spec alone, before MODEL_ARGS are resolved (a model script sourced): the compile stops on its
     # errors, so no value these rules refuse reaches a shell, a file name or a template.
     before_sourcing: bool = False
+    # Its warnings depend on this machine (the slime checkout here): shown and given with --json, never written into
+    # the bundle, whose bytes must not depend on where it was compiled.
+    local: bool = False
 
 
 RULES: list[Rule] = []
+_LOCAL: set[str] = set()
 
 
 def rule(rule_id: str, severity: str, keys: Sequence[str], title: str, *,
-         before_sourcing: bool = False) -> Callable[[Check], Check]:
+         before_sourcing: bool = False, local: bool = False) -> Callable[[Check], Check]:
     if rule_id not in _POSITION:
         raise ValueError(f"rule {rule_id} is not in validate.engine.ORDER: add it where it belongs")
 
     def register(check: Check) -> Check:
-        bisect.insort(RULES, Rule(rule_id, severity, tuple(keys), title, check, before_sourcing),
+        bisect.insort(RULES, Rule(rule_id, severity, tuple(keys), title, check, before_sourcing, local),
                       key=lambda r: _POSITION[r.id])
+        if local:
+            _LOCAL.add(rule_id)
         return check
     return register
+
+
+def recorded(diagnostics: Sequence[Diagnostic]) -> tuple[Diagnostic, ...]:
+    """The diagnostics a bundle records: all but those of the rules whose findings depend on this machine."""
+    return tuple(d for d in diagnostics if d.rule not in _LOCAL)
 
 
 _SCANNED: list[Any] = [None, ()]  # the last spec scanned and its strings: three rules read them per compile

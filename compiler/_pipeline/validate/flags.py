@@ -1,8 +1,9 @@
 """ACRL-F*: flags. No argv token passes a credential; the escape hatch ([extra.flags], [extra.args])
 neither passes a spec key's flag, set or not, nor abbreviates an sglang flag acrl passes; flags exist at
-the targeted slime commit and are known to the slime checkout when it is on the compiling machine; its
---sglang-* flags are flags of the sglang the targeted commit runs, and not deprecated there
-(compiler/_slime/sglang_stack.py).
+the targeted slime commit and are known to the slime checkout when it is on the compiling machine, and are
+never abbreviations (compiler/_slime/flag_verdict.py: what slime's parsers do with one); its --sglang-* flags
+are flags of the sglang the targeted commit runs, and not deprecated there (compiler/_slime/sglang_stack.py);
+an escape-hatch flag that none of these can check is named in a warning.
 """
 
 from __future__ import annotations
@@ -11,6 +12,18 @@ import itertools
 from collections.abc import Iterator
 
 from ..._secrets import is_credential_flag
+from ..._slime.checkout import missing_hint
+from ..._slime.commit_facts import commit_facts, known_commits
+from ..._slime.flag_verdict import (
+    Abbreviation,
+    FlagStatus,
+    abbreviation,
+    megatron_parser_at,
+    registers_router,
+    router_at,
+    sglang_parser_at,
+    sglang_parser_flags,
+)
 from ..._slime.sglang_stack import sglang_at, slime_flag
 from ..._spec.flag_index import CoerceError, FlagKey, coerce, key_of
 from ..._spec.flags import did_you_mean, flag_tokens, is_number, known_absent_flags, normalize_flag
@@ -59,7 +72,8 @@ def _duplicates(ctx: Context) -> Iterator[Finding]:
     it be a key's flag under another name (--sglang-cuda-graph-max-bs where acrl passes the replacement of that
     deprecated alias, --sglang-cuda-graph-max-bs-decode; --sglang-dp-size, sglang's other name of
     --sglang-data-parallel-size), repeat MODEL_ARGS, or be a flag acrl derives. Exceptions, where a key passes its
-    flag only in some modes and slime needs it in others: :func:`_hatch_may_pass`."""
+    flag only in some modes and slime needs it in others: :func:`_hatch_may_pass`; a flag the targeted commit (or its
+    sglang) lacks is ACRL-F003's (F007's) alone."""
     if not ctx.spec.extra.flags and not ctx.spec.extra.args:
         return
     commit = ctx.spec.slime.commit
@@ -73,6 +87,8 @@ def _duplicates(ctx: Context) -> Iterator[Finding]:
         owner, flag = key_of(written, commit) or (None, renamed)
         alias = "" if flag == written else f" (a deprecated alias of {flag})" if flag == renamed else \
             f" (sglang's other name for {flag})"
+        if written.startswith("--sglang-") and (facts := sglang_at(commit)) is not None and not facts.known(written):
+            continue  # not a flag of the targeted sglang (-decode at v0.3.0): ACRL-F007's alone, as F003's below
         if flag in ctx.model:
             yield Finding(f"{written}{alias} is already set by model args; slime would see it twice",
                           "set model args instead", keys=(key,))
@@ -143,43 +159,95 @@ def _line(owner: FlagKey, words: list[str] | None) -> str | None:
     return f"[{owner.table}] {owner.key} = {toml_literal(value)}"
 
 
+def _some(flags: tuple[str, ...] | list[str], last: str = "or", shown: int = 4) -> str:
+    """``a``, ``a or b``, ``a, b, c or d``, ``a, b, c, d or 5 more``."""
+    if len(flags) > shown:
+        return ", ".join(flags[:shown]) + f" {last} {len(flags) - shown} more"
+    return flags[0] if len(flags) == 1 else ", ".join(flags[:-1]) + f" {last} {flags[-1]}"
+
+
+def _abbreviated(a: Abbreviation, key: str) -> Finding:
+    """The finding on an abbreviation, by what slime does with it (compiler/_slime/flag_verdict.py)."""
+    sglang, megatron = a.parsers
+    if a.ambiguous:
+        return Finding(f"{a.flag} is an ambiguous abbreviation for slime's sglang parser, which expands abbreviations "
+                       f"({sglang}): it could mean {_some(a.sglang)}, so argparse stops and slime exits at start",
+                       f"write the full flag ({_some(a.longer)})" if a.longer else "write the full flag", keys=(key,))
+    if a.expanded is not None:
+        others = [f for f in a.longer if f != a.expanded]
+        also = f"; it is also a prefix of {_some(others)}, which slime's main parser does not expand" if others else ""
+        return Finding(f"{a.flag} is an abbreviation of {a.expanded}: slime's sglang parser, which expands "
+                       f"abbreviations ({sglang}), reads it as {a.expanded} silently{also}",
+                       f"write {a.expanded}" if not others else f"write the full flag ({_some(a.longer)})", keys=(key,))
+    return Finding(f"{a.flag} is an abbreviation of {_some(a.longer)} that slime's parser does not expand "
+                   f"(allow_abbrev=False: {megatron}); slime would ignore it silently",
+                   f"write {a.longer[0]}" if len(a.longer) == 1 else f"write the full flag ({_some(a.longer)})",
+                   keys=(key,))
+
+
+def _generated_router(ctx: Context, flag: str) -> bool:
+    """A --router-* flag where the targeted commit registers sglang_router's RouterArgs (or acrl cannot tell): made
+    at run time, in no facts (ACRL-F008 names it)."""
+    return flag.startswith("--router-") and registers_router(ctx.spec.slime.commit) is not False
+
+
 @rule("ACRL-F003", "error", ["slime.commit", "extra.flags", "model.megatron_to_hf_mode"],
       "flags exist at the targeted slime commit")
 def _absent_at_commit(ctx: Context) -> Iterator[Finding]:
     """Flags must exist at the targeted slime commit, for the commits acrl ships facts about (generated from slime's
     and Megatron-LM's code by ``python -m acrl.compiler._slime.flag_facts``; ``acrl`` needs no checkout for it):
     slime ignores an unknown flag silently. A misspelled flag gets its did-you-mean; a flag of another commit says
-    since when. Generated ``--sglang-*`` flags are not in the facts."""
-    absent = known_absent_flags(ctx.spec.slime.commit)
-    if absent is None:
+    since when; an abbreviation (``--use-ti``) says what slime does with it: its main parser does not expand it
+    (allow_abbrev=False), its sglang parser expands it or, where ambiguous, stops. Generated ``--sglang-*`` flags,
+    and ``--router-*`` ones where the commit registers them, are not in the facts (ACRL-F008 names them)."""
+    commit = ctx.spec.slime.commit
+    absent = known_absent_flags(commit)
+    facts = commit_facts(commit)
+    if absent is None or facts is None:
         return
+    families = ("--sglang-", "--router-") if registers_router(commit) is not False else ("--sglang-",)
+    parsers = (sglang_parser_at(commit), megatron_parser_at(facts.megatron_commit))
     origins = {a.flag: a.origin for g in ctx.groups for a in g.args}
     found = dict(_escape_hatch(ctx))  # an escape-hatch flag is among the argv's too: once, at its own key
     for flag, key in [*((f, origins[f]) for f in origins if f not in found), *found.items()]:
-        if flag in absent:
-            spec_key = key if not key.startswith("derived") else "slime.commit"
-            close = did_you_mean(flag, ctx.spec.slime.commit)
-            yield Finding(f"{flag} does not exist at slime {ctx.spec.slime.commit[:9]} ({absent[flag]}); "
-                          "slime would ignore it silently",
-                          f"did you mean {close}?" if close else "remove it, or target a slime commit that has it",
-                          keys=(spec_key,))
+        if flag not in absent or _generated_router(ctx, flag):
+            continue
+        spec_key = key if not key.startswith("derived") else "slime.commit"
+        abbreviated = abbreviation(flag, facts.flags, sglang_parser_flags(facts.flags), families, parsers)
+        if abbreviated is not None and not abbreviated.ambiguous and abbreviated.expanded is None and \
+                any(flag in c.flags for c in known_commits()):
+            abbreviated = None  # a flag of another commit that slime ignores here: named as one (since when)
+        if abbreviated is not None:
+            yield _abbreviated(abbreviated, spec_key)
+            continue
+        why = absent[flag] if not flag.startswith("--router-") else \
+            f"slime {facts.name} registers no --router-* flags: sglang_router's RouterArgs came later"
+        close = did_you_mean(flag, commit)
+        yield Finding(f"{flag} does not exist at slime {commit[:9]} ({why}); slime would ignore it silently",
+                      f"did you mean {close}?" if close else "remove it, or target a slime commit that has it",
+                      keys=(spec_key,))
 
 
 @rule("ACRL-F004", "error", ["extra.flags", "extra.args"], "escape-hatch flags are known to slime")
 def _unknown_flags(ctx: Context) -> Iterator[Finding]:
     """When the slime checkout is on the compiling machine, escape-hatch flags must be accepted by its parsers (did-
-    you-mean suggested)."""
+    you-mean suggested; an abbreviation named as in ACRL-F003). A flag the checkout's gaps could hide is not refused
+    (ACRL-F008 names it)."""
     if ctx.accepted is None:
         return
     absent = known_absent_flags(ctx.spec.slime.commit)
+    where = ctx.checked_at or ctx.spec.slime.dir
     for flag, key in _escape_hatch(ctx):
-        if absent is not None and flag in absent:
+        if absent is not None and flag in absent and not _generated_router(ctx, flag):
             continue  # ACRL-F003 names it, from the targeted commit's facts
-        status, close = ctx.accepted(flag)
-        if status == "unknown":
-            where = ctx.checked_at or ctx.spec.slime.dir
+        verdict = ctx.accepted(flag)
+        if verdict.status is not FlagStatus.UNKNOWN:
+            continue
+        if verdict.abbreviation is not None:
+            yield _abbreviated(verdict.abbreviation, key)  # citing the checkouts' files
+        else:
             yield Finding(f"{flag} is not accepted by slime or Megatron at {where} (slime would ignore it silently)",
-                          f"did you mean {close[0]}?" if close else
+                          f"did you mean {verdict.suggestions[0]}?" if verdict.suggestions else
                           "check the flag's spelling against slime's arguments", keys=(key,))
 
 
@@ -258,3 +326,59 @@ def _unknown_sglang(ctx: Context) -> Iterator[Finding]:
                           f"did you mean {close[0]}?" if close else
                           f"check the flag against sglang {facts.version}'s server arguments (with the --sglang- "
                           "prefix)", keys=(key,))
+
+
+def _unchecked(ctx: Context, flag: str) -> tuple[str, str] | None:
+    """Why nothing could check the escape-hatch ``flag`` (and the fix), or None when something did: the targeted
+    commit's facts (ACRL-F003; for --sglang-* flags the facts of its sglang, ACRL-F007) or the checkout (ACRL-F004)
+    when it could read the flag's definition or its absence."""
+    commit = ctx.spec.slime.commit
+    facts = commit_facts(commit)
+    reason = None
+    if flag.startswith("--sglang-"):
+        if sglang_at(commit) is not None or (facts is not None and flag in facts.flags):
+            return None
+        if facts is not None:
+            reason = (f"acrl has no facts of sglang {facts.sglang_version}, which slime {facts.name} runs and makes "
+                      "its --sglang-* flags of at run time",
+                      f"check each against sglang {facts.sglang_version}'s server arguments (with the --sglang- "
+                      "prefix): slime ignores an unknown one silently")
+    elif _generated_router(ctx, flag) and facts is not None:
+        reason = (f"--router-* flags are made at run time from sglang_router's RouterArgs ({router_at(commit)}), and "
+                  "acrl has no facts of them", "check each against sglang_router's arguments (with the --router- "
+                  "prefix): slime ignores an unknown one silently")
+    elif facts is not None:
+        return None
+    if ctx.accepted is not None:
+        verdict = ctx.accepted(flag)
+        if verdict.status is not FlagStatus.UNVERIFIABLE:
+            return None
+        return reason or (f"the slime checkout at {ctx.checked_at or ctx.spec.slime.dir} cannot say: {verdict.reason}",
+                          "check each against slime's and Megatron-LM's arguments; the notes say what could not be "
+                          "read")
+    shipped = ", ".join(c.name for c in known_commits())
+    return reason or (f"acrl has no facts of slime {commit[:12]} and no slime checkout is on this machine; slime "
+                      "ignores a flag its parsers do not define, silently",
+                      f"{missing_hint('each against its parsers')}; or target a commit acrl has facts for ({shipped})")
+
+
+@rule("ACRL-F008", "warning", ["extra.flags", "extra.args"], "escape-hatch flags that could not be checked",
+      local=True)
+def _not_checked(ctx: Context) -> Iterator[Finding]:
+    """An escape-hatch flag that neither acrl's facts of the targeted commit nor a slime checkout on this machine can
+    check is named, by key, with why: a commit acrl has no facts of and no checkout here (every flag), a --sglang-*
+    flag where acrl has no facts of the sglang the commit runs, a --router-* flag (made at run time from
+    sglang_router), or a flag the checkout's gaps could hide (compiler/_slime/source.py). One warning per reason,
+    at the first key. What was checked depends on the machine, so these warnings are shown (and given with --json)
+    but never written into manifest.json: the same spec gives the same bytes everywhere."""
+    if not ctx.spec.extra.flags and not ctx.spec.extra.args:
+        return
+    unchecked: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for flag, key in _escape_hatch(ctx):
+        reason = _unchecked(ctx, flag)
+        if reason is not None:
+            unchecked.setdefault(reason, []).append((flag, key))
+    for (why, hint), items in unchecked.items():
+        named = [key if key.endswith(f".{flag}") else f"{key} ({flag})" for flag, key in items]
+        listed = named[0] if len(named) == 1 else ", ".join(named[:-1]) + f" and {named[-1]}"
+        yield Finding(f"{listed} could not be checked: {why}", hint, keys=tuple(key for _, key in items))

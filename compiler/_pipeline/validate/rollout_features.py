@@ -149,3 +149,19 @@ def _balance_by_flops(ctx: Context) -> Iterator[Finding]:
         yield Finding("balance_by_flops without use_dynamic_batch_size: slime asserts '--balance-by-flops requires "
                       "--use-dynamic-batch-size'", "set [train] use_dynamic_batch_size = true, or remove "
                       "balance_by_flops")
+
+
+@rule("ACRL-R007", "warning", ["cluster.colocate", _ADDRS, "extra.flags", "extra.args"],
+      "external engines are not colocated")
+def _external_colocated(ctx: Context) -> Iterator[Finding]:
+    """With --colocate slime syncs weights to the engines through CUDA IPC handles of the actor's GPU tensors
+    (UpdateWeightFromTensor: slime/backends/megatron_utils/actor.py:168-169 at 624b824, 161-162 at v0.3.1, 139-143 at
+    fa3c990, 137-138 at v0.3.0), which only a process on the same GPU can open, and offloads the engines between
+    rollouts (offload_rollout, slime/utils/arguments.py:1939-1950 at 624b824), so each external engine must run with
+    --enable-memory-saver (sglang_engine.py:532, compared with the engine's /server_info at 157-169). External engines
+    started elsewhere (the usual case) break at the first weight update; colocated ones must be on the actor's GPUs."""
+    if ctx.passes("--colocate") and occurrences(ctx, EXTERNAL_ADDRS):
+        yield Finding("[cluster] colocate with external rollout engines: slime updates their weights through CUDA IPC "
+                      "handles, which only an engine on the actor's own GPUs can open, and expects each to run with "
+                      "--enable-memory-saver", "set [cluster] colocate = false, unless every external engine runs on "
+                      "the actor's GPUs with --enable-memory-saver", keys=(*_addrs_at(ctx), "cluster.colocate"))
