@@ -29,5 +29,5 @@ from . import (
 from .engine import RULES, Context, Rule, recorded, validate
 
 __all__ = ["RULES", "Context", "Rule", "algorithm", "batch", "cluster", "engine", "eval", "flag_values", "flags",
-           "integration", "kuberay", "launch", "model", "parallel", "recorded", "rollout_features", "secrets", "server_groups",
-           "toolkit", "training", "validate"]
+           "integration", "kuberay", "launch", "model", "parallel", "recorded", "rollout_features", "secrets",
+           "server_groups", "toolkit", "training", "validate"]
