@@ -206,7 +206,7 @@ def _absent_at_commit(ctx: Context) -> Iterator[Finding]:
     if absent is None or facts is None:
         return
     families = ("--sglang-", "--router-") if registers_router(commit) is not False else ("--sglang-",)
-    parsers = (sglang_parser_at(commit), megatron_parser_at(facts.megatron_commit))
+    parsers = (sglang_parser_at(commit), megatron_parser_at(commit))
     origins = {a.flag: a.origin for g in ctx.groups for a in g.args}
     found = dict(_escape_hatch(ctx))  # an escape-hatch flag is among the argv's too: once, at its own key
     for flag, key in [*((f, origins[f]) for f in origins if f not in found), *found.items()]:
