@@ -12,15 +12,15 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from acrl.compiler._importers.flag_index import flag_index
 from acrl.compiler._secrets import is_secret_name
 from acrl.compiler._spec import profiles
+from acrl.compiler._spec.flag_index import flag_index
 
 # The categories, in report order, with what each means.
 CATEGORIES = {
@@ -42,7 +42,8 @@ CATEGORIES = {
     "allowed": "a difference the criterion allows, listed with why and not counted: a one-sided flag restating "
                "slime's or Megatron-LM's default, --megatron-to-hf-mode, the global batch said the other way, the "
                "bundle as the job's working_dir, a runtime-env value the original passes unexpanded (`${NAME}`), the "
-               "127.0.0.1 acrl's train.sh puts first in no_proxy",
+               "127.0.0.1 acrl's train.sh puts first in no_proxy, an sglang flag the bundle passes by another name of "
+               "its argument (a deprecated alias's replacement, --dp-size's --data-parallel-size)",
 }
 ALLOWED = "allowed"
 RESULT_CATEGORIES = frozenset(CATEGORIES) - {ALLOWED}
@@ -261,9 +262,11 @@ def counted(differences: Sequence[Mismatch]) -> list[Mismatch]:
     return [m for m in differences if m.category != ALLOWED]
 
 
-def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default]) -> list[Mismatch]:
+def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default],
+            alias: Callable[[str], Sequence[str]] | None = None) -> list[Mismatch]:
     """Every difference between the two launches, in category order: the mismatches, then the differences the
-    Result criterion allows (category ALLOWED, each with why)."""
+    Result criterion allows (category ALLOWED, each with why). ``alias``: a flag's other names of the same dest at
+    the bundle's targeted slime commit (:func:`same_dest`)."""
     out: list[Mismatch] = []
     for side, launch in (("original", original), ("bundle", bundle)):
         if not launch.program:
@@ -277,6 +280,9 @@ def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default]) -
     if not same_script or ("/" in theirs_entry[1] and theirs_entry[1] != ours_entry[1]):
         out.append(Mismatch("entrypoint", "script", theirs_entry[1], ours_entry[1]))
     theirs, ours = flags_of(original.program), flags_of(bundle.program)
+    if alias is not None:
+        theirs, renamed = same_dest(theirs, ours, alias)
+        out += renamed
     out += _compare_flags(theirs, ours, defaults, (original.custom_config, bundle.custom_config),
                           (original.sglang_config, bundle.sglang_config))
     out += _compare_env(original.runtime_env, bundle.runtime_env, dict(bundle.start_env))
@@ -292,6 +298,26 @@ def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default]) -
             out.append(Mismatch("start-env", name, value, ours_env.get(name)))
     order = list(CATEGORIES)
     return sorted(out, key=lambda m: order.index(m.category))
+
+
+def same_dest(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]],
+              alias: Callable[[str], Sequence[str]]) -> tuple[dict[str, list[str]], list[Mismatch]]:
+    """The original's flags with each one the bundle passes under another name of the same dest renamed to that name
+    (its values are then compared as that flag's), and an allowed difference for each. ``alias``: a flag's other
+    names at the bundle's targeted slime commit: the flag a deprecated alias stands for (sglang 0.5.15.post1, slime
+    624b824's image, keeps --cuda-graph-max-bs as a deprecated alias of --cuda-graph-max-bs-decode; acrl passes the
+    replacement, compiler/_slime/sglang_stack.py), or another option of the same sglang argument (--dp-size and
+    --data-parallel-size; acrl passes the key's)."""
+    out: dict[str, list[str]] = {}
+    allowed = []
+    for flag, words in theirs.items():
+        new = next((n for n in alias(flag) if n in ours and n not in theirs and flag not in ours), None)
+        if new is not None:
+            allowed.append(Mismatch(ALLOWED, flag, words, None, f"the same sglang argument as {new}, which the "
+                                    "bundle passes (the targeted sglang stores both in one dest)"))
+            flag = new
+        out[flag] = words
+    return out, allowed
 
 
 def _compare_flags(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]], defaults: Mapping[str, Default],

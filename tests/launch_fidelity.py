@@ -10,9 +10,12 @@ the bundle's train.sh under the same stand-ins; (c) compares the two recorded la
                                     [--jobs N] [--patch-agentcore] [SCRIPT...]
 
 DIR is a slime tree holding scripts/ (and slime/utils/arguments.py: slime's defaults, read by acrl's own reader
-acrl.compiler._slime.default_facts); --megatron-dir a Megatron-LM tree (megatron/training/arguments.py: Megatron's
-defaults, which slime's parser includes, read by acrl.compiler._slime.megatron_defaults; without it, the facts
-generated from the Megatron-LM slime HEAD uses, tests/data/megatron/); --toolkit-dir an agentcore-rl-toolkit tree.
+acrl.compiler._slime.default_facts). A tree with slime/ is each import's --slime-checkout: where it is a git
+checkout at a commit acrl has facts for, the imports target that commit (`acrl import`'s default; a `git archive`
+tree leaves them at agentcore-rl-toolkit's pin). --megatron-dir a Megatron-LM tree (megatron/training/arguments.py:
+Megatron's defaults, which slime's parser includes, read by acrl.compiler._slime.megatron_defaults; without it, the
+facts generated from the Megatron-LM slime HEAD uses, tests/data/megatron/); --toolkit-dir an agentcore-rl-toolkit
+tree.
 Both sides run with a dummy WANDB_API_KEY (so W&B flags that depend on a key appear on both), and the harness checks
 that the dummy never reaches the spec, the bundle's files or any argv the bundle's run records.
 --patch-agentcore adds a hand-written [agentcore] table to an imported spec of integration "agentcore" that has
@@ -34,7 +37,7 @@ import tempfile
 import time
 import tomllib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -47,6 +50,8 @@ from launch_compare import ALLOWED, CATEGORIES, Default, Launch, Mismatch, compa
 
 from acrl.compiler._slime.default_facts import SLIME_ARGUMENTS_PY, parse_defaults
 from acrl.compiler._slime.megatron_defaults import megatron_defaults
+from acrl.compiler._slime.sglang_stack import sglang_at, slime_flag
+from acrl.compiler._spec.tables import TOOLKIT_SLIME_COMMIT
 
 SHIMS = Path(__file__).resolve().parent / "shims"
 SHIM_NAMES = ("ray", "pkill", "pgrep", "nvidia-smi")
@@ -110,6 +115,7 @@ class Result:
     problem: str = ""  # why the import or compile failed, its last lines
     allowed: tuple[Mismatch, ...] = ()  # differences the criterion allows, each with why
     leaks: tuple[str, ...] = ()  # where the dummy W&B key was found: spec, bundle files, recorded argv
+    target: str | None = None  # the imported spec's [slime] commit (its default where it writes none)
 
     @property
     def reproduces(self) -> bool:
@@ -123,7 +129,8 @@ class Result:
                 "bundle_rc": self.bundle and self.bundle.returncode,
                 "counts": dict(Counter(m.category for m in self.mismatches)),
                 "mismatches": [m.as_json() for m in self.mismatches],
-                "allowed": [m.as_json() for m in self.allowed], "secret_leaks": list(self.leaks)}
+                "allowed": [m.as_json() for m in self.allowed], "secret_leaks": list(self.leaks),
+                "target": self.target}
 
 
 def make_bin(root: Path) -> Path:
@@ -243,11 +250,33 @@ def check_script(script: Path, tree: Path, *, slime_dir: Path | None, defaults: 
             bundle = run_under_standins(["bash", str(work / "bundle" / "train.sh")], bin_dir=bin_dir,
                                         cwd=work / "bundle", work=work / "bundle-run",
                                         env={**env, **joined_nodes(work / "bundle")})
-    differences = compare(original.launch, bundle.launch, defaults) if bundle is not None else []
+    differences = compare(original.launch, bundle.launch, defaults, _alias(work / "bundle")) \
+        if bundle is not None else []
     leaks = secret_leaks(env.get("WANDB_API_KEY", ""), spec, work / "bundle", bundle)
     return Result(script.name, dict(env), original, imported.returncode, compile_rc, bundle,
                   tuple(counted(differences)), patched, problem,
-                  tuple(m for m in differences if m.category == ALLOWED), leaks)
+                  tuple(m for m in differences if m.category == ALLOWED), leaks, _target(spec))
+
+
+def _target(spec: Path) -> str | None:
+    """The slime commit the imported spec targets: its [slime] commit, else the key's default (None: no spec)."""
+    if not spec.exists():
+        return None
+    slime = tomllib.loads(spec.read_text(encoding="utf-8")).get("slime", {})
+    return str(slime.get("commit", TOOLKIT_SLIME_COMMIT))
+
+
+def _alias(bundle_dir: Path) -> Callable[[str], tuple[str, ...]]:
+    """flag -> its other names of the same dest at the slime commit the bundle targets (its manifest's): the flag a
+    deprecated alias stands for, the other options of its sglang argument (launch_compare.same_dest)."""
+    commit = json.loads((bundle_dir / "manifest.json").read_text(encoding="utf-8"))["slime"]["commit"]
+    facts = sglang_at(commit)
+
+    def names(flag: str) -> tuple[str, ...]:
+        argument = facts.flags.get(flag) if facts is not None else None
+        same = [f for f, a in facts.flags.items() if a is argument] if facts is not None and argument else []
+        return tuple(f for f in dict.fromkeys([slime_flag(commit, flag), *same]) if f != flag)
+    return names
 
 
 def joined_nodes(bundle_dir: Path) -> dict[str, str]:
@@ -405,8 +434,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("scripts", nargs="*", help="only these run-*.sh (default: all)")
     args = parser.parse_args(argv)
     if not (args.slime_dir / "scripts").is_dir():
-        parser.error(f"--slime-dir {args.slime_dir}: no scripts/ folder there (a slime checkout, or "
-                     "`git archive COMMIT scripts slime | tar -x -C DIR`)")
+        parser.error(f"--slime-dir {args.slime_dir}: no scripts/ folder there (a slime checkout: `git clone "
+                     "--shared --no-checkout SLIME_GIT DIR && git -C DIR checkout --detach COMMIT`)")
     if args.megatron_dir is not None and not (args.megatron_dir / "megatron" / "training" / "arguments.py").is_file():
         parser.error(f"--megatron-dir {args.megatron_dir}: no megatron/training/arguments.py there (a Megatron-LM "
                      "checkout, or `git archive COMMIT megatron | tar -x -C DIR`)")

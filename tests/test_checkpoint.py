@@ -76,6 +76,7 @@ def refused(run: Run) -> dict[str, Any]:
     assert run.returncode == 2, run.stderr
     assert run.calls == [], run.argvs
     assert len([line for line in run.stderr.splitlines() if line.startswith("acrl: error: ")]) == 1, run.stderr
+    assert run.stderr.splitlines()[-1].startswith("acrl: error: ")  # last: what a caller showing one line shows
     found = decision(run)
     assert found["decision"] == "refused"
     return found
@@ -108,7 +109,7 @@ def test_a_relaunch_resumes_at_the_rollout_after_the_saved_one(write_spec: SpecW
 
 def test_a_missing_data_position_is_said(write_spec: SpecWriter, tmp_path: Path, toolbox: Toolbox) -> None:
     """slime reads rollout/global_dataset_state_dict_{start-1}.pt from --load and, without it, starts from the first
-    prompt (slime/rollout/data_source.py:145-148 at 624b824)."""
+    prompt (slime/rollout/data_source.py:145-148 at 624b824: it logs "does not exist" and returns)."""
     save = checkpoint(tmp_path / "ckpt", "3", 3)
     run = launch(bundle(write_spec, tmp_path, save=str(save)), toolbox, tmp_path / "w")
     assert run.returncode == 0 and decision(run)["data_state"] is False
@@ -118,7 +119,7 @@ def test_a_missing_data_position_is_said(write_spec: SpecWriter, tmp_path: Path,
 @pytest.mark.parametrize("tracker", ["7", "  7 \n", "0007\n"])
 def test_the_tracker_is_read_as_megatron_reads_it(tracker: str, write_spec: SpecWriter, tmp_path: Path,
                                                    toolbox: Toolbox) -> None:
-    """int(text.strip()) (megatron/training/checkpointing.py:296-300)."""
+    """int(text.strip()) (megatron/training/checkpointing.py:298-300 at 1dcf0dafa)."""
     save = checkpoint(tmp_path / "ckpt", tracker, 7)
     run = launch(bundle(write_spec, tmp_path, save=str(save)), toolbox, tmp_path / "w")
     assert run.returncode == 0, run.stderr
@@ -313,10 +314,9 @@ def line_of(path: Path, start: str) -> int:
     ({"checkpoint": {"save": "/c", "save_interval": 1, "load_optimizer": False, "scheduler": "override"}},
      "ACRL-H008", "checkpoint.scheduler", "scheduler = "),
     ({"checkpoint": {"format": "fsdp_dtensor"}}, "ACRL-H009", "checkpoint.format", "format = "),
-    ({"extra": {"flags": {"load": "/c"}}}, "ACRL-H010", "extra.flags.load", "load = "),
-    ({"checkpoint": {"resume": "required"}}, "ACRL-H011", "checkpoint.resume", "resume = "),
-    ({"checkpoint": {"load_rng": False}}, "ACRL-H012", "checkpoint.load_rng", "load_rng = "),
-    ({"checkpoint": {"save": "c", "save_interval": 1}}, "ACRL-H014", "checkpoint.save", "save = "),
+    ({"checkpoint": {"resume": "required"}}, "ACRL-H010", "checkpoint.resume", "resume = "),
+    ({"checkpoint": {"load_rng": False}}, "ACRL-H011", "checkpoint.load_rng", "load_rng = "),
+    ({"checkpoint": {"save": "c", "save_interval": 1}}, "ACRL-H013", "checkpoint.save", "save = "),
 ])
 def test_a_rule_points_at_its_key(overrides: dict[str, Any], rule: str, key: str, written: str,
                                   write_spec: SpecWriter) -> None:
@@ -344,22 +344,31 @@ def test_h004_is_quiet_where_slime_keeps_the_start(overrides: dict[str, Any], wr
     assert [f for f in diagnostics(write_spec, spec) if f[0] == "ACRL-H004"] == []
 
 
-def test_h005_counts_a_save_interval_in_the_escape_hatch(write_spec: SpecWriter) -> None:
-    assert diagnostics(write_spec, {"checkpoint": {"save": "/c"}, "extra": {"flags": {"--save-interval": 3}}}) == []
+def test_h005_an_hf_export_alone_is_never_written_either(write_spec: SpecWriter) -> None:
+    """slime exports save_hf inside its save, which runs only with an interval (ACRL-H005's citations)."""
+    path = write_spec({"checkpoint": {"save_hf": "/hf/{rollout_id}"}})
+    assert diagnostics(write_spec, {"checkpoint": {"save_hf": "/hf/{rollout_id}"}}) == [
+        ("ACRL-H005", "checkpoint.save_hf", line_of(path, "save_hf = "))]
 
 
-def test_h013_is_v030_only(write_spec: SpecWriter) -> None:
+def test_h012_is_v030_only(write_spec: SpecWriter) -> None:
     spec = {"checkpoint": {"save": "/c", "save_interval": 1}, "extra": {"flags": {"--async-save": True}}}
     assert diagnostics(write_spec, spec) == []  # fa3c990: slime sets the persistent checkpoint worker
-    assert [f[0] for f in diagnostics(write_spec, {**spec, "slime": {"commit": "bf14dc21f"}})] == ["ACRL-H013"]
+    assert [f[0] for f in diagnostics(write_spec, {**spec, "slime": {"commit": "bf14dc21f"}})] == ["ACRL-H012"]
 
 
-def test_h010_says_to_remove_a_load_that_is_the_save_directory(write_spec: SpecWriter) -> None:
+@pytest.mark.parametrize(("flags", "hint"), [
+    ({"--load": "/c/run"}, "set [checkpoint] load = \"/c/run\" instead"),  # train.sh decides it: never the hatch
+    ({"--start-rollout-id": 3}, "set [checkpoint] start_rollout_id = 3 instead"),
+    ({"--no-load-optim": True}, "set [checkpoint] load_optimizer = false instead"),  # the switch's value
+    ({"--no-load-optim": False}, "set [checkpoint] load_optimizer instead"),  # passes nothing: no value to name
+])
+def test_the_escape_hatch_does_not_pass_a_checkpoint_keys_flag(flags: dict[str, Any], hint: str,
+                                                                write_spec: SpecWriter) -> None:
+    """ACRL-F002: a flag a key owns belongs in the key; --load there would also bypass train.sh's check."""
     with pytest.raises(SpecError) as info:
-        compile_spec(write_spec({"checkpoint": {"save": "/c/run/", "save_interval": 1},
-                                 "extra": {"flags": {"--load": "/c/run"}}}))
-    (found,) = [d for d in info.value.diagnostics if d.rule == "ACRL-H010"]
-    assert found.hint.startswith("remove it")
+        compile_spec(write_spec({"checkpoint": {"save": "/c/run", "save_interval": 1}, "extra": {"flags": flags}}))
+    assert [d.hint for d in info.value.diagnostics if d.rule == "ACRL-F002"] == [hint]
 
 
 # --- the importers --------------------------------------------------------------------------------

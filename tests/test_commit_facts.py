@@ -69,7 +69,7 @@ def test_an_extra_flag_the_target_lacks_is_an_error_without_a_checkout(write_spe
 
 
 def test_known_flags_compile_and_the_note_says_what_checked_them(write_spec: SpecWriter) -> None:
-    flags = {"--use-tis": True, "--sglang-enable-metrics": True}
+    flags = {"--apply-chat-template": True, "--sglang-enable-metrics": True}  # no key owns them (ACRL-F002)
     bundle = compile_spec(write_spec({"slime": {"commit": SLIME_HEAD}, "extra": {"flags": flags}}))
     assert any(n.startswith("flags checked against acrl's facts of slime 624b824") for n in bundle.notes)
 

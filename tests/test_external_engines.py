@@ -24,6 +24,7 @@ import tomli_w
 from test_run import Project, acrl, free_port, make_project, tool_env
 
 from acrl.compiler import compile_spec, write
+from acrl.compiler._pipeline.validate import flags as validate_flags
 from acrl.runtime._preflight import engines
 from acrl.runtime._preflight.bundle_info import read_bundle_info
 from acrl.runtime._preflight.checks import CHECKS, Check, run_check
@@ -214,7 +215,7 @@ def test_v030_asks_health_generate_then_get_server_info_and_compares_host_and_po
     assert fix.startswith(f"restart {wild.addr} with --host 127.0.0.1")
 
 
-def test_no_external_engines_and_skip(tmp_path: Path) -> None:
+def test_no_external_engines_and_skip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     project = make_project(tmp_path)
     code, status, detail, _ = run_row(project)
     assert (code, status, detail) == (0, "skipped", "the bundle names no external engines ([rollout] "
@@ -222,8 +223,11 @@ def test_no_external_engines_and_skip(tmp_path: Path) -> None:
     compile_engines(project, [f"127.0.0.1:{free_port()}"])
     assert run_row(project)[:2] == (1, "failed")
     assert run_row(project, "--skip", "external-engines")[:3] == (0, "skipped", "--skip")
-    # the escape hatch: the message names the key that holds them
-    compile_engines(project, [], extra={"flags": {"--rollout-external-engine-addrs": f"127.0.0.1:{free_port()}"}})
+    # the escape hatch: the message names the key that holds them. ACRL-F002 now refuses the flag there (the key owns
+    # it); a bundle compiled before it did is made with F002 finding no owner, and `acrl run` still reads such bundles
+    with monkeypatch.context() as patched:
+        patched.setattr(validate_flags, "key_of", lambda flag, commit: None)
+        compile_engines(project, [], extra={"flags": {"--rollout-external-engine-addrs": f"127.0.0.1:{free_port()}"}})
     code, status, detail, _ = run_row(project)
     assert (code, status) == (1, "failed")
     assert detail.startswith("[extra.flags] --rollout-external-engine-addrs: 1 of 1 engines would stop the run: ")

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from acrl.compiler import compile_spec
-from acrl.compiler._importers.flag_index import CoerceError, canonical_int, coerce, extra_value, flag_index
 from acrl.compiler._pipeline.argv import build_argv
+from acrl.compiler._spec.flag_index import CoerceError, canonical_int, coerce, extra_value, flag_index
 from acrl.compiler._spec.flags import flag_tokens
 from acrl.compiler._spec.tables import Spec, table_types
 from conftest import EXAMPLE_SPECS, MINIMAL, merge

@@ -12,8 +12,6 @@ import pytest
 from acrl.compiler import SpecError, compile_spec
 from acrl.compiler._slime.commit_facts import known_commits
 from acrl.compiler._slime.flag_verdict import (
-    MEGATRON_PARSER,
-    SGLANG_PARSER,
     abbreviation,
     registers_router,
     sglang_parser_flags,
@@ -28,7 +26,7 @@ def _parsers(flags: frozenset[str], router: bool) -> tuple[argparse.ArgumentPars
     """slime's two parsers as argparse builds them (compiler/_slime/flag_verdict.py): the sglang parser with the
     default allow_abbrev and a few generated flags of each family, and Megatron's, allow_abbrev=False, with the
     rest."""
-    phase1 = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    phase1 = argparse.ArgumentParser(add_help=False, exit_on_error=False)  # allow_abbrev as the facts record
     generated = ["--sglang-mem-fraction-static", "--sglang-log-level"]
     generated += ["--router-policy", "--router-log-level"] if router else []
     for flag in sorted(sglang_parser_flags(flags) | set(generated)):
@@ -105,24 +103,36 @@ def test_what_the_sglang_parser_does_with_an_abbreviation(write_spec: SpecWriter
     assert "slime/backends/sglang_utils/arguments.py:203" in diag.message
 
 
+def test_the_facts_record_each_commits_parsers() -> None:
+    """The parser facts flag_facts generates (parser_facts.py) for every commit acrl ships: the sglang parser expands
+    abbreviations and Megatron's does not; only v0.3.0 registers no --router-* flags. Their lines are held to the
+    sources by test_the_cited_lines_are_slimes / _megatrons (mirrors) and, byte for byte, by the regeneration test of
+    tests/test_commit_facts.py."""
+    for facts in known_commits():
+        sglang, megatron = facts.parsers["sglang"], facts.parsers["megatron"]
+        assert sglang["allow_abbrev"] is True and megatron["allow_abbrev"] is False
+        assert (sglang["router_line"] is None) == (facts.name == "v0.3.0")
+        assert registers_router(facts.commit) is (facts.name != "v0.3.0")
+    assert registers_router("1234567890abc") is None
+
+
 @pytest.mark.skipif(not os.environ.get("ACRL_SLIME_DIR"), reason="set ACRL_SLIME_DIR to slime's git directory")
 def test_the_cited_lines_are_slimes() -> None:
-    for commit, (parse_line, router_line) in SGLANG_PARSER.items():
+    for facts in known_commits():
+        parse_line, router_line = facts.parsers["sglang"]["line"], facts.parsers["sglang"]["router_line"]
         text = subprocess.run(["git", "-C", os.environ["ACRL_SLIME_DIR"], "show",
-                               f"{commit}:slime/backends/sglang_utils/arguments.py"], capture_output=True, text=True,
-                              check=True).stdout.splitlines()
+                               f"{facts.commit}:slime/backends/sglang_utils/arguments.py"], capture_output=True,
+                              text=True, check=True).stdout.splitlines()
         assert text[parse_line - 1] == "def sglang_parse_args():"
         assert "parse_known_args()" in "\n".join(text[parse_line:])  # the sglang parser keeps argparse's abbrev
         routers = [i for i, line in enumerate(text, 1) if "RouterArgs.add_cli_args(" in line]
         assert routers == ([router_line] if router_line else [])
-    assert set(SGLANG_PARSER) == {f.commit for f in known_commits()}
 
 
 @pytest.mark.skipif(not os.environ.get("ACRL_MEGATRON_DIR"), reason="set ACRL_MEGATRON_DIR to Megatron-LM's git dir")
 def test_the_cited_megatron_line_is_its_allow_abbrev() -> None:
-    for commit, line in MEGATRON_PARSER.items():
+    for facts in known_commits():
         text = subprocess.run(["git", "-C", os.environ["ACRL_MEGATRON_DIR"], "show",
-                               f"{commit}:megatron/training/arguments.py"], capture_output=True, text=True,
-                              check=True).stdout.splitlines()
-        assert "allow_abbrev=False" in text[line - 1]
-    assert set(MEGATRON_PARSER) == {f.megatron_commit for f in known_commits()}
+                               f"{facts.megatron_commit}:megatron/training/arguments.py"], capture_output=True,
+                              text=True, check=True).stdout.splitlines()
+        assert "allow_abbrev=False" in text[facts.parsers["megatron"]["line"] - 1]

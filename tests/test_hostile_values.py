@@ -261,7 +261,7 @@ class Slot:
 
     def value(self, text: str) -> str:
         """What this slot holds for ``text``: the text itself, or the path made of it where only an absolute path is
-        a value ([checkpoint] save, load and save_hf: ACRL-H014; save_hf a format string too: ACRL-H006)."""
+        a value ([checkpoint] save, load and save_hf: ACRL-H013; save_hf a format string too: ACRL-H006)."""
         if f"{self.table}.{self.field}" in PATHS and self.kind == "value":
             if self.field == "save_hf":
                 return "/" + text.replace("{", "{{").replace("}", "}}") + "/{rollout_id}"

@@ -274,7 +274,7 @@ def purelib(toolbox: Toolbox) -> str:
 # What acrl passes differently, on purpose, for a YAML whose extra_flags do not set the step count.
 def acrl_differences(runner: dict[str, tuple[Any, ...]], num_steps: int = 1) -> dict[str, tuple[Any, ...]]:
     samples = runner["--rollout-batch-size"][0] * runner["--n-samples-per-prompt"][0]
-    out = {k: v for k, v in runner.items() if k != "--use-dynamic-global-batch-size"}
+    out = {k: v for k, v in runner.items() if k not in ("--use-dynamic-global-batch-size", "--num-epoch")}
     out["--custom-config-path"] = ("custom_config.yaml",)
     out["--actor-num-nodes"] = (1.0,)
     node, per_engine = runner["--actor-num-gpus-per-node"][0], runner["--rollout-num-gpus-per-engine"][0]
@@ -344,11 +344,12 @@ def test_every_field_end_to_end(tmp_path: Path, toolbox: Toolbox, slime_dir: Pat
     got, expected = effective(argv), acrl_differences(effective(runner))
     assert got == expected
     assert expected["--lr"] == (3e-6,) and expected["--train-env-vars"][0]["CUDA_HOME"] == "/usr/local/cuda-12.9"
-    assert {"--use-wandb", "--wandb-project", "--sglang-enable-dp-attention", "--num-epoch"} <= got.keys()
+    assert {"--use-wandb", "--wandb-project", "--sglang-enable-dp-attention"} <= got.keys()
     changed = differing(got, effective(runner))
     # one engine of the node's 4 GPUs: --num-gpus-per-node changes nothing slime does, so it is not passed
+    # --num-epoch: slime ignored it beside SlimeRunner's --num-rollout; [experiment] num_epoch would be ACRL-B006's
     assert changed == {"--use-dynamic-global-batch-size", "--custom-config-path", "--actor-num-nodes",
-                       "--num-steps-per-rollout", "--global-batch-size"}
+                       "--num-steps-per-rollout", "--global-batch-size", "--num-epoch"}
     assert changed == noted_flags(notes)
     assert custom == slime_runner_custom_config(config)
     assert "sk-secret-123" not in spec_path.read_text(encoding="utf-8")
@@ -462,7 +463,7 @@ def test_secrets_are_never_copied(tmp_path: Path, slime_dir: Path) -> None:
     text = (tmp_path / "spec.toml").read_text(encoding="utf-8")
     assert "sk-live" not in text + proc.stdout + proc.stderr
     spec = tomllib.loads(text)
-    assert spec["wandb"]["key_env"] == "WANDB_API_KEY" and spec["extra"]["args"] == ["--num-epoch", "2"]
+    assert spec["wandb"]["key_env"] == "WANDB_API_KEY" and "extra" not in spec  # --num-epoch: left out, noted
     where = {ln.split(":")[0]: f"{config}:{n}" for n, ln in enumerate(config.read_text().splitlines(), 1)}
     notes = [ln for ln in proc.stderr.splitlines() if ln.startswith("note: ")]
     assert [n for n in notes if n.startswith(f"note: {where['wandb_api_key']}: difference: ")]

@@ -22,9 +22,8 @@ from hypothesis import strategies as st
 from test_train_sh import Toolbox, compile_into, make_toolbox, run_train_sh
 
 from acrl.compiler import compile_spec
-from acrl.compiler._importers.base import Imported, ImportInputError, Note, render_spec
+from acrl.compiler._importers.base import Imported, ImportInputError, Note, experiment_id, render_spec
 from acrl.compiler._importers.train_sh import import_train_sh
-from acrl.compiler._importers.train_sh_map import experiment_id
 from acrl.compiler.errors import AcrlError, UsageError
 from conftest import EXAMPLE_SPECS, REPO
 

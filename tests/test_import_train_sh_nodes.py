@@ -62,6 +62,19 @@ def test_num_nodes_holds_slimes_placement_group(tmp_path: Path, flags: str, gpus
     assert "ACRL-C001" not in {w.rule for w in bundle.warnings}
 
 
+@pytest.mark.parametrize(("target", "nodes"), [(None, 2), ("624b824", 2), ("v0.3.0", 3)])
+def test_external_engines_take_no_gpus_of_the_group_where_the_commit_needs_no_switch(
+        tmp_path: Path, target: str | None, nodes: int) -> None:
+    """[rollout] external_engine_addrs (the flag maps onto its key): slime's group holds only the actor's 16 GPUs
+    (placement_group.py:100-117 at 624b824), but at v0.3.0 the addresses count only with --rollout-external, which the
+    script does not pass: 16 + 8 rollout GPUs there (the importer maps against the targeted commit's placement)."""
+    flags = "--actor-num-nodes 2 --actor-num-gpus-per-node 8 --rollout-num-gpus 8 --rollout-external-engine-addrs " \
+            "10.0.0.9:30000"
+    imported = import_train_sh(script(tmp_path, flags), target_commit=target)
+    assert imported.spec["rollout"]["external_engine_addrs"] == ["10.0.0.9:30000"]
+    assert imported.spec["cluster"]["num_nodes"] == nodes
+
+
 @pytest.mark.parametrize(("flags", "loop", "address"), [
     ("--actor-num-nodes 1 --actor-num-gpus-per-node 8 --colocate", True, "http://127.0.0.1:8265"),  # one node
     ("--actor-num-nodes 1 --actor-num-gpus-per-node 4 --rollout-num-gpus 4", False, "http://127.0.0.1:8265"),

@@ -290,7 +290,7 @@ def test_debug_modes_draw_one_role(flags: dict[str, object], rows: list[str], li
 
 def test_an_external_rollout_has_no_local_engines(write_spec: SpecWriter, capsys: pytest.CaptureFixture[str]) -> None:
     spec = write_spec({"cluster": {"colocate": False, "rollout_num_gpus": 8},
-                       "extra": {"flags": {"--rollout-external-engine-addrs": "10.0.0.1:3000"}}})
+                       "rollout": {"external_engine_addrs": ["10.0.0.1:3000"]}})
     code, out, _ = run(capsys, str(spec), "--format", "svg")
     _, nodes, roles = svg_cells(out)
     assert code == 0 and len(nodes) == 1 and roles == {"actor": 8}

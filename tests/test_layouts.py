@@ -39,7 +39,7 @@ def flags(values: dict[str, Any], **tables: Any) -> dict[str, Any]:
     return {"extra": {"flags": values}, **tables}
 
 
-EXTERNAL = {"--rollout-external-engine-addrs": "10.0.0.9:30000"}
+EXTERNAL = {"rollout": {"external_engine_addrs": ["10.0.0.9:30000"]}}  # the key (its flag in [extra]: ACRL-F002)
 DP_ATTENTION = {"--sglang-enable-dp-attention": True}
 ASYNC = {"train": {"mode": "async"}}
 
@@ -125,7 +125,7 @@ ROWS: list[tuple[str, dict[str, Any], Placed | str]] = [
     # no local rollout GPUs (--debug-train-only, external engines): the actor takes every node, as colocated
     ("debug-train-only on 2 nodes", {**cluster(num_nodes=2, colocate=False), **flags({"--debug-train-only": True})},
      Placed(16, 0, "2x8", 16, "", 8, None)),
-    ("external engines on 2 nodes", {**cluster(num_nodes=2, colocate=False), **flags(EXTERNAL)},
+    ("external engines on 2 nodes", {**cluster(num_nodes=2, colocate=False), **EXTERNAL},
      Placed(16, 16, "2x8", 16, "", 8, None)),
     ("an engine of 16 from mid-node",
      {**cluster(num_nodes=3, actor_num_nodes=1, actor_num_gpus_per_node=4, colocate=False, rollout_num_gpus=16),
@@ -143,9 +143,9 @@ ROWS: list[tuple[str, dict[str, Any], Placed | str]] = [
      Placed(8, 0, "1x8", 8, "0 0", 8, None)),
     ("sglang dp without dp attention", {"sglang": {"data_parallel_size": 2}}, "ACRL-P007"),
     # external engines: no local rollout, the group is the actor's (the rollout "after" it)
-    ("external engines", {**cluster(colocate=False), **flags(EXTERNAL)}, Placed(8, 8, "1x8", 8, "", 8, None)),
+    ("external engines", {**cluster(colocate=False), **EXTERNAL}, Placed(8, 8, "1x8", 8, "", 8, None)),
     ("external engines, actor on 2x8",
-     {**cluster(num_nodes=2, actor_num_nodes=2, colocate=False), **flags(EXTERNAL)},
+     {**cluster(num_nodes=2, actor_num_nodes=2, colocate=False), **EXTERNAL},
      Placed(16, 16, "2x8", 16, "", 8, None)),
     # debug modes
     ("debug train only", {**cluster(colocate=False), **flags({"--debug-train-only": True})},

@@ -20,9 +20,9 @@ import yaml
 from test_run import acrl, make_project
 
 from acrl.compiler import Bundle, SpecError, compile_spec, write
-from acrl.compiler._importers.flag_index import coerce, flag_index
 from acrl.compiler._importers.slime_runner import import_slime_runner
 from acrl.compiler._importers.train_sh import import_train_sh
+from acrl.compiler._spec.flag_index import coerce, flag_index
 from conftest import merge
 
 HEAD = "624b824a898ab0ec1fcb4d373004c7f3852bf515"
@@ -110,10 +110,10 @@ def test_v030_needs_rollout_external_too_and_keeps_its_engine_actors_local(compi
     one = merge(four, {"rollout": {"external": True, "external_engine_addrs": ["h0:1"]}})
     assert errors(compile_overrides, one) == [("ACRL-R002", "rollout.external_engine_addrs")]  # rank 1 has none
     assert errors(compile_overrides, four) == [("ACRL-R002", "rollout.external_engine_addrs")]  # no switch
+    # the escape hatch's addresses are read the same way by R002, and refused by F002: the keys say them
     hatch = {"slime": {"commit": V030}, "extra": {"flags": {"--rollout-external-engine-addrs": ["h0:1"] * 4}}}
-    assert errors(compile_overrides, hatch) == [("ACRL-R002", "extra.flags.--rollout-external-engine-addrs")]
-    hatch["extra"]["flags"]["--rollout-external"] = True
-    compile_overrides(hatch)
+    assert errors(compile_overrides, hatch) == [("ACRL-R002", "extra.flags.--rollout-external-engine-addrs"),
+                                                ("ACRL-F002", "extra.flags.--rollout-external-engine-addrs")]
 
 
 def test_the_v030_switch_is_refused_where_the_addresses_alone_say_it(compile_overrides: Compile) -> None:
@@ -135,13 +135,21 @@ def test_a_key_is_refused_at_a_commit_without_its_flag(compile_overrides: Compil
     assert (d.rule, d.key) == ("ACRL-F003", key) and f"present at {first}" in d.message
 
 
-def test_the_escape_hatch_still_works_and_may_not_repeat_a_key(compile_overrides: Compile) -> None:
-    bundle = compile_overrides({"extra": {"flags": {"--rollout-external-engine-addrs": "10.0.0.9:30000"}}})
-    assert derived(bundle)["rollout_offset"] == 8  # external: no local rollout GPUs
+def test_the_escape_hatch_may_not_pass_the_keys_flags(compile_overrides: Compile) -> None:
+    """ACRL-F002: [rollout] external_engine_addrs owns --rollout-external-engine-addrs, set or not (the R rules and
+    the placement model read the key)."""
+    def refused(overrides: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+        with pytest.raises(SpecError) as info:
+            compile_overrides(overrides)
+        return [(d.rule, d.key, d.hint) for d in info.value.diagnostics if d.severity == "error"]
+
+    hatch = {"extra": {"flags": {"--rollout-external-engine-addrs": "10.0.0.9:30000"}}}
+    assert refused(hatch) == [("ACRL-F002", "extra.flags.--rollout-external-engine-addrs",
+                               'set [rollout] external_engine_addrs = ["10.0.0.9:30000"] instead')]
     both = {"rollout": {"external_engine_addrs": ["10.0.0.9:30000"]},
             "extra": {"flags": {"--rollout-external-engine-addrs": "10.0.0.9:30000"}}}
-    assert errors(compile_overrides, both) == [("ACRL-F002", "extra.flags.--rollout-external-engine-addrs")]
-    assert errors(compile_overrides, {"train": {"balance_by_flops": True}, "extra": {"args": ["--balance-by-flops"]}}) \
+    assert [d[:2] for d in refused(both)] == [("ACRL-F002", "extra.flags.--rollout-external-engine-addrs")]
+    assert [d[:2] for d in refused({"train": {"balance_by_flops": True}, "extra": {"args": ["--balance-by-flops"]}})] \
         == [("ACRL-F002", "extra.args.0")]
 
 
@@ -207,14 +215,18 @@ def test_r006_balance_by_flops_needs_dynamic_batch_size(compile_overrides: Compi
     off = {"train": {"balance_by_flops": True, "use_dynamic_batch_size": False}}
     assert errors(compile_overrides, off) == [("ACRL-R006", "train.balance_by_flops")]
     hatch = {"train": {"use_dynamic_batch_size": False}, "extra": {"flags": {"--balance-by-flops": True}}}
-    assert [rule for rule, _ in errors(compile_overrides, hatch)] == ["ACRL-R006"]
+    assert [rule for rule, _ in errors(compile_overrides, hatch)] == ["ACRL-R006", "ACRL-F002"]  # F002: the key
 
 
 def test_r007_colocated_external_engines_are_a_warning_at_both_keys(compile_overrides: Compile) -> None:
     external = {"slime": {"commit": HEAD}, "rollout": {"external_engine_addrs": ["10.0.0.5:30000"]}}
     assert ("ACRL-R007", "rollout.external_engine_addrs") in warnings(compile_overrides, external)
     hatch = {"slime": {"commit": HEAD}, "extra": {"args": ["--rollout-external-engine-addrs", "10.0.0.5:30000"]}}
-    assert ("ACRL-R007", "extra.args") in warnings(compile_overrides, hatch)
+    # the escape hatch's addresses are read too, though ACRL-F002 refuses them there (the key says them)
+    with pytest.raises(SpecError) as info:
+        compile_overrides(hatch)
+    assert [(d.rule, d.key, d.severity) for d in info.value.diagnostics] == [
+        ("ACRL-R007", "extra.args", "warning"), ("ACRL-F002", "extra.args.0", "error")]
     apart = {**external, "cluster": {"colocate": False}}
     assert [w for w in warnings(compile_overrides, apart) if w[0] == "ACRL-R007"] == []
     assert [w for w in warnings(compile_overrides, {"slime": {"commit": HEAD}}) if w[0] == "ACRL-R007"] == []

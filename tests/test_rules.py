@@ -67,14 +67,13 @@ CHECKPOINT_TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"checkpoint": {**SAVING, "save_hf": "/hf/{rollout_id"}}],
     "ACRL-H007": [{"checkpoint": {**SAVING, "save_hf": "/hf"}}],
     "ACRL-H008": [{"checkpoint": {**SAVING, "scheduler": "override", "load_optimizer": False}}],
-    "ACRL-H009": [{"checkpoint": {"format": "torch_dcp"}}, {"extra": {"flags": {"--ckpt-format": "fsdp_dtensor"}}}],
-    "ACRL-H010": [{"extra": {"flags": {"--load": "/ckpt/run"}}}, {"extra": {"args": ["--start-rollout-id", "3"]}}],
-    "ACRL-H011": [{"checkpoint": {"resume": "required"}},
+    "ACRL-H009": [{"checkpoint": {"format": "torch_dcp"}}, {"checkpoint": {"format": "fsdp_dtensor"}}],
+    "ACRL-H010": [{"checkpoint": {"resume": "required"}},
                   {"checkpoint": {**SAVING, "resume": "never", "load": "/ckpt/other"}}],
-    "ACRL-H012": [{"checkpoint": {"load_optimizer": False}},
+    "ACRL-H011": [{"checkpoint": {"load_optimizer": False}},
                   {"checkpoint": {**SAVING, "resume": "never", "ckpt_step": 3}}],
-    "ACRL-H013": [{"slime": {"commit": "bf14dc21f"}, "checkpoint": SAVING, "extra": {"flags": {"--async-save": True}}}],
-    "ACRL-H014": [{"checkpoint": {"save": "ckpt/run", "save_interval": 1}}, {"checkpoint": {"load": "~/ckpt"}}],
+    "ACRL-H012": [{"slime": {"commit": "bf14dc21f"}, "checkpoint": SAVING, "extra": {"flags": {"--async-save": True}}}],
+    "ACRL-H013": [{"checkpoint": {"save": "ckpt/run", "save_interval": 1}}, {"checkpoint": {"load": "~/ckpt"}}],
 }
 TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-P001": [{"cluster": {"gpus_per_node": 6}, "parallel": {"tensor": 4}}],
@@ -134,7 +133,7 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-F001": [{"extra": {"flags": {"--wandb-key": "abc"}}}, {"extra": {"args": ["--sglang-api-key", "k"]}},
                   {"extra": {"flags": {"router-oracle-password": "p"}}}],
     "ACRL-F002": [{"extra": {"flags": {"--lr": 1e-5}}}, {"extra": {"args": ["--num-layers", "3"]}},
-                  {"extra": {"flags": {"--global-batch-size": 64}}}],
+                  {"extra": {"flags": {"--global-batch-size": 64}}}, {"extra": {"flags": {"--use-opd": True}}}],
     "ACRL-F003": [{"extra": {"flags": {"--use-dynamic-global-batch-size": True}}},
                   {"slime": {"commit": "624b824a8"}, "model": {"megatron_to_hf_mode": "bridge"}},
                   {"extra": {"flags": {"--release-train": True}}},
@@ -151,7 +150,7 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"extra": {"flags": {"--sglang-chunked-prefill": 4096}}}],  # an abbreviation
     # escape-hatch flags nothing could check: no facts of the commit (nor a checkout here), sglang_router's flags,
     # in both escape-hatch forms
-    "ACRL-F008": [{"slime": {"commit": NO_FACTS}, "extra": {"flags": {"--use-tis": True}}},
+    "ACRL-F008": [{"slime": {"commit": NO_FACTS}, "extra": {"flags": {"--use-routing-replay": True}}},
                   {"extra": {"flags": {"--router-policy": "random"}}},
                   {"slime": {"commit": "624b824a8"}, "extra": {"args": ["--router-policy", "random"]}}],
     # what slime's argparse does with each flag at the target (compiler/_slime/commits/argparse; test_flag_values.py)
@@ -281,7 +280,7 @@ def test_message_points_at_the_key_that_was_written(write_spec) -> None:  # type
     (diag,) = info.value.diagnostics
     assert diag.key == "extra.flags.--lr"
     assert diag.source_line.startswith('--lr = ')
-    assert diag.hint == "set [train] lr instead"
+    assert diag.hint == "set [train] lr = 1e-05 instead"  # the user's value, as the key's line
 
 
 def test_optimizer_steps_are_explicit(compile_overrides) -> None:  # type: ignore[no-untyped-def]
@@ -371,7 +370,8 @@ def test_m001_shards_the_engines_heads_over_the_attention_tensor_size_with_dp_at
     for dp in (4, 8):  # attention tensor size 2, 1
         assert m001(compile_overrides, {**TWENTY_HEADS, "sglang": {"data_parallel_size": dp},
                                         "extra": {"flags": DP_ATTENTION}}) == []
-    # the escape hatch's --sglang-dp-size is read the same way (slime's script passes it so)
+    # the escape hatch's --sglang-dp-size is read the same way (slime's script passes it so), though ACRL-F002 refuses
+    # it: it is sglang's other name for [sglang] data_parallel_size's flag
     assert m001(compile_overrides, {**TWENTY_HEADS, "extra": {"flags": {**DP_ATTENTION, "--sglang-dp-size": 8}}}) == []
     # a DP size of 1 turns SGLang's DP attention off: the engine's whole tensor size shards the heads
     assert m001(compile_overrides, {**TWENTY_HEADS, "extra": {"flags": DP_ATTENTION}}) != []
@@ -388,14 +388,15 @@ def test_m001_checks_no_engine_where_none_runs(compile_overrides: Callable[..., 
     assert m001(compile_overrides, {**six, "cluster": {"gpus_per_node": 6, "colocate": False, "rollout_num_gpus": 6,
                                                        "num_nodes": 2}})
     assert m001(compile_overrides, {**six, "extra": {"flags": {"--debug-train-only": True}}}) == []
-    assert m001(compile_overrides, {**six, "extra": {"flags": {"--rollout-external-engine-addrs": "h:30000"}}}) == []
+    assert m001(compile_overrides, {**six, "rollout": {**six["rollout"], "external_engine_addrs": ["h:30000"]}}) == []
 
 
-@pytest.mark.parametrize("flags", [{"--debug-train-only": True}, {"--load-debug-rollout-data": "/d/{rollout_id}.pt"},
-                                   {"--rollout-external-engine-addrs": "10.0.0.9:30000"}])
+@pytest.mark.parametrize("overrides", [{"extra": {"flags": {"--debug-train-only": True}}},
+                                       {"extra": {"flags": {"--load-debug-rollout-data": "/d/{rollout_id}.pt"}}},
+                                       {"rollout": {"external_engine_addrs": ["10.0.0.9:30000"]}}])
 def test_p002_does_not_fire_when_slime_sizes_the_group_without_rollout_gpus(
-        compile_overrides: Callable[..., Bundle], flags: dict[str, Any]) -> None:
-    bundle = compile_overrides({"cluster": {"colocate": False}, "extra": {"flags": flags}})
+        compile_overrides: Callable[..., Bundle], overrides: dict[str, Any]) -> None:
+    bundle = compile_overrides({"cluster": {"colocate": False}, **overrides})
     assert not [w for w in bundle.warnings if w.rule.startswith("ACRL-P")]
 
 

@@ -585,14 +585,14 @@ def test_import_slime_runner_never_copies_a_credential(tmp_path: Path) -> None:
     (slime_dir / "scripts" / "models").mkdir(parents=True)
     (slime_dir / "scripts" / "models" / "tiny.sh").write_text("MODEL_ARGS=(--num-layers 2)\n", encoding="utf-8")
     fields = {**minimal(slime_dir), "extra_flags": ["--wandb-k", WANDB_KEY, f"--WANDB_KEY={OPENAI_KEY}",
-                                                    "--wandb-group", HF_TOKEN, "--num-epoch", "2"]}
+                                                    "--wandb-group", HF_TOKEN, "--rollout-shuffle"]}
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(fields), encoding="utf-8")
     imported = import_slime_runner(config)
     shown = render_spec(imported) + "\n".join(n.message for n in imported.notes)
     for secret in (WANDB_KEY, OPENAI_KEY, HF_TOKEN):
         assert secret not in shown
-    assert imported.spec["extra"]["args"] == ["--num-epoch", "2"]
+    assert imported.spec["extra"]["args"] == ["--rollout-shuffle"]  # the flag beside them is kept
 
 
 def test_import_train_sh_notes_never_echo_a_secret_shaped_word(tmp_path: Path) -> None:

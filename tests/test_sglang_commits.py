@@ -124,7 +124,7 @@ def test_the_sglang_flag_rules_at_v030(compile_overrides) -> None:  # type: igno
     (F006); v0.3.0's patch flag is accepted, 624b824's is not (F007); 0.5.12.post1 lists --tensor-parallel-size
     before --tp-size, so slime's skip of tp_size misses it and --sglang-tp-size exists."""
     assert findings(compile_overrides, V030, {"extra": {"flags": HATCH}}) == [
-        ("ACRL-F002", "error", "--sglang-cuda-graph-max-bs", "set [sglang] cuda_graph_max_bs instead"),
+        ("ACRL-F002", "error", "--sglang-cuda-graph-max-bs", "set [sglang] cuda_graph_max_bs = 8 instead"),
         ("ACRL-F006", "warning", "--sglang-enable-piecewise-cuda-graph", "remove it"),
         ("ACRL-F006", "warning", "--sglang-stream-output", "write --sglang-incremental-streaming-output instead"),
         ("ACRL-F007", "error", "--sglang-cuda-graph-max-bs-decode", "did you mean --sglang-cuda-graph-max-bs?"),
@@ -136,8 +136,8 @@ def test_the_sglang_flag_rules_at_v031(compile_overrides) -> None:  # type: igno
     (F002 and F006), --enable-piecewise-cuda-graph is gone, and so are v0.3.0's and 624b824's patch flags (F007);
     slime skips tp_size, now --tp-size's dest (F007, "remove it")."""
     assert findings(compile_overrides, V031, {"extra": {"flags": HATCH}}) == [
-        ("ACRL-F002", "error", "--sglang-cuda-graph-max-bs", "set [sglang] cuda_graph_max_bs instead"),
-        ("ACRL-F002", "error", "--sglang-cuda-graph-max-bs-decode", "set [sglang] cuda_graph_max_bs instead"),
+        ("ACRL-F002", "error", "--sglang-cuda-graph-max-bs", "set [sglang] cuda_graph_max_bs = 8 instead"),
+        ("ACRL-F002", "error", "--sglang-cuda-graph-max-bs-decode", "set [sglang] cuda_graph_max_bs = 8 instead"),
         ("ACRL-F006", "warning", "--sglang-cuda-graph-max-bs", "write --sglang-cuda-graph-max-bs-decode instead"),
         ("ACRL-F006", "warning", "--sglang-stream-output", "write --sglang-incremental-streaming-output instead"),
         ("ACRL-F007", "error", "--sglang-disable-indexer-rope-neox-style",

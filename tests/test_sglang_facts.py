@@ -376,7 +376,7 @@ def test_an_escape_hatch_alias_of_a_flag_acrl_passes_is_a_duplicate_not_an_abbre
     assert got == [("ACRL-F002", "extra.flags.--sglang-cuda-graph-max-bs"),
                    ("ACRL-F006", "extra.flags.--sglang-cuda-graph-max-bs")]
     (f002,) = [d for d in info.value.diagnostics if d.rule == "ACRL-F002"]
-    assert f002.hint == "set [sglang] cuda_graph_max_bs instead"
+    assert f002.hint == "set [sglang] cuda_graph_max_bs = 8 instead"
 
 
 def test_sglang_flag_findings_point_at_their_keys(write_spec) -> None:  # type: ignore[no-untyped-def]

@@ -82,18 +82,19 @@ def test_a_key_whose_flag_the_target_lacks_is_refused_at_that_key(compile_overri
     assert ("added to slime after" in found.message) != ("removed from slime after" in found.message)
 
 
-def test_the_escape_hatch_does_not_repeat_a_keys_flag(compile_overrides: Callable[..., Bundle]) -> None:
-    """ACRL-F002 refuses an escape-hatch flag that a set key passes (an unset key's flag stays allowed there, as for
-    every key: F002 compares with the argv)."""
-    with pytest.raises(SpecError) as info:
-        compile_overrides({"opd": {"enabled": True, "type": "megatron", "teacher_load": "/t"},
-                           "weight_sync": {"mode": "full", "buffer_size": 1},
-                           "extra": {"flags": {"--use-opd": True, "--update-weight-mode": "full",
-                                               "--update-weight-buffer-size": 1024}}})
-    found = {d.key: d.hint for d in info.value.diagnostics if d.rule == "ACRL-F002"}
-    assert found == {"extra.flags.--use-opd": "set [opd] enabled instead",
-                     "extra.flags.--update-weight-mode": "set [weight_sync] mode instead",
-                     "extra.flags.--update-weight-buffer-size": "set [weight_sync] buffer_size instead"}
+def test_the_escape_hatch_does_not_pass_a_keys_flag(compile_overrides: Callable[..., Bundle]) -> None:
+    """ACRL-F002 refuses an escape-hatch flag that a key owns, set (it passes the flag too) or not (the N rules would
+    never see it), naming the key's line with the escape hatch's value."""
+    hatch = {"--use-opd": True, "--update-weight-mode": "full", "--update-weight-buffer-size": 1024}
+    lines = {"extra.flags.--use-opd": "set [opd] enabled = true instead",
+             "extra.flags.--update-weight-mode": 'set [weight_sync] mode = "full" instead',
+             "extra.flags.--update-weight-buffer-size": "set [weight_sync] buffer_size = 1024 instead"}
+    for keys in ({"opd": {"enabled": True, "type": "megatron", "teacher_load": "/t"},
+                  "weight_sync": {"mode": "full", "buffer_size": 1}}, {}):
+        with pytest.raises(SpecError) as info:
+            compile_overrides({**keys, "extra": {"flags": hatch}})
+        assert {d.key: d.hint for d in info.value.diagnostics if d.rule == "ACRL-F002"} == lines
+        assert {d.message.endswith("slime would see it twice") for d in info.value.diagnostics} == {bool(keys)}
 
 
 def test_review_groups() -> None:

@@ -62,13 +62,14 @@ def _line_of(path: Path, text: str) -> int:
 def test_without_facts_or_a_checkout_one_warning_names_every_escape_hatch_flag(write_spec: SpecWriter) -> None:
     """acrl has no facts of the commit and no checkout is here: ACRL-F008 names each escape-hatch flag by key (at the
     first), with the fix; the warning depends on this machine, so the bundle does not record it."""
-    path = write_spec({"slime": {"commit": NO_FACTS}, "extra": {"flags": {"--anything-goes": 1, "use-tis": True},
-                                                                "args": ["--foo-bar", "3"]}})
+    hatch = {"flags": {"--anything-goes": 1, "rollout-shuffle": True}, "args": ["--foo-bar", "3"]}
+    path = write_spec({"slime": {"commit": NO_FACTS}, "extra": hatch})
     bundle = compile_spec(path, display_name="spec.toml")
     (warning,) = bundle.warnings
     assert (warning.rule, warning.severity, warning.key) == ("ACRL-F008", "warning", "extra.flags.--anything-goes")
     assert warning.line == _line_of(path, '--anything-goes = 1')
-    for named in ("extra.flags.--anything-goes", "extra.flags.use-tis (--use-tis)", "extra.args.0 (--foo-bar)"):
+    for named in ("extra.flags.--anything-goes", "extra.flags.rollout-shuffle (--rollout-shuffle)",
+                  "extra.args.0 (--foo-bar)"):
         assert named in warning.message
     assert "--slime-checkout" in warning.hint
     assert not any(n.startswith("flags not") for n in bundle.notes)  # the warning says it: no note besides

@@ -27,6 +27,7 @@ def run_import(args: argparse.Namespace) -> int:
     from .._importers.base import run_import as convert
 
     options = {"num_rollout": args.num_rollout} if args.kind == "slime-runner" else {"env": args.env}
+    options["target_commit"] = args.target_commit
     report = convert(args.kind, args.file, args.output, force=args.force, **options)
     if args.json:
         _print_json(report.as_json())

@@ -233,7 +233,12 @@ def _import_commands(commands: Any) -> None:
     script.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="a variable the script reads from its environment (repeatable); secrets are never "
                         "copied into the spec")
-    for p in (runner, script):
+    for p, default in ((runner, "agentcore-rl-toolkit's pin, the slime SlimeRunner ran"),
+                       (script, "the commit of the slime checkout the script is in, else of --slime-checkout, where "
+                                "acrl has facts for it; else agentcore-rl-toolkit's pin")):
+        p.add_argument("--target-commit", metavar="REV",
+                       help="the slime commit the spec targets ([slime] commit), whose flags the import maps: one "
+                       "acrl has facts for, as a hash (7+ hex digits) or tag, e.g. v0.3.1 (default: " + default + ")")
         p.add_argument("-o", "--output", metavar="SPEC", required=True, help="the spec file to write")
         p.add_argument("--force", action="store_true", help="replace an existing file")
         p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -259,3 +260,11 @@ def run_import(kind: str, source: str, output: str, *, force: bool = False, **op
     except SpecError as exc:
         return Report(output, imported.notes, False, "\n".join(d.format() for d in exc.diagnostics))
     return Report(output, imported.notes, True)
+
+
+def experiment_id(file_name: str) -> str:
+    """An experiment id made from a script's file name (``run-qwen3-4B.sh`` -> ``run-qwen3-4B``): what ACRL-T005
+    accepts (a letter or digit, then letters, digits, '.', '_' and '-', at most 64), or "" when nothing is left."""
+    stem = file_name[:-3] if file_name.endswith(".sh") else file_name
+    name = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9._-]+", "-", stem))
+    return name.lstrip("._-")[:64]

@@ -24,11 +24,13 @@ from .._pipeline.bundle import YAML_LIMIT, read_input
 from .._pipeline.parse import unreadable_hint
 from .._pipeline.placement import node_size_matters
 from .._secrets import drop_secret_values, is_credential_flag, looks_secret_value
+from .._spec.flag_index import key_of
 from .._spec.flags import is_number, known_absent_flags
 from .._spec.tables import TOOLKIT_SLIME_COMMIT, table_types
 from ..errors import UsageError
 from .base import Imported, ImportInputError, Note, load_yaml
 from .slime_runner_model import model_args
+from .target import for_slime_runner
 
 Kind = Literal["str", "int", "float", "bool", "str?", "int?", "flags"]
 
@@ -105,10 +107,11 @@ class _Problems:
                                before=[ImportInputError(path=w, reason=r, fix=f) for w, r, f in before])
 
 
-def import_slime_runner(path: Path, *, num_rollout: int | None = None) -> Imported:
+def import_slime_runner(path: Path, *, num_rollout: int | None = None, target_commit: str | None = None) -> Imported:
     """Convert the YAML file ``path`` of SlimeRunner keyword arguments into spec data and notes.
     ``num_rollout`` is what ``SlimeRunner.train()`` was called with; without it, the YAML's ``num_rollout``
-    key, else SlimeRunner's default, 1."""
+    key, else SlimeRunner's default, 1. ``target_commit``: --target-commit, else the toolkit's pin (:mod:`.target`)."""
+    commit = for_slime_runner(target_commit).commit
     data, lines = _load(path)
     problems = _Problems(path, lines)
     spec: dict[str, dict[str, Any]] = {}
@@ -158,8 +161,11 @@ def import_slime_runner(path: Path, *, num_rollout: int | None = None) -> Import
                           "Pass --num-rollout N with the N your script gave train()", "experiment.num_rollout"))
     script_notes, model_flags = model_args(spec, data)
     notes += script_notes
-    notes += _extra_flags(spec, data.get("extra_flags") or [], model_flags, where.get("extra_flags", "extra_flags"))
-    notes += _differences(spec)
+    notes += _extra_flags(spec, data.get("extra_flags") or [], model_flags, where.get("extra_flags", "extra_flags"),
+                          commit)
+    notes += _differences(spec, commit)
+    if commit != TOOLKIT_SLIME_COMMIT:
+        spec.setdefault("slime", {})["commit"] = commit
     notes += [Note("difference", f"{key}: its value looks like a secret (a token, or a URL with user:password): "
                    "it is not copied into the spec; give it on the cluster, in the environment", key)
               for key in drop_secret_values(spec)]  # type: ignore[arg-type]
@@ -247,8 +253,8 @@ def _flag_keys() -> dict[str, tuple[str, str, Any]]:
     for table_name, table in table_types().items():
         for field in attrs.fields(table):
             flag = field.metadata.get("flag")
-            # W&B flags are passed only when the key is set; the eval datasets are a table: both stay verbatim. So does
-            # --num-epoch: SlimeRunner always passed --num-rollout, so slime ignored it (ACRL-B006).
+            # W&B flags are passed only when the key is set: they stay verbatim (ACRL-F002 lets an unset [wandb]
+            # key's flag through); the eval datasets are a table, read apart; --num-epoch is left out (noted).
             if flag and table_name != "wandb" and field.name not in ("datasets", "num_epoch"):
                 out[flag] = (table_name, field.name, field.type)
             for value, switch in (field.metadata.get("switches") or {}).items():  # --no-load-optim: load_optimizer
@@ -276,12 +282,14 @@ def _typed(kind: Any, values: list[str]) -> Any:
     return values[0]
 
 
-def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags: set[str], where: str) -> list[Note]:
+def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags: set[str], where: str,
+                 commit: str) -> list[Note]:
     """extra_flags came last in SlimeRunner's argv, so each won over the flag it repeated (argparse keeps the last):
     a flag a spec key owns sets that key, one of MODEL_ARGS goes to [model.overrides]; credentials are never copied;
-    flags the targeted slime lacks are left out (slime ignored them); the rest go verbatim into [extra] args."""
+    flags the targeted slime (``commit``) lacks are left out (slime ignored them); the rest go verbatim into [extra]
+    args."""
     notes: list[Note] = []
-    absent = known_absent_flags(TOOLKIT_SLIME_COMMIT) or {}
+    absent = known_absent_flags(commit) or {}
     owned = _flag_keys()
     segments: list[list[str]] = [[]]
     for token in extra:  # each segment: a flag (or --flag=value) and the words up to the next flag
@@ -293,14 +301,20 @@ def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags:
     for segment in segments[1:]:
         flag, _, inline = segment[0].partition("=")
         values = [inline, *segment[1:]] if "=" in segment[0] else segment[1:]
+        other = key_of(flag, commit) if flag not in owned else None  # a key's flag by sglang's other name
+        key_flag = other[1] if other is not None and other[1] in owned else flag
         if is_credential_flag(flag) or any(looks_secret_value(v) for v in values):
             notes.append(Note("difference", f"extra_flags: {flag} carries a credential; neither it nor its value was "
                               "copied (slime logs its whole argument namespace). Export the secret where train.sh "
                               "runs" + (" as WANDB_API_KEY ([wandb] key_env)" if "wandb" in flag.lower() else ""),
                               where))
+        elif flag == "--num-epoch":  # the rollout count wins: slime/utils/arguments.py:1963-1965 at fa3c990
+            notes.append(Note("difference", "extra_flags: --num-epoch is left out: SlimeRunner always passed the "
+                              "rollout count too, with which slime ignores the epochs (ACRL-B006 refuses both); to "
+                              "train epochs instead, set [experiment] num_epoch and remove num_rollout", where))
         elif flag in absent:
             notes.append(Note("difference", f"extra_flags: {flag} is left out: it does not exist at the targeted "
-                              f"slime {TOOLKIT_SLIME_COMMIT[:7]} ({absent[flag]}), so slime ignored it", where))
+                              f"slime {commit[:7]} ({absent[flag]}), so slime ignored it", where))
         elif flag == "--global-batch-size" and len(values) == 1 and values[0].isdigit() and int(values[0]) > 0:
             rollout = spec.get("rollout", {})
             samples = rollout.get("batch_size", 32) * rollout.get("n_samples_per_prompt", 8)
@@ -312,8 +326,8 @@ def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags:
             datasets = dict(zip(values[::2], values[1::2], strict=True))  # argparse keeps the last occurrence
         elif flag in model_flags:
             spec["model"].setdefault("overrides", {})[flag[2:]] = values[0] if len(values) == 1 else values or True
-        elif flag in owned and (value := _typed(owned[flag][2], values)) is not None:
-            table, key, _ = owned[flag]
+        elif key_flag in owned and (value := _typed(owned[key_flag][2], values)) is not None:
+            table, key, _ = owned[key_flag]
             if (table, key) == ("model", "dir"):  # SlimeRunner's --ref-load stays the YAML's model_dir
                 spec["model"].setdefault("ref_load", spec["model"]["dir"])
             spec.setdefault(table, {})[key] = value
@@ -331,11 +345,11 @@ def _extra_flags(spec: dict[str, dict[str, Any]], extra: list[str], model_flags:
     return notes
 
 
-def _differences(spec: Mapping[str, Mapping[str, Any]]) -> list[Note]:
+def _differences(spec: Mapping[str, Mapping[str, Any]], commit: str) -> list[Note]:
     """What acrl passes differently on purpose, as notes naming the flag and why."""
-    absent = known_absent_flags(TOOLKIT_SLIME_COMMIT) or {}
+    absent = known_absent_flags(commit) or {}
     notes = [Note("difference", f"{flag} is not passed: SlimeRunner always passed it, but it does not exist at the "
-                  f"targeted slime {TOOLKIT_SLIME_COMMIT[:7]} ({absent[flag]}), so slime ignored it", flag)
+                  f"targeted slime {commit[:7]} ({absent[flag]}), so slime ignored it", flag)
              for flag in _HARD_CODED_VERSIONED if flag in absent]
     node = spec.get("cluster", {}).get("gpus_per_node", 8)
     per_engine = spec.get("rollout", {}).get("gpus_per_engine", 2)  # the agentcore profile's default

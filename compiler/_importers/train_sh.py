@@ -4,7 +4,7 @@ The script is read, never run (:mod:`acrl.compiler._shell.lexer`, :mod:`acrl.com
 variables,
 arrays and ``source`` lines are followed, then the one ``ray job submit ... -- python3
 .../train.py FLAGS`` command (or a bare ``python3 .../train.py``) is read flag by flag. Each flag
-a spec key sets goes to that key (:mod:`acrl.compiler._importers.flag_index`), the others to ``[extra.flags]``; what
+a spec key sets goes to that key (:mod:`acrl.compiler._spec.flag_index`), the others to ``[extra.flags]``; what
 cannot be resolved without running the script is reported as an "unresolved" note and left out.
 Secrets are never copied: only the name of their variable.
 """
@@ -20,12 +20,13 @@ import attrs
 
 from .._pipeline.bundle import read_input
 from .._pipeline.parse import unreadable_hint
-from .._secrets import ENV_NAME, drop_secret_values, looks_secret_value
-from .._shell.eval import MAX_CHARS, Shell, Text, TooLarge, Value
+from .._secrets import drop_secret_values, looks_secret_value
+from .._shell.eval import Shell, Text, TooLarge, Value
 from .._shell.lexer import Command, ShellSyntaxError, Word, lex
 from .._spec.flags import is_number, is_secret_env_name
-from ..errors import UsageError
 from .base import Imported, ImportInputError, Note
+from .target import Target, for_script
+from .train_sh_env import environment
 from .train_sh_launch import Launched, heredoc_lines
 from .train_sh_map import INLINE_FLAG, Occurrence, SpecBuilder
 from .train_sh_model import known_model_flags
@@ -261,28 +262,12 @@ def _empty_array(line: int) -> Value:
     return Value([], line, is_array=True)
 
 
-def environment(assignments: Sequence[str]) -> dict[str, str]:
-    """``--env NAME=VALUE`` options as the variables the script reads from its environment (the last of a name
-    counts, as with env(1)). Raises UsageError for one that is not NAME=VALUE."""
-    out: dict[str, str] = {}
-    for item in assignments:
-        name, equals, value = item.partition("=")
-        if not equals or not ENV_NAME.fullmatch(name):
-            shown = "(not shown: it looks secret)" if looks_secret_value(item) else repr(item)
-            raise UsageError(f"--env {shown}: not NAME=VALUE with NAME a variable name (letters, digits and _, "
-                             "not starting with a digit)", hint="write --env MODEL_DIR=/data/models/Qwen3-4B, one "
-                             "--env per variable")
-        if len(value) > MAX_CHARS:
-            raise UsageError(f"--env {name}=...: the value is over {MAX_CHARS >> 20} MiB (the limit)",
-                             hint="give a shorter value")
-        out[name] = value
-    return out
-
-
-def import_train_sh(path: Path, *, env: Sequence[str] = ()) -> Imported:
+def import_train_sh(path: Path, *, env: Sequence[str] = (), target_commit: str | None = None) -> Imported:
     """Read the launch script at ``path`` into a spec, with notes for what did not carry over. ``env``: NAME=VALUE
-    strings, the values the script would read from its environment (``acrl import train-sh --env``)."""
+    strings, the values the script would read from its environment (``acrl import train-sh --env``);
+    ``target_commit``: --target-commit, else the commit of the slime checkout the script is in (:mod:`.target`)."""
     variables = environment(env)
+    target = for_script(path, target_commit)
     try:
         text = read_input(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -301,7 +286,7 @@ def import_train_sh(path: Path, *, env: Sequence[str] = ()) -> Imported:
         reader.run(commands)
         reader.launch.heredocs = heredoc_lines(text)
         reader.launch.head_written = writes_head(text)
-        return _build(reader, "torch_memory_saver" in text, "ACRL_ENV_VARS=" in text,
+        return _build(reader, target, "torch_memory_saver" in text, "ACRL_ENV_VARS=" in text,
                       bool(re.search(r"^[^#\n]*--(use-)?wandb", text, re.MULTILINE)))
     except RecursionError:
         raise ImportInputError(path=str(path), reason="cannot read the script: expansions nested too deeply",
@@ -312,7 +297,8 @@ def import_train_sh(path: Path, *, env: Sequence[str] = ()) -> Imported:
                                    "sourcing itself): " + _SHAPE) from None
 
 
-def _build(reader: _Reader, torch_memory_saver: bool, acrl_made: bool, mentions_wandb: bool) -> Imported:
+def _build(reader: _Reader, target: Target, torch_memory_saver: bool, acrl_made: bool, mentions_wandb: bool
+           ) -> Imported:
     path = reader.path
     if reader.train is None:
         hidden = (f" (line {reader.hidden_train} names train.py inside an if/loop/function body, which the importer "
@@ -320,7 +306,8 @@ def _build(reader: _Reader, torch_memory_saver: bool, acrl_made: bool, mentions_
         raise ImportInputError(path=str(path), reason="expected a `ray job submit ... -- python3 .../train.py FLAGS` "
                                f"command (or train_async.py), found none{hidden}", fix=_SHAPE)
     command, index = reader.train
-    builder = SpecBuilder(path, reader.shell, reader.notes, torch_memory_saver=torch_memory_saver)
+    builder = SpecBuilder(path, reader.shell, [*target.notes, *reader.notes], torch_memory_saver=torch_memory_saver,
+                          commit=target.commit)
     builder.entry(reader.shell.scalar(command.words[index]))
     address = _address(reader.shell, reader.launcher) if reader.launcher is not None else None
     if address is not None:
@@ -351,6 +338,7 @@ def _build(reader: _Reader, torch_memory_saver: bool, acrl_made: bool, mentions_
                                                         builder.given):
         builder.wandb_off()  # a W&B flag the importer did not evaluate (an `if` body) is noted, not turned off
     size_cluster(builder, reader.launch.ssh_loop)
+    target.write(builder.spec)
     spec = builder.finish()
     spec = copy.deepcopy(spec)
     left_out = [Note("difference", f"{key}: its value looks like a secret (a token, or a URL with user:password): "

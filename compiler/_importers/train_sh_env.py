@@ -1,11 +1,34 @@
-"""The runtime env's PYTHONPATH in `acrl import train-sh` (``--runtime-env-json``'s ``env_vars``): Megatron-LM's
-entry -> ``[slime] megatron_dir``, the others -> ``[env] pythonpath`` / ``pythonpath_before_megatron``; and the
-``no_proxy`` the script exports before ``ray start --head`` where it holds more than acrl's train.sh puts there."""
+"""The environment in `acrl import train-sh`: the ``--env NAME=VALUE`` values the script reads from its own; the
+runtime env's PYTHONPATH (``--runtime-env-json``'s ``env_vars``): Megatron-LM's entry -> ``[slime] megatron_dir``,
+the others -> ``[env] pythonpath`` / ``pythonpath_before_megatron``; and the ``no_proxy`` the script exports before
+``ray start --head`` where it holds more than acrl's train.sh puts there."""
 
 from __future__ import annotations
 
-from .._shell.eval import MARK, Text
+from collections.abc import Sequence
+
+from .._secrets import ENV_NAME, looks_secret_value
+from .._shell.eval import MARK, MAX_CHARS, Text
+from ..errors import UsageError
 from .train_sh_map import SpecBuilder
+
+
+def environment(assignments: Sequence[str]) -> dict[str, str]:
+    """``--env NAME=VALUE`` options as the variables the script reads from its environment (the last of a name
+    counts, as with env(1)). Raises UsageError for one that is not NAME=VALUE."""
+    out: dict[str, str] = {}
+    for item in assignments:
+        name, equals, value = item.partition("=")
+        if not equals or not ENV_NAME.fullmatch(name):
+            shown = "(not shown: it looks secret)" if looks_secret_value(item) else repr(item)
+            raise UsageError(f"--env {shown}: not NAME=VALUE with NAME a variable name (letters, digits and _, "
+                             "not starting with a digit)", hint="write --env MODEL_DIR=/data/models/Qwen3-4B, one "
+                             "--env per variable")
+        if len(value) > MAX_CHARS:
+            raise UsageError(f"--env {name}=...: the value is over {MAX_CHARS >> 20} MiB (the limit)",
+                             hint="give a shorter value")
+        out[name] = value
+    return out
 
 
 def pythonpath(builder: SpecBuilder, value: str, line: int) -> None:

@@ -4,7 +4,7 @@ the variables around it, mapped onto spec keys (see :mod:`acrl.compiler._importe
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +13,11 @@ import attrs
 from .._pipeline.bundle import YAML_LIMIT, read_input
 from .._secrets import is_credential_flag, looks_secret_value, without_credentials
 from .._shell.eval import Shell, Text
+from .._spec.flag_index import CoerceError, FlagKey, coerce, extra_value, flag_index, key_of
 from .._spec.flags import did_you_mean, known_absent_flags
 from .._spec.profiles import TOOLKIT_ROLLOUT, Integration
 from .._spec.tables import TOOLKIT_SLIME_COMMIT
-from .base import ImportInputError, Note, NoteKind, load_yaml
-from .flag_index import CoerceError, FlagKey, coerce, extra_value, flag_index
+from .base import ImportInputError, Note, NoteKind, experiment_id, load_yaml
 from .train_sh_profile import choose, default_of, faithful, faithful_note, whose
 
 _TABLES = ("experiment", "agentcore", "model", "data", "slime", "cluster", "parallel", "rollout", "sglang",
@@ -61,6 +61,7 @@ class SpecBuilder:
     spec: dict[str, Any] = attrs.Factory(lambda: {t: {} for t in _TABLES})
     integration: Integration = "agentcore"  # chosen once the flags are read (train_sh_profile.choose)
     given: frozenset[str] = frozenset()  # the flags of the train.py command, once read
+    commit: str = TOOLKIT_SLIME_COMMIT  # the targeted slime commit (target.py): flags it lacks are left out
 
     def note(self, kind: NoteKind, message: str, text: Text | None = None) -> None:
         if text is not None:
@@ -158,13 +159,13 @@ class SpecBuilder:
                 del last[occurrence.flag]
             last[occurrence.flag] = occurrence
         self.given = frozenset(last)
-        absent = known_absent_flags(TOOLKIT_SLIME_COMMIT) or {}
+        absent = known_absent_flags(self.commit) or {}
         function = last.get("--rollout-function-path")  # the profile's guess until choose() (global_batch reads it)
         toolkit = function is not None and [v.text for v in function.values] == [TOOLKIT_ROLLOUT]
         self.integration = "agentcore" if toolkit or "--custom-config-path" in last else "slime"
         for flag, occurrence in last.items():
             values, token = occurrence.values, occurrence.token
-            key = index.get(flag)
+            key = (key_of(flag, self.commit) or (None,))[0]  # by another name too: --sglang-dp-size
             problem = next((v for v in values if v.problem), None)
             secret = next((v.secret for v in values if v.secret), None)
             if is_credential_flag(flag) or secret or _secret_shaped(values):
@@ -183,9 +184,9 @@ class SpecBuilder:
             elif flag == "--custom-config-path":
                 self.custom_config(values)
             elif flag in absent:
-                close = f"; did you mean {m}?" if (m := did_you_mean(flag, TOOLKIT_SLIME_COMMIT)) else ""
-                self.note("difference", f"{flag} is left out: slime at the targeted commit has no such flag "
-                                        f"({absent[flag]}); it did nothing{close}", token)
+                close = f"; did you mean {m}?" if (m := did_you_mean(flag, self.commit)) else ""
+                self.note("difference", f"{flag} is left out: slime at the targeted commit {self.commit[:7]} has no "
+                                        f"such flag ({absent[flag]}); it did nothing{close}", token)
             elif flag == "--global-batch-size":
                 self.global_batch(values, token, "--num-steps-per-rollout" in last)
             elif flag in model_flags:
@@ -196,7 +197,7 @@ class SpecBuilder:
                 self.spec["extra"].setdefault("flags", {})[flag] = extra_value([v.text for v in values])
                 self.note("escape-hatch", f"{flag}: no spec key sets it; put in [extra.flags]", token)
         self.profile()
-        self.defaults(index, last)
+        self.defaults(index, last, {k[0].path for f in last if (k := key_of(f, self.commit)) is not None})
 
     def profile(self) -> None:
         """Choose the integration profile; slime and custom write it and no [agentcore] (the profile's defaults
@@ -265,10 +266,10 @@ class SpecBuilder:
             self.notes += v.notes
         self.set(key.path, value, token)
 
-    def defaults(self, index: Mapping[str, FlagKey], given: Mapping[str, Occurrence]) -> None:
+    def defaults(self, index: Mapping[str, FlagKey], given: Mapping[str, Occurrence], keyed: Collection[str]) -> None:
         """Keys whose flag the script left out: off for switches, noted where acrl passes a default."""
         for flag, key in index.items():
-            if flag in given or key.table == "wandb" or (flag == "--num-rollout" and "--num-epoch" in given):
+            if key.path in keyed or key.table == "wandb" or (flag == "--num-rollout" and "--num-epoch" in given):
                 continue
             default = default_of(key, self.integration)
             slime_value = faithful(key, self.integration)
@@ -368,14 +369,6 @@ class SpecBuilder:
                                         f"a string, number or boolean: set {target} by hand", text)
             else:
                 self.set(target, value)
-
-
-def experiment_id(file_name: str) -> str:
-    """An experiment id made from a script's file name (``run-qwen3-4B.sh`` -> ``run-qwen3-4B``): what ACRL-T005
-    accepts (a letter or digit, then letters, digits, '.', '_' and '-', at most 64), or "" when nothing is left."""
-    stem = file_name[:-3] if file_name.endswith(".sh") else file_name
-    name = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9._-]+", "-", stem))
-    return name.lstrip("._-")[:64]
 
 
 def _group(tokens: list[Text], builder: SpecBuilder) -> list[Occurrence]:

@@ -23,6 +23,7 @@ from .._pipeline.placement import SLIME_GPUS_PER_NODE, LayoutArgs, group_layout
 from .._shell.eval import Text
 from .._shell.lexer import Word
 from .._spec.flags import parse_flags, table_tokens
+from .._spec.rollout_features import EXTERNAL_ADDRS, needs_external_switch
 from .train_sh_map import SpecBuilder
 
 
@@ -30,10 +31,11 @@ def _whole(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
-def group_gpus(spec: dict[str, Any]) -> int:
-    """The GPUs of slime's placement group for the spec being built, read as slime reads its flags (the actor's
-    defaults are slime's: one node of the node's GPUs; a colocated rollout without --rollout-num-gpus gets the
-    actor's GPUs, slime/utils/arguments.py:1921-1923)."""
+def group_gpus(spec: dict[str, Any], commit: str) -> int:
+    """The GPUs of slime's placement group for the spec being built, read as slime at the targeted ``commit`` reads
+    its flags (the actor's defaults are slime's: one node of the node's GPUs; a colocated rollout without
+    --rollout-num-gpus gets the actor's GPUs, slime/utils/arguments.py:1921-1923; external engines, from the key or
+    the escape hatch, count where the commit needs no --rollout-external switch, as placement_spec.py reads them)."""
     cluster = spec.get("cluster", {})
     node = _whole(cluster.get("gpus_per_node"), SLIME_GPUS_PER_NODE)
     actor_nodes = _whole(cluster.get("actor_num_nodes"), 1)
@@ -48,8 +50,9 @@ def group_gpus(spec: dict[str, Any]) -> int:
                       colocate=colocate and not debug_rollout_only,
                       debug_train_only="--debug-train-only" in flags or "--load-debug-rollout-data" in flags,
                       debug_rollout_only=debug_rollout_only,
-                      rollout_external="--rollout-external-engine-addrs" in flags)
-    return group_layout(args).num_gpus
+                      rollout_external=(bool(spec.get("rollout", {}).get("external_engine_addrs")) or EXTERNAL_ADDRS
+                                        in flags) and not needs_external_switch(commit))
+    return group_layout(args, slime_commit=commit).num_gpus
 
 
 def size_cluster(builder: SpecBuilder, ssh_loop: int | None) -> None:
@@ -58,7 +61,7 @@ def size_cluster(builder: SpecBuilder, ssh_loop: int | None) -> None:
     spec = builder.spec
     cluster = spec["cluster"]
     node = _whole(cluster.get("gpus_per_node"), SLIME_GPUS_PER_NODE)
-    gpus = group_gpus(spec)
+    gpus = group_gpus(spec, builder.commit)
     need = -(-gpus // node)
     loop = f"the ssh loop at line {ssh_loop} starts the Ray workers" if ssh_loop else ""
     at = Text("", ssh_loop or 0)

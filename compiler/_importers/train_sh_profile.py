@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._spec import profiles
+from .._spec.flag_index import FlagKey
 from .._spec.profiles import TOOLKIT_ROLLOUT, Integration
-from .flag_index import FlagKey
 
 _FUNCTIONS = tuple(key.split(".", 1)[1] for key in profiles.CUSTOM_FUNCTION_KEYS)
 

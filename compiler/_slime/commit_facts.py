@@ -46,6 +46,9 @@ class CommitFacts(NamedTuple):
     sglang_version: str
     model_scripts: tuple[str, ...]
     megatron_commit: str = ""
+    # where slime's sglang parser and Megatron-LM's parser are, and whether each expands abbreviations (flag_facts,
+    # from parser_facts.py): {"sglang": {"file", "line", "allow_abbrev", "router_line"}, "megatron": {...}}
+    parsers: Mapping[str, Mapping[str, Any]] = {}
 
     @property
     def flags(self) -> frozenset[str]:
@@ -87,7 +90,7 @@ def _load(commit: str) -> CommitFacts:
     p = data["provenance"]
     return CommitFacts(commit, p["commit_date"], tuple(p["tags"]), frozenset(data["flags"]["slime"]),
                        frozenset(data["flags"]["megatron"]), data["sglang_version"], tuple(data["model_scripts"]),
-                       p["megatron"]["commit"])
+                       p["megatron"]["commit"], data["parsers"])
 
 
 @functools.cache

@@ -30,6 +30,7 @@ from typing import Any
 
 from .argparse_facts import flag_details
 from .model_facts import SLIME_URL, FactsError, _git, _git_dir
+from .parser_facts import parsers
 from .source import read_accepted_flags
 
 MEGATRON_URL = "https://github.com/NVIDIA/Megatron-LM"
@@ -83,6 +84,7 @@ def commit_flags(slime_git: Path, megatron_git: Path, commit: str,
             raise FactsError(f"the flags of slime {commit[:12]} + Megatron-LM {megatron_commit[:12]} could not all be "
                              "read: " + "; ".join(both.gaps))
         scripts = sorted(p.name.removesuffix(".sh") for p in (slime / "scripts" / "models").glob("*.sh"))
+        parser_facts = parsers(slime, megatron)
         slime_files = dict(slime_only.files)
         details = flag_details(slime, slime_files, megatron, [f for f, _ in both.files if f not in slime_files],
                                set(both.flags))
@@ -96,6 +98,7 @@ def commit_flags(slime_git: Path, megatron_git: Path, commit: str,
         "sglang_version": re.sub(r"-cu\d+$", "", image).removeprefix("v"),
         "flags": {"slime": sorted(slime_only.flags), "megatron": sorted(both.flags - slime_only.flags)},
         "model_scripts": scripts,
+        "parsers": parser_facts,
     }
     return facts, {"provenance": {**provenance, "read": READ}, "flags": details}
 

@@ -37,7 +37,7 @@ from typing import Any
 from .default_facts import parse_defaults
 from .model_facts import FactsError, _git, _git_dir, facts_main
 from .scan import Reader, _Source
-from .scan_fields import dict_get
+from .scan_fields import Unreadable, dict_get
 
 MEGATRON_URL = "https://github.com/NVIDIA/Megatron-LM"
 ENTRY = "megatron/training/arguments.py"
@@ -163,7 +163,8 @@ class _DefaultsReader(Reader):
         self.facts: dict[str, dict[str, Any]] = {}
         self._origin: dict[int, tuple[_Source, int]] = {}  # id(field statement) -> the class that declares it
 
-    def fields(self, source: _Source, pos: int, seen: set[tuple[Path, int]]) -> dict[str, ast.AnnAssign]:
+    def fields(self, source: _Source, pos: int,
+               seen: set[tuple[Path, int]]) -> dict[str, ast.AnnAssign | Unreadable]:
         found = super().fields(source, pos, seen)
         for stmt in found.values():  # the bases' fields were recorded by the calls for the bases
             self._origin.setdefault(id(stmt), (source, pos))

@@ -31,8 +31,8 @@ Scheduler = Literal["override", "checkpoint"]
 CkptFormat = Literal["torch_dist", "torch", "torch_dcp", "fsdp_dtensor"]
 TRACKER = "latest_checkpointed_iteration.txt"  # Megatron's tracker file (checkpointing.py:277-281)
 SCHEDULER_FLAGS = {"override": "--override-opt-param-scheduler", "checkpoint": "--use-checkpoint-opt-param-scheduler"}
-# The flags train.sh adds at launch, when it loads a checkpoint (the keys' at_launch metadata); kept out of the
-# argv written at compile time, and out of the escape hatch (ACRL-H010).
+# The flags train.sh adds at launch, as its checkpoint block decides (the keys' at_launch metadata): never in the
+# argv written at compile time (nor in the escape hatch: ACRL-F002 refuses any flag a key owns).
 LAUNCH_FLAGS = ("--load", "--ckpt-step", "--start-rollout-id")
 
 

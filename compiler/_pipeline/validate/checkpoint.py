@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 
 from ..._slime.commit_facts import commit_facts
-from ..._spec.checkpoint import LAUNCH_FLAGS, TRACKER, same_directory
+from ..._spec.checkpoint import TRACKER, same_directory
 from ..._spec.flags import normalize_flag
 from .engine import Context, Finding, KeyRef, rule
 
@@ -162,9 +162,11 @@ def _never_saves(ctx: Context) -> Iterator[Finding]:
     last rollout, and nothing can be resumed."""
     c = ctx.spec.checkpoint
     if (c.save is not None or c.save_hf is not None) and not _saves_every(ctx):
-        yield Finding("save is set without save_interval: slime never saves, not even at the end of the run",
-                      "set [checkpoint] save_interval (slime also saves after the last rollout)",
-                      keys=("checkpoint.save_interval", _SAVE if c.save is not None else "checkpoint.save_hf"))
+        what = "save" if c.save is not None else "save_hf"
+        yield Finding(f"{what} is set without save_interval: slime never saves (nor exports), not even at the end of "
+                      "the run", "set [checkpoint] save_interval (slime also saves after the last rollout)"
+                      + ("" if c.save is not None else ", and save"),
+                      keys=("checkpoint.save_interval", f"checkpoint.{what}"))
 
 
 def _formatted(template: str) -> str | None:
@@ -219,18 +221,18 @@ def _scheduler_without_optimizer(ctx: Context) -> Iterator[Finding]:
 _FSDP = {"torch_dcp": "--use-torch-fsdp2", "fsdp_dtensor": "--use-megatron-fsdp"}
 
 
-@rule("ACRL-H009", "error", ["checkpoint.format", "extra.flags", "extra.args"], "a checkpoint format slime can use")
+@rule("ACRL-H009", "error", ["checkpoint.format"], "a checkpoint format slime can use", before_sourcing=True)
 def _format(ctx: Context) -> Iterator[Finding]:
     """Megatron asserts --use-torch-fsdp2 (and TP and PP of 1) for --ckpt-format torch_dcp, and --use-megatron-fsdp
     for fsdp_dtensor (megatron/training/arguments.py:1040-1049); slime trains with Megatron's DDP and distributed
-    optimizer (backends/megatron_utils/arguments.py 624b824:153), so only torch_dist and torch load and save."""
-    hatch: list[str] = ctx.extra.get("--ckpt-format") or [""]
-    written: str = ctx.spec.checkpoint.format or hatch[0]
-    fsdp = _FSDP.get(written)
+    optimizer (backends/megatron_utils/arguments.py 624b824:153), so only torch_dist and torch load and save. (An
+    escape-hatch --ckpt-format is ACRL-F002's: [checkpoint] format owns it.)"""
+    written = ctx.spec.checkpoint.format
+    fsdp = _FSDP.get(written or "")
     if fsdp is not None and fsdp not in ctx.extra:
-        key = "checkpoint.format" if ctx.spec.checkpoint.format else _hatch_key(ctx, "--ckpt-format")
         yield Finding(f"checkpoint format {written!r} needs {fsdp}: Megatron stops at launch, and slime trains without "
-                      "FSDP", "use \"torch_dist\" (the default: it reshards across layouts) or \"torch\"", keys=(key,))
+                      "FSDP", "use \"torch_dist\" (the default: it reshards across layouts) or \"torch\"",
+                      keys=("checkpoint.format",))
 
 
 def _hatch_key(ctx: Context, flag: str) -> str:
@@ -242,26 +244,7 @@ def _hatch_key(ctx: Context, flag: str) -> str:
     return next((f"extra.args.{i}" for i in found), "extra.flags")
 
 
-@rule("ACRL-H010", "error", ["extra.flags", "extra.args"], "train.sh decides --load", before_sourcing=True)
-def _launch_flags(ctx: Context) -> Iterator[Finding]:
-    """--load, --ckpt-step and --start-rollout-id are passed by train.sh at launch, after it has checked the
-    checkpoint they name (a --load without a tracker is silently --ref-load, or at v0.3.0 and fa3c990 in bridge mode
-    a crash: utils/arguments.py fa3c990:1793-1818); in the escape hatch they would bypass that check and the
-    num_rollout one."""
-    keys = {"--load": _LOAD, "--ckpt-step": _STEP, "--start-rollout-id": _START}
-    save = ctx.spec.checkpoint.save
-    for flag in LAUNCH_FLAGS:
-        values = ctx.extra.get(flag)
-        if values is None:
-            continue
-        fix = f"set [checkpoint] {keys[flag].split('.')[1]} instead (remove the flag)"
-        if flag == "--load" and save is not None and values and same_directory(values[0], save):
-            fix = "remove it: train.sh passes --load with [checkpoint] save whenever that holds a checkpoint"
-        yield Finding(f"{flag} in the escape hatch bypasses train.sh's checkpoint check", fix,
-                      keys=(_hatch_key(ctx, flag),))
-
-
-@rule("ACRL-H011", "error", ["checkpoint.resume", _LOAD], "resume has a checkpoint directory", before_sourcing=True)
+@rule("ACRL-H010", "error", ["checkpoint.resume", _LOAD], "resume has a checkpoint directory", before_sourcing=True)
 def _resume_without_directory(ctx: Context) -> Iterator[Finding]:
     """resume = "required" needs save or load (else train.sh refuses every launch); resume = "never" never reads
     load. (save_interval without save, which slime refuses at launch, is ACRL-E002.)"""
@@ -275,7 +258,7 @@ def _resume_without_directory(ctx: Context) -> Iterator[Finding]:
                       keys=(_LOAD, "checkpoint.resume"))
 
 
-@rule("ACRL-H012", "warning", ["checkpoint.ckpt_step", "checkpoint.load_optimizer", "checkpoint.load_rng",
+@rule("ACRL-H011", "warning", ["checkpoint.ckpt_step", "checkpoint.load_optimizer", "checkpoint.load_rng",
                                "checkpoint.scheduler"], "load settings have something to load")
 def _nothing_loaded(ctx: Context) -> Iterator[Finding]:
     """ckpt_step, load_optimizer = false, load_rng = false and scheduler apply to a loaded checkpoint only; without
@@ -292,7 +275,7 @@ def _nothing_loaded(ctx: Context) -> Iterator[Finding]:
                           keys=(f"checkpoint.{name}",))
 
 
-@rule("ACRL-H013", "warning", ["extra.flags", "extra.args"], "--async-save saves asynchronously")
+@rule("ACRL-H012", "warning", ["extra.flags", "extra.args"], "--async-save saves asynchronously")
 def _async_save(ctx: Context) -> Iterator[Finding]:
     """--async-save needs Megatron's persistent checkpoint worker, or Megatron turns it off with a warning
     (megatron/training/arguments.py:1137-1143); slime sets use_persistent_ckpt_worker from fa3c990 on
@@ -303,7 +286,7 @@ def _async_save(ctx: Context) -> Iterator[Finding]:
                       "or remove --async-save", keys=(_hatch_key(ctx, "--async-save"),))
 
 
-@rule("ACRL-H014", "error", [_SAVE, _LOAD, "checkpoint.save_hf"], "checkpoint paths are absolute", before_sourcing=True)
+@rule("ACRL-H013", "error", [_SAVE, _LOAD, "checkpoint.save_hf"], "checkpoint paths are absolute", before_sourcing=True)
 def _relative(ctx: Context) -> Iterator[Finding]:
     """save, load and save_hf are directories on the cluster: slime runs in the Ray job's working_dir (a copy of the
     bundle that Ray unpacks under its session folder), so a relative path would put checkpoints there, and train.sh,

@@ -1,13 +1,14 @@
 """ACRL-F*: flags. No argv token passes a credential; the escape hatch ([extra.flags], [extra.args])
-neither repeats a spec key nor abbreviates an sglang flag acrl passes; flags exist at the targeted slime
-commit and are known to the slime checkout when it is on the compiling machine, and are never abbreviations
-(compiler/_slime/flag_verdict.py: what slime's parsers do with one); its --sglang-* flags are flags of the
-sglang the targeted commit runs, and not deprecated there (compiler/_slime/sglang_stack.py); an escape-hatch
-flag that none of these can check is named in a warning.
+neither passes a spec key's flag, set or not, nor abbreviates an sglang flag acrl passes; flags exist at
+the targeted slime commit and are known to the slime checkout when it is on the compiling machine, and are
+never abbreviations (compiler/_slime/flag_verdict.py: what slime's parsers do with one); its --sglang-* flags
+are flags of the sglang the targeted commit runs, and not deprecated there (compiler/_slime/sglang_stack.py);
+an escape-hatch flag that none of these can check is named in a warning.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 from ..._secrets import is_credential_flag
@@ -24,7 +25,8 @@ from ..._slime.flag_verdict import (
     sglang_parser_flags,
 )
 from ..._slime.sglang_stack import sglang_at, slime_flag
-from ..._spec.flags import did_you_mean, known_absent_flags, normalize_flag
+from ..._spec.flag_index import CoerceError, FlagKey, coerce, key_of
+from ..._spec.flags import did_you_mean, flag_tokens, is_number, known_absent_flags, normalize_flag
 from .engine import FLAG_TABLES, Context, Finding, rule, spec_strings
 
 
@@ -61,22 +63,100 @@ def _credentials(ctx: Context) -> Iterator[Finding]:
                           "WANDB_API_KEY, named by [wandb] key_env)", keys=(key,))
 
 
-@rule("ACRL-F002", "error", ["extra.flags", "extra.args"], "escape hatch does not repeat a spec key")
+@rule("ACRL-F002", "error", ["extra.flags", "extra.args"], "escape hatch does not pass a spec key's flag")
 def _duplicates(ctx: Context) -> Iterator[Finding]:
-    """An escape-hatch flag must not repeat a flag a spec key already sets, nor be the deprecated alias of one
-    (--sglang-cuda-graph-max-bs where acrl passes --sglang-cuda-graph-max-bs-decode)."""
-    owned = {a.flag: a.origin for g in ctx.groups for a in g.args if not a.origin.startswith("extra.")}
-    owned.update({f: "model args" for f in ctx.model})
+    """An escape-hatch flag must not be one a spec key owns (compiler/_spec/flag_index.py), whether or not the key
+    is set: a set key passes it too (slime would see it twice), and an unset one leaves it to the escape hatch, where
+    acrl's checks of that key (ACRL-N* for [opd] and [weight_sync], R* for the rollout's keys, the targeted commit's
+    facts) never see it. The fix names the key, and the line to write where the flag's words are its value. Nor may
+    it be a key's flag under another name (--sglang-cuda-graph-max-bs where acrl passes the replacement of that
+    deprecated alias, --sglang-cuda-graph-max-bs-decode; --sglang-dp-size, sglang's other name of
+    --sglang-data-parallel-size), repeat MODEL_ARGS, or be a flag acrl derives. Exceptions, where a key passes its
+    flag only in some modes and slime needs it in others: :func:`_hatch_may_pass`; a flag the targeted commit (or its
+    sglang) lacks is ACRL-F003's (F007's) alone."""
+    if not ctx.spec.extra.flags and not ctx.spec.extra.args:
+        return
+    commit = ctx.spec.slime.commit
+    args = [a for g in ctx.groups for a in g.args if not a.origin.startswith("extra.")]
+    derived = {a.flag: a.source for a in args if a.source.kind == "derived"}
+    by_key = {a.source.keys[0]: a.source for a in args if a.source.kind != "derived"}  # the keys acrl passes
+    passed = {a.flag for a in args}
+    absent = known_absent_flags(commit)  # not `or {}`: its truth would read every commit's facts
     for written, key in _escape_hatch(ctx):
-        flag = slime_flag(ctx.spec.slime.commit, written)  # a deprecated alias sets what its replacement sets
-        if flag in owned:
-            origin = owned[flag]
-            where = f"[{origin.rsplit('.', 1)[0]}] {origin.rsplit('.', 1)[1]}" if "." in origin and \
-                not origin.startswith("derived") else origin
-            alias = f" (a deprecated alias of {flag})" if flag != written else ""
+        renamed = slime_flag(commit, written)  # a deprecated alias sets what its replacement sets
+        owner, flag = key_of(written, commit) or (None, renamed)
+        alias = "" if flag == written else f" (a deprecated alias of {flag})" if flag == renamed else \
+            f" (sglang's other name for {flag})"
+        if written.startswith("--sglang-") and (facts := sglang_at(commit)) is not None and not facts.known(written):
+            continue  # not a flag of the targeted sglang (-decode at v0.3.0): ACRL-F007's alone, as F003's below
+        if flag in ctx.model:
+            yield Finding(f"{written}{alias} is already set by model args; slime would see it twice",
+                          "set model args instead", keys=(key,))
+        elif flag in derived:
+            line = _line(owner, _words(ctx, key)) if owner is not None else None
+            yield Finding(f"{written}{alias} is already set by {derived[flag].text}; slime would see it twice",
+                          "remove it: acrl derives this flag" + (f" (to choose it, set {line})" if line else ""),
+                          keys=(key,))
+        elif owner is None or _hatch_may_pass(ctx, owner, flag in passed):
+            continue
+        elif owner.path in by_key or owner.table == "wandb":  # a set [wandb] key: passed with --use-wandb
+            source, line = by_key.get(owner.path), _line(owner, _words(ctx, key))
+            where = f"[{owner.table}] {owner.key}" + (f" ({source.why})" if source and source.kind == "profile" else "")
             yield Finding(f"{written}{alias} is already set by {where}; slime would see it twice",
-                          f"set {where} instead" if not origin.startswith("derived") else
-                          "remove it: acrl derives this flag", keys=(key,))
+                          f"set {line or where} instead", keys=(key,))
+        elif absent is None or flag not in absent:  # one the targeted commit lacks: ACRL-F003 names it
+            line = _line(owner, _words(ctx, key))
+            yield Finding(f"{written}{alias} is the flag of [{owner.table}] {owner.key}: in the escape hatch it "
+                          "bypasses acrl's checks of that key (its rules and the targeted commit's flags)",
+                          f"set {line or f'[{owner.table}] {owner.key}'} instead", keys=(key,))
+
+
+def _hatch_may_pass(ctx: Context, owner: FlagKey, passed: bool) -> bool:
+    """Keyed flags the escape hatch may pass (``passed``: whether acrl passes the flag), each where its key does not
+    pass it and slime may need it all the same:
+
+    - --num-gpus-per-node restating [cluster] gpus_per_node where acrl leaves it out (its placement model says the
+      default 8 changes nothing there): slime also seeds each engine with it (random_seed = seed + rank *
+      num_gpus_per_node, slime/backends/sglang_utils/sglang_engine.py:530 at 624b824) and counts actors per node by
+      it (slime/utils/http_utils.py:270). ACRL-C006 refuses any other value than gpus_per_node.
+    - --wandb-project / --wandb-group with their [wandb] key unset: train.sh passes those keys only with --use-wandb
+      when the key's variable is set at run time (argv.runtime_args), while slime's W&B runs without a key in offline
+      mode (--use-wandb --wandb-mode offline: slime/observability/wandb_utils.py:38-40 at 624b824 logs in only when
+      not offline), which a spec can ask for only through the escape hatch."""
+    if owner.path == "cluster.gpus_per_node":
+        return not passed
+    if owner.table == "wandb":
+        return getattr(ctx.spec.wandb, owner.key) is None
+    return False
+
+
+def _words(ctx: Context, key: str) -> list[str] | None:
+    """The words an escape-hatch flag passes slime (None: none at all, a false value)."""
+    if key.startswith("extra.flags."):
+        tokens = flag_tokens("--x", ctx.spec.extra.flags[key.removeprefix("extra.flags.")])
+        return tokens[1:] if tokens else None
+    args = ctx.spec.extra.args
+    i = int(key.rsplit(".", 1)[1])
+    if "=" in args[i]:
+        return [args[i].split("=", 1)[1]]
+    return list(itertools.takewhile(lambda t: not (t.startswith("--") and not is_number(t)), args[i + 1:]))
+
+
+def _line(owner: FlagKey, words: list[str] | None) -> str | None:
+    """``[train] lr = 2e-06``: the key set to what the flag's ``words`` pass, where they are its value (a switch's
+    false value: false); None where they are not."""
+    if words is None:
+        value: object = False if owner.kind == "switch" and owner.sets is True else None  # not --no-load-optim's
+    else:
+        try:
+            value = coerce(owner, words)
+        except CoerceError:
+            value = None
+    if value is None:
+        return None
+    from ..._spec.schema import toml_literal  # lazy: only for a finding's fix; the compile path never loads schema
+
+    return f"[{owner.table}] {owner.key} = {toml_literal(value)}"
 
 
 def _some(flags: tuple[str, ...] | list[str], last: str = "or", shown: int = 4) -> str:
@@ -126,7 +206,7 @@ def _absent_at_commit(ctx: Context) -> Iterator[Finding]:
     if absent is None or facts is None:
         return
     families = ("--sglang-", "--router-") if registers_router(commit) is not False else ("--sglang-",)
-    parsers = (sglang_parser_at(commit), megatron_parser_at(facts.megatron_commit))
+    parsers = (sglang_parser_at(commit), megatron_parser_at(commit))
     origins = {a.flag: a.origin for g in ctx.groups for a in g.args}
     found = dict(_escape_hatch(ctx))  # an escape-hatch flag is among the argv's too: once, at its own key
     for flag, key in [*((f, origins[f]) for f in origins if f not in found), *found.items()]:

@@ -147,12 +147,11 @@ case $RESUME in
   auto | required | never) ;;
   *) die "ACRL_RESUME must be auto, required or never" ;;
 esac
-# Say what was decided ($1): one line for people ($5), one for the run record (`acrl-resume: {json}`).
+# Say what was decided ($1): one line for the run record (`acrl-resume: {json}`), then one for people ($5).
 said() {
   local decision=$1 dir=$2 iteration=$3 start=$4 line=$5 data=""
   if [[ -n $dir ]] && ((start > 0)); then data="$dir/rollout/global_dataset_state_dict_$((start - 1)).pt"; fi
   if [[ -n $data && ! -f $data ]]; then line+=" (no $data: slime starts from the first prompt)"; fi
-  log "$line"
   python3 -c 'import json, os, sys
 decision, mode, folder, iteration, start, data, tracker, line = sys.argv[1:9]
 print("acrl-resume: " + json.dumps({"decision": decision, "mode": mode, "checkpoint_dir": folder or None,
@@ -161,6 +160,7 @@ print("acrl-resume: " + json.dumps({"decision": decision, "mode": mode, "checkpo
       "data_state": os.path.isfile(data) if data else None, "message": line}, sort_keys=True))' \
     "$decision" "$RESUME" "$dir" "$iteration" "$start" "$data" "${TRACKER:-}" "$line" >&2 \
     || die "cannot write the checkpoint decision"
+  log "$line"
 }
 # Refuse to start (exit 2), naming the directory being checked and the iteration found in it, if any.
 refuse() { said refused "${CHECKING:-}" "${ITERATION:-}" "" "error: $1"; exit 2; }
@@ -168,9 +168,9 @@ refuse() { said refused "${CHECKING:-}" "${ITERATION:-}" "" "error: $1"; exit 2;
 # 1 without a tracker. A tracker or an iteration Megatron would fail on stops this script here.
 holds_checkpoint() {
   local dir=$1 step=$2 iter_dir ranks
-  TRACKER="" ITERATION=""
-  [[ -f $dir/latest_checkpointed_iteration.txt ]] || return 1
-  CHECKING=$dir
+  TRACKER="" ITERATION="" CHECKING=$dir
+  if [[ -d $dir && ! (-r $dir && -x $dir) ]]; then refuse "cannot read $dir (its permissions)"; fi
+  [[ -f $dir/latest_checkpointed_iteration.txt ]] || { CHECKING=""; return 1; }
   TRACKER=$(head -c 4096 -- "$dir/latest_checkpointed_iteration.txt") \
     || refuse "cannot read $dir/latest_checkpointed_iteration.txt"
   TRACKER=${TRACKER##+([[:space:]])}

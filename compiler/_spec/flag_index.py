@@ -1,5 +1,6 @@
 """The reverse of the spec's flag metadata: slime flag -> spec key, and how the flag's words become
-the key's value. Importers (`acrl import train-sh`) read a command line back into a spec with it.
+the key's value. Importers (`acrl import train-sh`) read a command line back into a spec with it, and ACRL-F002
+(_pipeline/validate/flags.py) refuses a key's flag in the escape hatch, naming the key and its line.
 
 The index is built from :mod:`acrl.compiler._spec.tables`'s ``setting(..., flag=...)`` metadata, so a key added there
 is found here without any change. A few flags acrl sets from a key without a ``flag`` entry (or
@@ -16,7 +17,8 @@ from typing import Any, Literal
 
 import attrs
 
-from .._spec.tables import table_types
+from .._slime.sglang_stack import sglang_at, slime_flag
+from .tables import table_types
 
 Kind = Literal["switch", "scalar", "pairs", "list"]
 
@@ -102,6 +104,25 @@ def flag_index() -> Mapping[str, FlagKey]:
         field = attrs.fields_dict(table_types()[table_name])[key]
         out[flag] = FlagKey(flag, table_name, key, "scalar", base, field.default, attrs.NOTHING)
     return out
+
+
+def key_of(flag: str, commit: str) -> tuple[FlagKey, str] | None:
+    """The spec key that sets ``flag`` at slime ``commit``, and the key's own flag: by the flag's name, by the name
+    it is a deprecated alias of (--sglang-cuda-graph-max-bs at 624b824, whose sglang stores it as
+    --sglang-cuda-graph-max-bs-decode), or, for an --sglang-* flag, by another option of the same sglang argument
+    there (--sglang-dp-size is --sglang-data-parallel-size: one argparse argument, one dest); None when no key
+    sets it."""
+    index = flag_index()
+    renamed = slime_flag(commit, flag)
+    for name in dict.fromkeys((flag, renamed)):
+        if name in index:
+            return index[name], renamed if renamed in index else name
+    facts = sglang_at(commit) if flag.startswith("--sglang-") else None
+    argument = facts.flags.get(flag) if facts is not None else None
+    if facts is None or argument is None:
+        return None
+    same = next((f for f in index if facts.flags.get(f) is argument), None)
+    return (index[same], same) if same is not None else None
 
 
 def canonical_int(token: str) -> int | str:
