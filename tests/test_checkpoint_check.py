@@ -180,3 +180,20 @@ def test_a_continuation_that_changes_the_schedule_needs_the_scheduler_key(tmp_pa
     # the saving run without --no-save-optim's optimizer state: nothing to assert against
     record_saver(tmp_path / "runs", "no-optim", save, [*SAVE_FLAGS, "--no-save-optim"], "2026-02-01")
     assert check(tmp_path, {"save": str(save)}, argv=longer).status == "passed"
+
+
+def test_a_directory_this_user_cannot_read_is_refused_as_train_sh_refuses_it(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """train.sh refuses a save or load directory it cannot list (`-r` and `-x`) rather than take it for an empty
+    one; so does the check (os.access: root reads everything, so the permission is what os.access says)."""
+    import os
+
+    from acrl.runtime._preflight import checkpoint
+
+    blind = str(tmp_path / "ckpt")
+    os.mkdir(blind)
+    real = os.access
+    monkeypatch.setattr(checkpoint.os, "access", lambda path, mode: path != blind and real(path, mode))
+    result = check(tmp_path, {"save": blind})
+    assert result.status == "failed" and result.detail.startswith(f"[checkpoint] save {blind}: cannot be read here")
+    assert "readable to this user" in result.hint

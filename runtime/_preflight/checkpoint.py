@@ -55,6 +55,10 @@ class Found:
 def read_checkpoint(directory: str, key: str, step: int | None) -> Found | None:
     """The checkpoint in ``directory`` as train.sh reads it: None without a tracker (train.sh then looks at the next
     directory, or starts from the model); CheckFailed where train.sh, or Megatron, would stop."""
+    if os.path.isdir(directory) and not os.access(directory, os.R_OK | os.X_OK):
+        raise CheckFailed(f"{_shown(key)} {directory}: cannot be read here (its permissions): train.sh refuses to "
+                          "start rather than take it for an empty directory",
+                          f"make {directory} readable to this user (train.sh reads it here before the launch)")
     tracker_path = Path(directory) / TRACKER
     if not tracker_path.is_file():
         return None
@@ -95,11 +99,6 @@ def _shown(key: str) -> str:
     """A spec key as messages write it: checkpoint.save -> [checkpoint] save."""
     table, _, name = key.partition(".")
     return f"[{table}] {name}"
-
-
-def _unreadable(directory: str) -> bool:
-    """A directory that exists but that this user cannot look into (train.sh then sees no tracker in it)."""
-    return os.path.isdir(directory) and not os.access(directory, os.R_OK | os.X_OK)
 
 
 def _decides_load(info: BundleInfo) -> bool:
@@ -146,18 +145,12 @@ def check_checkpoint(info: BundleInfo) -> str:
     if found is None and load:
         found = read_checkpoint(load, "checkpoint.load", step)
     checked = " and ".join(str(d) for d in (save, load) if d)
-    blind = [str(d) for d in (save, load) if d and _unreadable(str(d))]
     if found is None:
-        unreadable = f"; {', '.join(blind)} cannot be read here (permission denied)" if blind else ""
         if mode == "required":
             key = "checkpoint.save" if save else "checkpoint.load"
-            raise CheckFailed(f"nothing to resume: no checkpoint ({TRACKER}) in {checked}{here}{unreadable}",
+            raise CheckFailed(f"nothing to resume: no checkpoint ({TRACKER}) in {checked}{here}",
                               f"run without --resume to start from the model, or point {_shown(key)} at the checkpoint "
                               "directory (the one holding the tracker, not an iter_* folder)")
-        if blind:
-            raise CheckWarning(f"starts from the model: {', '.join(blind)} cannot be read here (permission denied), "
-                               "so train.sh sees no checkpoint in it", "make it readable to this user, or run "
-                               "acrl run --resume to refuse to start without a checkpoint")
         return f"starts from the model: no checkpoint in {checked} yet{here}"
     start = found.iteration + 1
     if found.directory == (load or save) and start_id is not None:
