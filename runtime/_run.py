@@ -98,8 +98,10 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     print(_preflight.format_table(results), file=out)
     failed = [r.name for r in results if r.status == "failed"]
     if failed:
+        # train.sh's own refusal (its checkpoint block) fails slime-parser too: the check to name is the checkpoint's
+        named = "checkpoint" if "checkpoint" in failed else failed[0]
         raise PreflightFailed(f"preflight failed ({', '.join(failed)}): nothing was run",
-                              hint=f"fix what the table says, or skip a check with --skip {failed[0]}")
+                              hint=f"fix what the table says, or skip a check with --skip {named}")
     exp_id = bundle.exp_id  # one safe path component: read_manifest checked it
     run_id = _records.new_run_id()  # --dry-run's; a run takes the first free one (_records.new_run_dir)
     train_sh = str(Path(options.bundle) / "train.sh")
