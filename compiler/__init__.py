@@ -37,7 +37,14 @@ if TYPE_CHECKING:
     from ._review.shell_files import job_env_vars
     from ._review.verify import BundleDir, Verification, read_bundle, verify_bundle
     from ._review.view import bash_arrays, derived_from_spec
-    from ._secrets import address_has_credentials, redact, without_credentials
+    from ._secrets import (
+        address_has_credentials,
+        is_secret_name,
+        looks_secret_value,
+        redact,
+        without_credentials,
+        without_secret_flags,
+    )
     from ._slime.source import read_git_commit
     from ._spec.launch import GPU_CAPABILITY
     from ._spec.tables import RUNTIME_ARN, Spec
@@ -71,6 +78,7 @@ _WHERE = {
     "compare_model_args": "_pipeline.model_args.hf_config:compare",
     "derive_model_args": "_pipeline.model_args.hf_config",
     "address_has_credentials": "_secrets", "redact": "_secrets", "without_credentials": "_secrets",
+    "is_secret_name": "_secrets", "looks_secret_value": "_secrets", "without_secret_flags": "_secrets",
     "read_git_commit": "_slime.source", "job_env_vars": "_review.shell_files", "GPU_CAPABILITY": "_spec.launch",
 }
 
@@ -80,9 +88,9 @@ __all__ = [
     "ManifestShapeError", "Rule", "Spec", "SpecError", "SpecSource", "UsageError", "Verification",
     "__version__", "acrl_main", "address_has_credentials", "bash_arrays", "check_bundle",
     "compare_model_args", "compile_source", "compile_spec", "derive_model_args", "derived_from_spec",
-    "diff_paths", "file_kind", "job_env_vars", "json_converter", "parse_spec_text", "read_bundle", "read_git_commit",
-    "read_input", "read_spec", "redact", "resolved_spec", "structure_json", "verify_bundle",
-    "without_credentials", "write",
+    "diff_paths", "file_kind", "is_secret_name", "job_env_vars", "json_converter", "looks_secret_value",
+    "parse_spec_text", "read_bundle", "read_git_commit", "read_input", "read_spec", "redact", "resolved_spec",
+    "structure_json", "verify_bundle", "without_credentials", "without_secret_flags", "write",
 ]
 
 

@@ -48,11 +48,17 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--expect-hash", metavar="SHA256",
                      help="refuse to run unless the bundle's files and manifest hash to SHA256 (the bundle hash you "
                      "reviewed, e.g. from a pull request; recorded in run.json), as `acrl verify --expect-hash`")
+    run.add_argument("--resume", action="store_true",
+                     help="resume from the bundle's checkpoint ([checkpoint] load, else save) or refuse to start: "
+                     "train.sh gets ACRL_RESUME=required for this launch (the bundle stays the same); the "
+                     "'checkpoint' check reads the directory first, and the record says what was resumed")
     run.set_defaults(run=_run_run)
-    runs = commands.add_parser("runs", help="list the recorded runs",
-                               description="List the run records under DIR/<exp_id>/<run_id>/run.json. A "
-                               "record still 'running' whose acrl run is gone from this machine is shown as "
-                               "launcher-died.",
+    runs = commands.add_parser("runs", help="list the recorded runs, a resumed run under the run it resumed from",
+                               description="List the run records under DIR/<exp_id>/<run_id>/run.json, per "
+                               "experiment; a run that resumed from the checkpoint another run saved is listed under "
+                               "it, indented, with '<- RUN_ID' (--json: each record gains 'chain', the run ids from "
+                               "the first run of its chain to it, and 'resumed_by'). A record still 'running' whose "
+                               "acrl run is gone from this machine is shown as launcher-died.",
                                formatter_class=HelpFormatter)
     runs.add_argument("--runs-dir", metavar="DIR", default="runs", help="where run records are (default: runs)")
     runs.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
@@ -64,13 +70,13 @@ def _run_run(args: argparse.Namespace) -> int:
 
     return run_bundle(RunOptions(args.bundle, dry_run=args.dry_run, skip=tuple(args.skip),
                                  allow_modified=args.allow_modified, address=args.address, runs_dir=args.runs_dir,
-                                 expect_hash=args.expect_hash))
+                                 expect_hash=args.expect_hash, resume=args.resume))
 
 
 def _run_runs(args: argparse.Namespace) -> int:
-    from ._records import format_records, list_records  # lazy: `acrl --help` does not pay for it
+    from ._runs import format_records, runs  # lazy: `acrl --help` does not pay for it
 
-    records = list_records(args.runs_dir)
+    records = runs(args.runs_dir)
     if args.json:
         import json  # lazy: only `acrl runs --json` prints JSON; `acrl --help` does not pay for it
 
