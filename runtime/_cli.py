@@ -61,8 +61,8 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
     _add_record_commands(commands)
 
 
-_RUN_HELP = ("a run id (or its first or last characters) under --runs-dir, EXP_ID/RUN_ID, a runs/<exp_id>/<run_id> folder "
-             "or its run.json")
+_RUN_HELP = ("a run id (or its first or last characters) under --runs-dir, EXP_ID/RUN_ID, a "
+             "runs/<exp_id>/<run_id> folder or its run.json")
 
 
 def _add_record_commands(commands: argparse._SubParsersAction[Any]) -> None:

@@ -182,28 +182,35 @@ def _launch_env(a: Side, b: Side, left: dict[str, Any], right: dict[str, Any]) -
     for env in (left, right):
         for name in [*names, "(working_dir)"]:
             env.pop(name, None)
-    return [f"not compared: {', '.join(names)}: train.sh takes them from the launching shell at launch (the record "
-            "shows what the job got, secrets as <redacted>)"] if names else []
+    return [f"not compared: {', '.join(names)} (train.sh takes these from the launching shell at launch; the record "
+            "shows what the job got, a secret as <redacted>)"] if names else []
 
 
 _WANDB = re.compile(r"--use-wandb$|--wandb-")
 
 
 def _launch_flags(a: Side, b: Side, left: dict[str, Any], right: dict[str, Any]) -> list[str]:
-    """A bundle's flag whose value is a shell variable's is compared by presence only; W&B flags that only one
-    side has are explained (train.sh adds them only when the W&B key is set at launch)."""
+    """A bundle's flag whose value is a shell variable's is compared by presence only. train.sh adds the W&B
+    flags only when the W&B key variable is set at launch: a record that says the key was not set and has none
+    of them ran what the bundle runs then."""
     notes = []
-    bundle = left if not a.is_record else right
-    record = right if bundle is left else left
+    record_side, bundle = (a, right) if a.is_record else (b, left)
+    record = left if a.is_record else right
     shell = [f for f, values in bundle.items() if f in record and any("$" in v for v in values)]
     for flag in shell:
         record[flag] = bundle[flag]
     if shell:
-        notes.append(f"compared by presence only: {', '.join(shell)}: train.sh sets the value at launch")
-    wandb = sorted(f for f in set(left) ^ set(right) if _WANDB.match(f))
-    if wandb:
-        notes.append(f"{', '.join(wandb)}: train.sh adds the W&B flags only when the W&B key variable is set at "
-                     "launch (the record's wandb.key_present says whether it was)")
+        notes.append(f"compared by presence only: {', '.join(shell)} (train.sh sets the value at launch)")
+    wandb = [f for f in bundle if _WANDB.match(f)]
+    used = (record_side.parts.get("wandb") or {}).get("key_present")
+    if wandb and used is False and not any(_WANDB.match(f) for f in record):
+        for flag in wandb:
+            del bundle[flag]
+        notes.append(f"not compared: {', '.join(wandb)} (train.sh adds the W&B flags only when the W&B key variable "
+                     "is set at launch, and the record says it was not)")
+    elif {f for f in set(left) ^ set(right) if _WANDB.match(f)}:
+        notes.append("train.sh adds the W&B flags only when the W&B key variable is set at launch" + (
+            "; the record does not say whether it was" if used is None else ""))
     return notes
 
 

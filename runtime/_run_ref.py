@@ -1,7 +1,7 @@
 """RUN on the command line of `acrl status`, `acrl logs` and `acrl diff`: a run id (searched under --runs-dir,
-default runs/; its beginning, or its end (the random part), is enough when no other run's matches), an ``EXP_ID/RUN_ID`` under it, a ``runs/<exp_id>/<run_id>``
-folder, or the path of a run.json. An id that names no run, or several, is a usage error (exit 2) that lists
-the candidates or the closest ids.
+default runs/; its beginning, or its end (the random part), is enough when no other run's matches), an
+``EXP_ID/RUN_ID`` under it, a ``runs/<exp_id>/<run_id>`` folder, or the path of a run.json. An id that names
+no run, or several, is a usage error (exit 2) that lists the candidates or the closest ids.
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ def find_record(ref: str, runs_dir: str | os.PathLike[str] = "runs") -> Path:
                          "(`acrl runs` lists them)")
     records = sorted(root.glob(f"*/*/{RECORD}")) if root.is_dir() else []
     if not records:
-        raise UsageError(f"{ref}: no run recorded under {root}/ (no {root}/<exp_id>/<run_id>/{RECORD})",
-                         hint="give --runs-dir DIR where the records are (acrl run --runs-dir), or the run's folder")
+        raise UsageError(f"{ref}: no such file or directory, and no run is recorded under {root}/ (no "
+                         f"{root}/<exp_id>/<run_id>/{RECORD})", hint="give --runs-dir DIR where the records are "
+                         "(acrl run --runs-dir), or the run's folder")
     exact = [p for p in records if p.parent.name == ref]
     found = exact or [p for p in records if p.parent.name.startswith(ref) or p.parent.name.endswith(ref)]
     if len(found) == 1:
@@ -69,8 +70,8 @@ def find_record(ref: str, runs_dir: str | os.PathLike[str] = "runs") -> Path:
                          hint="give more of the run id, or EXP_ID/RUN_ID")
     ids = sorted({p.parent.name for p in records})
     close = difflib.get_close_matches(ref, ids, n=3, cutoff=0.6)
-    raise UsageError(f"{ref}: no run with this id under {root}/" + (f"; did you mean {', '.join(close)}?" if close
-                                                                     else ""),
+    raise UsageError(f"{ref}: no such file or directory, and no run with this id under {root}/"
+                     + (f"; did you mean {', '.join(close)}?" if close else ""),
                      hint="`acrl runs" + (f" --runs-dir {root}" if str(root) != "runs" else "") +
                      "` lists the recorded runs")
 
