@@ -83,6 +83,15 @@ def _cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield home
 
 
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[Any]:
+    """A Ray head on 127.0.0.1 (test_run.start_ray_head), one per test session, shared by the modules that run
+    jobs on it (test_run, test_status)."""
+    from test_run import start_ray_head  # lazy: only a test that asks for a head imports the executor's tests
+
+    yield from start_ray_head()
+
+
 @pytest.fixture
 def write_spec(tmp_path: Path) -> SpecWriter:
     """write_spec(overrides=None, text=None, name="spec.toml") -> path of a spec file."""
