@@ -10,8 +10,9 @@ part by part, keyed, with acrl diff's own comparison and formats (acrl.compiler.
 Against a bundle or spec (compiled in memory), the record's argv, env and target are compared with what the
 bundle's train.sh gives the job, read as `acrl diff` reads a bundle. What train.sh decides only at launch (the
 W&B flags, a value from a shell variable, the variables it forwards from the launching shell) is said in a note,
-not counted. A record written before acrl kept a part says "not recorded" for it: such a pair is never called
-the same, since what ran there cannot be compared.
+not counted. A record written before acrl kept a part says "not recorded" for it, and one whose launching machine
+could not see a part (null in the record) "not known": such a pair is never called the same, since what ran
+there cannot be compared.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import attrs
 
 from acrl.compiler import BundleDiff, Part, argv_flags, diff_parts, launch_of
 
-from ._run_ref import find_record, looks_like_record, read_record
+from ._run_ref import find_record, looks_like_record, read_record, recorded_what_ran
 
 # The parts of a run record compared, in order: (part, title, the record's field). "bundle" is always recorded.
 PARTS = (
@@ -55,6 +56,7 @@ class Side:
     at_launch: tuple[str, ...] = ()  # env_vars a bundle's train.sh takes from the launching shell
     stack: Mapping[str, Any] | None = None
     notes: tuple[str, ...] = ()
+    missing: Mapping[str, str] = attrs.Factory(dict)  # part -> "not recorded" (an older record) or "not known"
 
 
 def diff_runs(a: str, b: str, runs_dir: str = "runs") -> BundleDiff:
@@ -91,13 +93,15 @@ def side_of_record(label: str, record: Mapping[str, Any]) -> Side:
     target = record.get("target")
     parts["target"] = _target(target) if isinstance(target, Mapping) else None
     parts["inputs"] = _inputs(record["inputs"]) if isinstance(record.get("inputs"), list) else None
-    if "resumed_from" in record:
-        came = record["resumed_from"]
-        parts["resumed_from"] = {"resumed": True, **came} if isinstance(came, Mapping) else {"resumed": False}
-    else:
-        parts["resumed_from"] = None
+    came = record.get("resumed_from")
+    if isinstance(came, Mapping):
+        parts["resumed_from"] = {"resumed": True, **came}
+    else:  # null in a record that keeps what ran: it started from the model
+        parts["resumed_from"] = {"resumed": False} if recorded_what_ran(record) else None
     parts["wandb"] = dict(record["wandb"]) if isinstance(record.get("wandb"), Mapping) else None
-    return Side(label, parts, True, stack=parts["stack"])
+    unknown = "not known" if recorded_what_ran(record) else "not recorded"
+    return Side(label, parts, True, stack=parts["stack"],
+                missing={part: unknown for part, value in parts.items() if value is None})
 
 
 def bundle_side(path: str) -> Side:
@@ -114,14 +118,14 @@ def compare(a: Side, b: Side) -> BundleDiff:
     unverified = []
     both_records = a.is_record and b.is_record
     parts = []
-    missing: tuple[list[str], list[str]] = ([], [])
+    missing: tuple[dict[str, list[str]], dict[str, list[str]]] = ({}, {})
     for part, title, field in PARTS:
         if not both_records and part not in WITH_BUNDLE:
             continue
         left, right = a.parts.get(part), b.parts.get(part)
-        for fields, value in zip(missing, (left, right), strict=True):
-            if value is None:
-                fields.append(field or part)
+        for fields, side in zip(missing, (a, b), strict=True):
+            if side.parts.get(part) is None:
+                fields.setdefault(side.missing.get(part, "not recorded"), []).append(field or part)
         if left is None or right is None:
             continue
         left, right = dict(left), dict(right)
@@ -132,10 +136,12 @@ def compare(a: Side, b: Side) -> BundleDiff:
         if part == "flags" and not both_records:
             notes += _launch_flags(a, b, left, right)
         parts.append(Part(part, title, left, right, titles={**a.titles, **b.titles}))
-    for label, fields in zip((a.label, b.label), missing, strict=True):
-        if fields:
-            unverified.append(f"{label}: {', '.join(fields)} not recorded (a record written before acrl kept "
-                              f"{'it' if len(fields) == 1 else 'them'}): what ran there cannot be compared")
+    for label, reasons in zip((a.label, b.label), missing, strict=True):
+        for reason, names in reasons.items():
+            it = "it" if len(names) == 1 else "them"
+            why = f"a record written before acrl kept {it}" if reason == "not recorded" else \
+                f"the launching machine could not see {it}"
+            unverified.append(f"{label}: {', '.join(names)} {reason} ({why}): what ran there cannot be compared")
     if not both_records:
         notes += _stack_against_target(a, b)
     diff: BundleDiff = diff_parts(a.label, b.label, parts, notes, unverified)

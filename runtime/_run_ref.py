@@ -76,6 +76,17 @@ def find_record(ref: str, runs_dir: str | os.PathLike[str] = "runs") -> Path:
                      "` lists the recorded runs")
 
 
+# What a record keeps of what ran since issue 16 (null where it could not be seen); a record without any of them
+# was written before.
+WHAT_RAN = ("argv", "runtime_env", "stack", "target", "inputs", "wandb")
+
+
+def recorded_what_ran(record: dict[str, Any] | Any) -> bool:
+    """Whether ``record`` keeps what ran (argv, env, stack, ...): one written since issue 16. In such a record
+    a null resumed_from means the run started from the model; in an older one, it was not recorded."""
+    return any(record.get(field) is not None for field in WHAT_RAN)
+
+
 def read_record(path: Path) -> dict[str, Any]:
     """run.json as a JSON object with its run_id, exp_id and submission_id; RecordReadError naming the file."""
     try:

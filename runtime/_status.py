@@ -24,7 +24,7 @@ from acrl.compiler import AcrlError, ManifestShapeError
 
 from . import _ray_jobs as ray_jobs
 from ._records import RECORD, RunRecord, launcher_gone, public_address, utc, write_record
-from ._run_ref import find_record, read_record
+from ._run_ref import find_record, read_record, recorded_what_ran
 
 FINAL = ("succeeded", "failed", "cancelled")
 
@@ -56,7 +56,7 @@ class RunStatus:
                 "duration_s": self.duration(), "exit_status": r.get("exit_status"),
                 "bundle": r.get("bundle"), "bundle_hash": r.get("bundle_hash"),
                 "preflight": preflight_counts(r.get("preflight")),
-                "resumed_from": r.get("resumed_from", "not recorded"),
+                "resumed_from": r.get("resumed_from") if recorded_what_ran(r) else "not recorded",
                 "notes": list(self.notes), "fixable": self.fixable}
 
     def duration(self) -> float | None:
@@ -255,15 +255,15 @@ def format_status(found: RunStatus) -> str:
 
 def resumed_text(record: Mapping[str, Any]) -> str:
     """run.json's resumed_from, in words; "not recorded" for a record written before acrl recorded it."""
-    if "resumed_from" not in record:
-        return "not recorded"
-    came = record["resumed_from"]
+    came = record.get("resumed_from")
     if not isinstance(came, Mapping):
-        return "nothing: started from the model" if came is None else str(came)
-    saver = f"saved by run {came['run_id']}" if came.get("run_id") else "saved by a run with no record here"
+        return "nothing: started from the model" if recorded_what_ran(record) else "not recorded"
+    where = f"{came['exp_id']}/" if isinstance(came.get("exp_id"), str) else ""
+    saver = f"saved by run {where}{came['run_id']}" if came.get("run_id") else "saved by a run with no record here"
     data = came.get("data_state")
     state = "" if not isinstance(data, bool) else f"; {'with' if data else 'without'} the data loader's state"
-    return f"{came.get('checkpoint_dir')} at iteration {came.get('iteration')} ({saver}{state})"
+    start = f", from rollout {came['start_rollout_id']}" if isinstance(came.get("start_rollout_id"), int) else ""
+    return f"{came.get('checkpoint_dir')} at iteration {came.get('iteration')}{start} ({saver}{state})"
 
 
 def print_status(found: RunStatus, out: IO[str], as_json: bool) -> None:

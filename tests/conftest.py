@@ -83,15 +83,6 @@ def _cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield home
 
 
-@pytest.fixture(scope="session")
-def ray_head() -> Iterator[Any]:
-    """A Ray head on 127.0.0.1 (test_run.start_ray_head), one per test session, shared by the modules that run
-    jobs on it (test_run, test_status)."""
-    from test_run import start_ray_head  # lazy: only a test that asks for a head imports the executor's tests
-
-    yield from start_ray_head()
-
-
 @pytest.fixture
 def write_spec(tmp_path: Path) -> SpecWriter:
     """write_spec(overrides=None, text=None, name="spec.toml") -> path of a spec file."""
@@ -111,6 +102,14 @@ def compile_overrides(write_spec: SpecWriter) -> Callable[..., Bundle]:
     def run(overrides: Mapping[str, Any] | None = None, *, strict: bool = False) -> Bundle:
         return compile_spec(write_spec(overrides), strict=strict, display_name="spec.toml")
     return run
+
+
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[Any]:
+    """The test session's one Ray head on 127.0.0.1 (test_run.start_ray_head), for every module that runs jobs."""
+    from test_run import start_ray_head
+
+    yield from start_ray_head()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -173,6 +173,14 @@ def test_an_old_record_says_not_recorded(setup: tuple[Path, Path, Path, Path],
         assert line.startswith(f"run test-exp/{RUN_A}: argv, runtime_env, ") and "not recorded" in line
     code, out, err = acrl_diff(capsys, RUN_A, RUN_B, "--runs-dir", str(runs))
     assert code == 1 and err == "" and "Traceback" not in out
+    unseen = new_record(bundle, "20260303T100000Z-c3c3c3", data)
+    unseen["stack"] = None  # a record that keeps what ran, whose launching machine could not see the stack
+    save(runs, unseen)
+    code, doc = sections(capsys, RUN_B, "c3c3c3", "--runs-dir", str(runs))
+    assert code == 1 and doc["unverified"] == [
+        "run test-exp/20260303T100000Z-c3c3c3: stack not known (the launching machine could not see it): what ran "
+        "there cannot be compared"]
+    assert doc["sections"]["resumed_from"] == []  # null there: started from the model, as RUN_B did
     assert out.splitlines()[-1].startswith(f"not equivalent: run test-exp/{RUN_A}: argv, runtime_env, stack, target, "
                                            "inputs, resumed_from, wandb not recorded")
 

@@ -114,8 +114,8 @@ class RayHead:
 
 def start_ray_head() -> Iterator[RayHead]:
     """A Ray head on 127.0.0.1 only, in its own temp dir; its processes (found by that dir) are ended
-    by id afterwards, never with `ray stop` (which would stop every Ray of this user). The fixture
-    ray_head (conftest.py: one head per session for every module that asks for it) runs this."""
+    by id afterwards, never with `ray stop` (which would stop every Ray of this user). The session's
+    one is conftest.py's ``ray_head`` fixture, shared by every test module that runs jobs."""
     if shutil.which("ray", path=VENV_BIN) is None:
         pytest.skip("the ray CLI is not installed: pip install 'ray[default]' (the test extra has it)")
     temp_dir = tempfile.mkdtemp(prefix="acrl-ray-", dir="/tmp")  # short: Ray's socket paths have a length limit

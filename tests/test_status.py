@@ -21,7 +21,7 @@ from acrl.compiler import UsageError
 from acrl.runtime._ray_jobs import RayJob
 from acrl.runtime._records import Launcher, RunRecord
 from acrl.runtime._run_ref import find_record
-from acrl.runtime._status import verdict
+from acrl.runtime._status import resumed_text, verdict
 
 RUN = "20260301T100000Z-a1a1a1"
 
@@ -236,6 +236,15 @@ def test_what_a_record_and_ray_make(record: str, launcher: str, job: str | None,
     assert (shown, can_fix) == (state, fixable)
     assert bool(notes) == ((record, launcher, job) not in {("running", "alive", "RUNNING"),
                                                            ("succeeded", "gone", "SUCCEEDED")})
+
+
+def test_resumed_from_in_words() -> None:
+    assert resumed_text({"status": "succeeded"}) == "not recorded"  # a record written before issue 16
+    assert resumed_text({"argv": ["python3"], "resumed_from": None}) == "nothing: started from the model"
+    came = {"checkpoint_dir": "/ckpt/e", "iteration": 9, "run_id": RUN, "data_state": True, "exp_id": "e",
+            "start_rollout_id": 10}
+    assert resumed_text({"argv": [], "resumed_from": came}) == (
+        f"/ckpt/e at iteration 9, from rollout 10 (saved by run e/{RUN}; with the data loader's state)")
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
