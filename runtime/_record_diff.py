@@ -25,7 +25,7 @@ import attrs
 
 from acrl.compiler import BundleDiff, Part, argv_flags, diff_parts, launch_of
 
-from ._run_ref import find_record, looks_like_record, read_record, recorded_what_ran
+from ._run_ref import find_record, looks_like_record, read_record, recorded_what_ran, resume_known
 
 # The parts of a run record compared, in order: (part, title, the record's field). "bundle" is always recorded.
 PARTS = (
@@ -96,8 +96,8 @@ def side_of_record(label: str, record: Mapping[str, Any]) -> Side:
     came = record.get("resumed_from")
     if isinstance(came, Mapping):
         parts["resumed_from"] = {"resumed": True, **came}
-    else:  # null in a record that keeps what ran: it started from the model
-        parts["resumed_from"] = {"resumed": False} if recorded_what_ran(record) else None
+    else:  # null: started from the model, where its acrl run finished the record (else not known)
+        parts["resumed_from"] = {"resumed": False} if resume_known(record) else None
     parts["wandb"] = dict(record["wandb"]) if isinstance(record.get("wandb"), Mapping) else None
     unknown = "not known" if recorded_what_ran(record) else "not recorded"
     return Side(label, parts, True, stack=parts["stack"],

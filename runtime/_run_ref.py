@@ -87,6 +87,17 @@ def recorded_what_ran(record: dict[str, Any] | Any) -> bool:
     return any(record.get(field) is not None for field in WHAT_RAN)
 
 
+FIXED = "finished by `acrl status --fix-record`"  # how a record finished from Ray's state begins its note
+
+
+def resume_known(record: dict[str, Any] | Any) -> bool:
+    """Whether a null resumed_from says the run started from the model: a record that keeps what ran and that
+    its `acrl run` finished (it writes what train.sh decided when the run ends; --fix-record cannot know it)."""
+    note = record.get("note")
+    return recorded_what_ran(record) and record.get("status") != "running" and not (
+        isinstance(note, str) and note.startswith(FIXED))
+
+
 def read_record(path: Path) -> dict[str, Any]:
     """run.json as a JSON object with its run_id, exp_id and submission_id; RecordReadError naming the file."""
     try:

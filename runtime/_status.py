@@ -24,7 +24,7 @@ from acrl.compiler import AcrlError, ManifestShapeError
 
 from . import _ray_jobs as ray_jobs
 from ._records import RECORD, RunRecord, launcher_gone, public_address, utc, write_record
-from ._run_ref import find_record, read_record, recorded_what_ran
+from ._run_ref import FIXED, find_record, read_record, recorded_what_ran, resume_known
 
 FINAL = ("succeeded", "failed", "cancelled")
 
@@ -165,8 +165,8 @@ def fix_record(found: RunStatus) -> RunRecord:
     code = {"SUCCEEDED": 0, "FAILED": job.driver_exit_code or 1}.get(job.status)
     fixed = attrs.evolve(record, status=ray_jobs.AS_RECORD_STATUS[job.status], exit_status=code, ended_at=utc(end),
                          duration_s=round(end - start, 3) if start is not None else None,
-                         note=f"finished by `acrl status --fix-record` at {utc(time.time())} from Ray's state of the "
-                         "job: its `acrl run` died before it could; exit_status is the job's (Ray's), not train.sh's")
+                         note=f"{FIXED} at {utc(time.time())} from Ray's state of the job: its `acrl run` died "
+                         "before it could; exit_status is the job's (Ray's), not train.sh's")
     write_record(found.path.parent, fixed)
     return fixed
 
@@ -234,7 +234,8 @@ def format_status(found: RunStatus) -> str:
         ended = f"{_ray_time(job, 'end_time') or '-'} (Ray's: the record has none)"
     rows.append(("ended", str(ended or "-")))
     seconds = found.duration()
-    rows.append(("duration", f"{seconds:.1f} s" if seconds is not None else "-"))
+    so_far = " so far" if found.state == "running" and not isinstance(r.get("duration_s"), int | float) else ""
+    rows.append(("duration", f"{seconds:.1f} s{so_far}" if seconds is not None else "-"))
     code = r.get("exit_status")
     if code is None and job is not None and job.driver_exit_code is not None:
         rows.append(("exit status", f"- (the job's driver exited {job.driver_exit_code}, says Ray)"))
@@ -257,7 +258,13 @@ def resumed_text(record: Mapping[str, Any]) -> str:
     """run.json's resumed_from, in words; "not recorded" for a record written before acrl recorded it."""
     came = record.get("resumed_from")
     if not isinstance(came, Mapping):
-        return "nothing: started from the model" if recorded_what_ran(record) else "not recorded"
+        if not recorded_what_ran(record):
+            return "not recorded"
+        if record.get("status") == "running":  # acrl run writes what train.sh decided when the run ends
+            return "not known yet (the record says it when the run ends)"
+        if not resume_known(record):
+            return "not known (its `acrl run` died before writing it; train.log's acrl-resume line says it)"
+        return "nothing: started from the model"
     where = f"{came['exp_id']}/" if isinstance(came.get("exp_id"), str) else ""
     saver = f"saved by run {where}{came['run_id']}" if came.get("run_id") else "saved by a run with no record here"
     data = came.get("data_state")

@@ -241,6 +241,10 @@ def test_what_a_record_and_ray_make(record: str, launcher: str, job: str | None,
 def test_resumed_from_in_words() -> None:
     assert resumed_text({"status": "succeeded"}) == "not recorded"  # a record written before issue 16
     assert resumed_text({"argv": ["python3"], "resumed_from": None}) == "nothing: started from the model"
+    assert resumed_text({"argv": ["python3"], "resumed_from": None, "status": "running"}).startswith("not known yet")
+    fixed = {"argv": ["python3"], "resumed_from": None, "status": "failed", "note": "finished by `acrl status "
+             "--fix-record` at 2026-03-01T10:00:00.000Z from Ray's state of the job"}
+    assert resumed_text(fixed).startswith("not known (its `acrl run` died before writing it")
     came = {"checkpoint_dir": "/ckpt/e", "iteration": 9, "run_id": RUN, "data_state": True, "exp_id": "e",
             "start_rollout_id": 10}
     assert resumed_text({"argv": [], "resumed_from": came}) == (
