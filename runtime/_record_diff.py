@@ -39,6 +39,10 @@ PARTS = (
     ("wandb", "W&B", "wandb"),
 )
 WITH_BUNDLE = ("bundle", "flags", "runtime_env", "target")  # what a bundle can say
+# Why a record's part is None, as the diff says it
+NOT_RECORDED = "not recorded (a record written before acrl kept {it})"
+NOT_SEEN = "not known (the launching machine could not see {it})"
+NOT_WRITTEN = "not known (its `acrl run` writes {it} when the run ends, and had not)"
 _HEX = re.compile(r"[0-9a-f]{7,40}")
 # A target's names in a record, as the manifest's slime section names them too
 _TARGET_NAMES = {"slime": ("slime", "commit", "slime_commit"), "megatron": ("megatron", "megatron_commit"),
@@ -56,7 +60,7 @@ class Side:
     at_launch: tuple[str, ...] = ()  # env_vars a bundle's train.sh takes from the launching shell
     stack: Mapping[str, Any] | None = None
     notes: tuple[str, ...] = ()
-    missing: Mapping[str, str] = attrs.Factory(dict)  # part -> "not recorded" (an older record) or "not known"
+    missing: Mapping[str, str] = attrs.Factory(dict)  # part -> why it is None (NOT_RECORDED, NOT_SEEN, NOT_WRITTEN)
 
 
 def diff_runs(a: str, b: str, runs_dir: str = "runs") -> BundleDiff:
@@ -99,9 +103,11 @@ def side_of_record(label: str, record: Mapping[str, Any]) -> Side:
     else:  # null: started from the model, where its acrl run finished the record (else not known)
         parts["resumed_from"] = {"resumed": False} if resume_known(record) else None
     parts["wandb"] = dict(record["wandb"]) if isinstance(record.get("wandb"), Mapping) else None
-    unknown = "not known" if recorded_what_ran(record) else "not recorded"
-    return Side(label, parts, True, stack=parts["stack"],
-                missing={part: unknown for part, value in parts.items() if value is None})
+    new = recorded_what_ran(record)
+    missing = {part: NOT_SEEN if new else NOT_RECORDED for part, value in parts.items() if value is None}
+    if new and parts["resumed_from"] is None:
+        missing["resumed_from"] = NOT_WRITTEN
+    return Side(label, parts, True, stack=parts["stack"], missing=missing)
 
 
 def bundle_side(path: str) -> Side:
@@ -125,7 +131,7 @@ def compare(a: Side, b: Side) -> BundleDiff:
         left, right = a.parts.get(part), b.parts.get(part)
         for fields, side in zip(missing, (a, b), strict=True):
             if side.parts.get(part) is None:
-                fields.setdefault(side.missing.get(part, "not recorded"), []).append(field or part)
+                fields.setdefault(side.missing.get(part, NOT_RECORDED), []).append(field or part)
         if left is None or right is None:
             continue
         left, right = dict(left), dict(right)
@@ -138,10 +144,8 @@ def compare(a: Side, b: Side) -> BundleDiff:
         parts.append(Part(part, title, left, right, titles={**a.titles, **b.titles}))
     for label, reasons in zip((a.label, b.label), missing, strict=True):
         for reason, names in reasons.items():
-            it = "it" if len(names) == 1 else "them"
-            why = f"a record written before acrl kept {it}" if reason == "not recorded" else \
-                f"the launching machine could not see {it}"
-            unverified.append(f"{label}: {', '.join(names)} {reason} ({why}): what ran there cannot be compared")
+            said = reason.format(it="it" if len(names) == 1 else "them")
+            unverified.append(f"{label}: {', '.join(names)} {said}: what ran there cannot be compared")
     if not both_records:
         notes += _stack_against_target(a, b)
     diff: BundleDiff = diff_parts(a.label, b.label, parts, notes, unverified)

@@ -181,6 +181,12 @@ def test_an_old_record_says_not_recorded(setup: tuple[Path, Path, Path, Path],
         "run test-exp/20260303T100000Z-c3c3c3: stack not known (the launching machine could not see it): what ran "
         "there cannot be compared"]
     assert doc["sections"]["resumed_from"] == []  # null there: started from the model, as RUN_B did
+    running = {**new_record(bundle, "20260303T110000Z-d4d4d4", data), "status": "running"}
+    save(runs, running)  # acrl run writes resumed_from when the run ends: null here is not "from the model"
+    code, doc = sections(capsys, RUN_B, "d4d4d4", "--runs-dir", str(runs))
+    assert code == 1 and doc["unverified"] == [
+        "run test-exp/20260303T110000Z-d4d4d4: resumed_from not known (its `acrl run` writes it when the run ends, "
+        "and had not): what ran there cannot be compared"]
     assert out.splitlines()[-1].startswith(f"not equivalent: run test-exp/{RUN_A}: argv, runtime_env, stack, target, "
                                            "inputs, resumed_from, wandb not recorded")
 
