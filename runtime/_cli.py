@@ -105,6 +105,9 @@ def _add_record_commands(commands: argparse._SubParsersAction[Any]) -> None:
         diff.add_argument("--runs-dir", metavar="DIR", default="runs",
                           help="where run records are, for A or B given as a run id (default: runs)")
         diff.set_defaults(run=_run_diff, bundle_diff=diff.get_default("run"))
+        for listed in commands._choices_actions:  # its line in `acrl --help`
+            if listed.dest == "diff":
+                listed.help = "semantic diff of two bundles, specs or run records (exit 1 when they differ)"
 
 
 def _run_run(args: argparse.Namespace) -> int:

@@ -188,7 +188,7 @@ def _unfixable(found: RunStatus) -> str:
         return f"Ray has no job {found.record.get('submission_id')}: there is no final state to write"
     if not job.terminal:
         return f"Ray still runs the job ({job.status}): fix the record once it has ended"
-    return "its run.json is not named run.json"
+    return f"{found.path.name} is not a run folder's run.json: only that file is rewritten"
 
 
 def parse_utc(text: Any) -> float | None:
