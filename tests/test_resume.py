@@ -1,7 +1,8 @@
 """The run lifecycle of issue 16 end to end, against a real Ray head on 127.0.0.1 with the stand-in slime (which
 trains, saves and resumes as slime does: tests/standins.py): a run that saves and is interrupted; `acrl run --resume`
 resuming at the right rollout id, its record naming the run that saved the checkpoint; a resume refused because
-num_rollout is reached; a continuation refused until [checkpoint] scheduler is set; the chain in `acrl runs`."""
+num_rollout is reached; a continuation refused until [checkpoint] scheduler is set; the chain in `acrl runs`; `acrl
+diff` over the records."""
 
 from __future__ import annotations
 
@@ -103,3 +104,11 @@ def test_save_interrupt_resume_refuse_continue(ray_head: RayHead, tmp_path: Path
                                             [first["run_id"], second["run_id"], third["run_id"]]]
     table = acrl("runs", "--runs-dir", str(project.runs)).stdout.splitlines()
     assert table[3].rstrip().endswith(f"<- {second['run_id']} @ iteration 7")
+
+    # 6. what ran, compared: the continuation against the resumed run, and the last run against its own bundle
+    proc = acrl("diff", second["run_id"], third["run_id"], "--runs-dir", str(project.runs))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert re.search(r"--num-rollout\b.*\b8\b.*\b10\b", proc.stdout), proc.stdout
+    assert "--override-opt-param-scheduler" in proc.stdout and "resumed" in proc.stdout.lower(), proc.stdout
+    same = acrl("diff", third["run_id"], str(project.bundle), "--runs-dir", str(project.runs))
+    assert same.returncode == 0, same.stdout + same.stderr
