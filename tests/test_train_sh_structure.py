@@ -25,7 +25,7 @@ from acrl.compiler._pipeline.compile import Bundle
 from acrl.compiler._review.shell_files import FORWARDED, flag_occurrences
 from acrl.compiler._review.view import bash_arrays, read_view
 from acrl.templates import train_sh_structure as structure
-from conftest import MINIMAL, NO_FACTS, merge
+from conftest import KUBERAY_TABLE, MINIMAL, NO_FACTS, merge
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -167,7 +167,7 @@ def overrides_for(choice: Mapping[str, Any], text: str) -> dict[str, Any]:
         out["extra"] = {"args": ["--extra-flag", text, "--other"]}
         out.setdefault("slime", {})["commit"] = NO_FACTS  # made-up flags: no flag facts apply
     if choice["kuberay"]:
-        out["kuberay"] = {"image": "registry.example/slime:1"}
+        out["kuberay"] = KUBERAY_TABLE
     if choice["env"]:
         out["env"] = {"vars": {"MY_VAR": text}, "forward": ["HF_HOME"]}
     return out
