@@ -202,7 +202,7 @@ def test_names_are_unique_per_bundle_and_within_kuberays_limits(write_spec: Spec
     NAME-xxxxx (the RayCluster, at most 53), NAME-head-svc and the submitter Job NAME from it."""
     long_a, long_b = "x" * 50 + "-alpha", "x" * 50 + "-beta"
     names = {exp_id: name_of(write_spec, {"experiment": {"id": exp_id}}) for exp_id in (long_a, long_b, "run.1")}
-    for exp_id, (name, config_map) in names.items():
+    for name, config_map in names.values():
         assert len(name) <= MAX_NAME and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name), name
         assert config_map == f"{name}-config"
         assert len(f"{name}-abcde") <= 53 and len(f"{name}-head-svc") <= 63

@@ -209,17 +209,17 @@ class KubeRay:
         "Delete the RayCluster when the job ends (after ttl_seconds_after_finished)."))
     ttl_seconds_after_finished: int | None = setting(None, doc=(
         "Seconds the RayCluster is kept after the job ends, for its logs. Default: 3600 with "
-        "shutdown_after_job_finishes; not allowed without it (KubeRay refuses it)."), ge=0, le=2**31 - 1)
+        "shutdown_after_job_finishes; not allowed without it (KubeRay refuses it)."), ge=0)
     active_deadline_seconds: int | None = setting(None, doc=(
         "Seconds the RayJob may run before KubeRay stops it and marks it failed (activeDeadlineSeconds). Left out: "
-        "no deadline."), ge=1, le=2**31 - 1)
+        "no deadline."), ge=1)
     pre_running_deadline_seconds: int | None = setting(None, doc=(
         "Seconds the RayJob may take to reach Running (its pods scheduled and started) before KubeRay marks it "
         "failed: a missing required Secret or an unschedulable pod then ends the job. KubeRay v1.6.0 and later."),
-        ge=1, le=2**31 - 1)
+        ge=1)
     backoff_limit: int = setting(0, doc=(
         "Retries of the whole job, each on a new RayCluster, before the RayJob is failed (backoffLimit)."),
-        ge=0, le=2**31 - 1)
+        ge=0)
     head: Head = setting(factory=Head, doc="The head pod.")
     worker: Worker = setting(factory=Worker, doc="The worker pods.")
     submitter: Submitter = setting(factory=Submitter, doc="The submitter pod.")

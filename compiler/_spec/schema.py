@@ -189,6 +189,9 @@ def default_value(field: attrs.Attribute[Any]) -> Any:
 
 
 def _plain(value: Any) -> Any:
+    if attrs.has(type(value)):  # a table in a default ([kuberay.worker] tolerations): its keys, None left out
+        return {f.name: _plain(getattr(value, f.name)) for f in attrs.fields(type(value))
+                if getattr(value, f.name) is not None}
     if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -2,10 +2,9 @@
 rules: a value the API server would refuse when rayjob.yaml is applied is refused when the spec compiles.
 
 The patterns and limits are Kubernetes' own: k8s.io/apimachinery/pkg/util/validation/validation.go (IsQualifiedName,
-IsValidLabelValue, IsDNS1123Label, IsDNS1123Subdomain, IsDNS1035Label), apimachinery's api/validation/objectmeta.go
-(TotalAnnotationSizeLimitB = 256 KiB) and the Quantity grammar of apimachinery/pkg/api/resource/quantity.go, whose
-pattern is the one KubeRay's CRD carries for every resource (ray-operator/config/crd/bases/ray.io_rayjobs.yaml at
-v1.7.0, ``x-kubernetes-int-or-string`` quantities).
+IsValidLabelValue, IsDNS1123Label, IsDNS1123Subdomain, IsDNS1035Label) and the Quantity grammar of
+apimachinery/pkg/api/resource/quantity.go, whose pattern is the one KubeRay's CRD carries for every resource
+(ray-operator/config/crd/bases/ray.io_rayjobs.yaml at v1.7.0, ``x-kubernetes-int-or-string`` quantities).
 """
 
 from __future__ import annotations
@@ -18,9 +17,8 @@ DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # what KubeRay 
 DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")  # a qualified name's name part, a label value
 NAME_MAX = 63
-ANNOTATIONS_MAX = 256 * 1024  # TotalAnnotationSizeLimitB: the bytes of all of an object's annotation keys and values
-QUANTITY = re.compile(r"(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)"
-                      r"|(\.[0-9]+))))?")
+QUANTITY = re.compile(r"(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+                      r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?")
 _SUFFIX = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60,
            "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": 1, "k": 10 ** 3, "M": 10 ** 6,
            "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18}

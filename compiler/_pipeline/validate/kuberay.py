@@ -16,7 +16,6 @@ from ..._spec.kuberay import Head, Submitter, Toleration, Worker
 from ..kuberay_pods import CONFIG_MOUNT, GPU_RESOURCE, SHM_PATH, secret_refs
 from .engine import Context, Finding, rule
 from .k8s_syntax import (
-    ANNOTATIONS_MAX,
     DNS_LABEL,
     DNS_SUBDOMAIN,
     label_value_problem,
@@ -110,7 +109,7 @@ def _quantities(ctx: Context) -> Iterator[Finding]:
 def _labels(ctx: Context) -> Iterator[Finding]:
     """Label, annotation, node-selector, node-affinity and toleration keys must be Kubernetes qualified names
     ([prefix/]name); label and node-selection values label values (at most 63 characters of letters, digits, '-',
-    '_', '.'); annotations at most 256 KiB in all; no label under ray.io/ or that KubeRay or acrl sets; no label or
+    '_', '.'); no label under ray.io/ or that KubeRay or acrl sets; no label or
     annotation named as a secret (anyone who can list pods reads them). A toleration with operator "Exists" has no
     value, one without a key needs "Exists", and toleration_seconds needs effect "NoExecute"."""
     k = ctx.spec.kuberay
@@ -131,11 +130,6 @@ def _labels(ctx: Context) -> Iterator[Finding]:
             if kind == "labels" and (problem := label_value_problem(value)):
                 yield Finding(f"label {key!r}'s value is not a label value: {problem}",
                               "shorten it, or make it an annotation", keys=(path,))
-    size = sum(len(key.encode()) + len(value.encode("utf-8", "surrogatepass")) for key, value in k.annotations.items())
-    if size > ANNOTATIONS_MAX // 2:  # the other half: `kubectl apply`'s last-applied-configuration and KubeRay's
-        yield Finding(f"the annotations are {size:,} bytes; an object's annotations may hold {ANNOTATIONS_MAX:,} "
-                      "in all, and `kubectl apply` adds a copy of the whole object", "shorten them",
-                      keys=(("kuberay", "annotations"),))
     for name, group in _groups(ctx):
         yield from _node_selection(name, group)
 
@@ -172,7 +166,7 @@ def _toleration(name: str, i: int, t: Toleration) -> Iterator[Finding]:
                       "\"Equal\"", keys=((*path, "value"),))
     if t.key is None and t.operator != "Exists":
         yield Finding("a toleration without a key must have operator \"Exists\" (it then tolerates every taint)",
-                      "give the taint's key, or set operator = \"Exists\"", keys=((*path, "operator"),))
+                      "give the taint's key, or set operator = \"Exists\"", keys=((*path, "operator"), path))
     if t.value and (problem := label_value_problem(t.value)):
         yield Finding(f"toleration value {t.value!r}: {problem}", "give the taint's value", keys=((*path, "value"),))
     if t.toleration_seconds is not None and (t.effect != "NoExecute" or t.toleration_seconds < 0):
@@ -235,13 +229,23 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+INT32_MAX = 2 ** 31 - 1  # the RayJob's seconds and counts are int32 (ray-operator/apis/ray/v1/rayjob_types.go)
+INT32_KEYS = ("ttl_seconds_after_finished", "active_deadline_seconds", "pre_running_deadline_seconds",
+              "backoff_limit")
+
+
 @rule("ACRL-K007", "error", ["kuberay.ttl_seconds_after_finished", "kuberay.shutdown_after_job_finishes",
                              "kuberay.ray_version"], "RayJob settings KubeRay accepts")
 def _job_settings(ctx: Context) -> Iterator[Finding]:
     """KubeRay refuses ttl_seconds_after_finished > 0 without shutdown_after_job_finishes (the TTL is the
-    RayCluster's after the job ends; ray-operator/controllers/ray/utils/validation.go:753-755 at v1.7.0); ray_version
-    is a Ray release number (MAJOR.MINOR.PATCH)."""
+    RayCluster's after the job ends; ray-operator/controllers/ray/utils/validation.go:753-755 at v1.7.0); the
+    RayJob's seconds and counts are 32-bit integers; ray_version is a Ray release number (MAJOR.MINOR.PATCH)."""
     k = ctx.spec.kuberay
+    for key in INT32_KEYS:
+        value = getattr(k, key)
+        if value is not None and value > INT32_MAX:
+            yield Finding(f"{key} = {value} does not fit the RayJob's 32-bit field (at most {INT32_MAX})",
+                          f"set {key} to at most {INT32_MAX}", keys=(("kuberay", key),))
     if not k.shutdown_after_job_finishes and k.ttl_seconds_after_finished:
         yield Finding("ttl_seconds_after_finished is the RayCluster's lifetime after the job ends, and only applies "
                       "with shutdown_after_job_finishes; KubeRay refuses the RayJob", "remove "

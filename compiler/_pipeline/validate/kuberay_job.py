@@ -27,9 +27,9 @@ def _job_paths(ctx: Context) -> Iterator[tuple[PathKey, str, bool]]:
     """(key, path, written) of every path of the cluster the job reads or writes (not slime's and Megatron-LM's
     checkouts, which the image holds)."""
     s = ctx.spec
-    reads: list[tuple[PathKey, str | None]] = [(("model", "dir"), s.model.dir), (("model", "ref_load"), s.model.ref_load),
-                                                (("data", "path"), s.data.path), (("opd", "teacher_load"),
-                                                                                  s.opd.teacher_load)]
+    reads: list[tuple[PathKey, str | None]] = [
+        (("model", "dir"), s.model.dir), (("model", "ref_load"), s.model.ref_load), (("data", "path"), s.data.path),
+        (("opd", "teacher_load"), s.opd.teacher_load)]
     reads += [(("eval", "datasets", name), path) for name, path in s.eval.datasets.items()]
     reads += [(("sglang", "models", name, "model_path"), m.model_path) for name, m in s.sglang.models.items()]
     writes: list[tuple[PathKey, str | None]] = [
@@ -134,7 +134,8 @@ def _instance_types(ctx: Context) -> Iterator[Finding]:
     given: list[tuple[KeyRef, str]] = [(("kuberay", "worker", "instance_types", i), t)
                                        for i, t in enumerate(w.instance_types or ())]
     if INSTANCE_TYPE_LABEL in w.node_selector:
-        given.append((("kuberay", "worker", "node_selector", INSTANCE_TYPE_LABEL), w.node_selector[INSTANCE_TYPE_LABEL]))
+        given.append((("kuberay", "worker", "node_selector", INSTANCE_TYPE_LABEL),
+                      w.node_selector[INSTANCE_TYPE_LABEL]))
     given += [(("kuberay", "worker", "node_affinity", INSTANCE_TYPE_LABEL), t)
               for t in w.node_affinity.get(INSTANCE_TYPE_LABEL, ())]
     for key, name in given:

@@ -26,8 +26,8 @@ import argparse
 import hashlib
 import json
 import subprocess
-from pathlib import Path
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import yaml
