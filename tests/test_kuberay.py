@@ -352,3 +352,20 @@ def test_a_line_break_yaml_folds_reads_back_as_written(text: str, write_spec: Sp
     assert yaml.safe_load(bundle.files["custom_config.yaml"])["model_id"] == text
     assert yaml.safe_load(next(iter(config_map["data"].values())))["model_id"] == text
     assert f"/models/{text}" in rayjob["spec"]["entrypoint"]
+
+
+def test_hostile_strings_in_the_kuberay_tables_read_back_verbatim(write_spec: SpecWriter) -> None:
+    """The strings of [kuberay] no rule restricts to a syntax (the image, annotation values, a host path) may hold
+    anything: PyYAML quotes them, rayjob.yaml keeps two documents, and each reads back as written (the property test
+    of tests/test_hostile_values.py covers [kuberay]'s own keys; this one the tables inside it)."""
+    text = "x\n---\napiVersion: v1\nkind: Secret\n# $(touch MARKER) `id` '\" \u2028\x85 {{a}}"
+    _, _, rayjob = documents(write_spec, merge(KUBERAY, {"kuberay": {
+        "image": f"r/i:1{text}", "annotations": {"note": text},
+        "volumes": [{"name": "models", "mount_path": "/models", "host_path": f"/mnt/{text}"},
+                    {"name": "data", "mount_path": "/data", "claim": "d"}]}}))
+    head, worker = pods(rayjob)
+    for pod in (head, worker):
+        assert pod["containers"][0]["image"] == f"r/i:1{text}"
+        assert pod["volumes"][2] == {"name": "models", "hostPath": {"path": f"/mnt/{text}", "type": "Directory"}}
+    assert rayjob["metadata"]["annotations"]["note"] == text
+    assert rayjob["spec"]["submitterPodTemplate"]["metadata"]["annotations"]["note"] == text

@@ -22,7 +22,14 @@ from hypothesis import strategies as st
 from acrl.compiler import parse_spec_text
 from acrl.compiler._cli.main import acrl_main
 from acrl.compiler._pipeline.structure import structure
-from acrl.compiler._spec.schema import FLAG_KEYWORD, OMIT_IF_KEYWORD, _plain, default_value, schema_json, spec_schema
+from acrl.compiler._spec.schema import (
+    FLAG_KEYWORD,
+    OMIT_IF_KEYWORD,
+    default_value,
+    plain,
+    schema_json,
+    spec_schema,
+)
 from acrl.compiler._spec.tables import table_types
 from conftest import EXAMPLE_SPECS, MINIMAL, REPO, merge
 
@@ -122,7 +129,7 @@ def test_defaults_are_what_the_converter_fills_in() -> None:
         *path, name = key.split(".")
         if path[0] not in MINIMAL or name not in MINIMAL[path[0]]:
             value = functools.reduce(getattr, path, spec)
-            assert prop.get("default") == _plain(getattr(value, name)), key
+            assert prop.get("default") == plain(getattr(value, name)), key
 
 
 @pytest.mark.parametrize(("key", "field", "prop", "required"), FIELDS, ids=[f[0] for f in FIELDS])

@@ -223,3 +223,31 @@ class KubeRay:
     head: Head = setting(factory=Head, doc="The head pod.")
     worker: Worker = setting(factory=Worker, doc="The worker pods.")
     submitter: Submitter = setting(factory=Submitter, doc="The submitter pod.")
+
+
+# [kuberay]'s keys before the table grew its pods (issue 18): spec.toml writes them as before; every other key only
+# when it differs from its default (compiler/_pipeline/compile.py WRITTEN_WHEN_SET), so a bundle compiled before
+# they existed is the same, byte for byte.
+FIRST_KEYS = ("image", "secret", "namespace", "service_account")
+
+
+def written_when_set() -> dict[str, Any]:
+    """[kuberay]'s later keys as dotted leaf keys ("head.cpu") -> their default as spec.toml data (a table in a list
+    as its keys, None left out); keys whose default is None are never written anyway."""
+    out: dict[str, Any] = {}
+
+    def data(value: Any) -> Any:
+        if attrs.has(type(value)):
+            return {f.name: data(getattr(value, f.name)) for f in attrs.fields(type(value))
+                    if getattr(value, f.name) is not None}
+        return [data(v) for v in value] if isinstance(value, list) else value
+
+    def walk(table: Any, prefix: str) -> None:
+        for field in attrs.fields(type(table)):
+            value = getattr(table, field.name)
+            if attrs.has(type(value)):
+                walk(value, f"{prefix}{field.name}.")
+            elif value is not None and f"{prefix}{field.name}" not in FIRST_KEYS:
+                out[f"{prefix}{field.name}"] = data(value)
+    walk(KubeRay(), "")
+    return out
