@@ -560,7 +560,7 @@ PATH_LIKE = {"cuda.home:value"}
 # refused with a located error, which check_hostile asserts.
 VALIDATED = {"experiment.id:value", "agentcore.s3_bucket:value", "model.type:value", "wandb.key_env:value",
              "kuberay.secret:value", "kuberay.namespace:value", "kuberay.service_account:value",
-             "kuberay.labels:table-value",
+             "kuberay.labels:table-value", "kuberay.image:value",
              "cluster.address:value", "slime.commit:value", "cluster.node_ip_address:value"}
 
 

@@ -60,11 +60,23 @@ def test_rayjob_runs_the_image_with_the_runtime_env(write_spec: SpecWriter) -> N
     ({"gpus_per_node": 8, "colocate": False, "rollout_num_gpus": 12, "address": "http://head:8265"}, 3),
     # the RayJob's cluster is made for the job: no local head to be one node, the fewest nodes that hold 8 + 8
     ({"gpus_per_node": 8, "colocate": False, "rollout_num_gpus": 8}, 2),
+    ({"gpus_per_node": 4, "actor_num_nodes": 2, "colocate": False, "rollout_num_gpus": 4}, 3),
+    ({"gpus_per_node": 2, "colocate": True, "actor_num_nodes": 4}, 4),
 ])
 def test_worker_group_is_sized_from_the_placement(write_spec: SpecWriter, cluster: dict[str, Any],
                                                   replicas: int) -> None:
-    bundle, _, rayjob = documents(write_spec, {**KUBERAY, "cluster": cluster})
+    """One worker pod per node of acrl's placement model, each with the node's GPUs: the nodes and GPUs per node
+    slime's placement group is laid on (placement_spec.read), never fewer GPUs than the group."""
+    from acrl.compiler._pipeline import placement_spec
+
+    bundle, _, rayjob = documents(write_spec, {**KUBERAY, "cluster": cluster, "parallel": {"tensor": 2}})
     assert json.loads(bundle.files["manifest.json"])["derived"]["nodes"] == replicas
+    token = placement_spec.RAYJOB.set(True)
+    try:
+        placement = placement_spec.read(bundle.spec).placement
+    finally:
+        placement_spec.RAYJOB.reset(token)
+    assert placement.nodes == replicas and replicas * cluster["gpus_per_node"] >= placement.group.num_gpus
     [workers] = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     gpus = cluster["gpus_per_node"]
     assert (workers["replicas"], workers["minReplicas"], workers["maxReplicas"]) == (replicas, replicas, replicas)
@@ -355,17 +367,16 @@ def test_a_line_break_yaml_folds_reads_back_as_written(text: str, write_spec: Sp
 
 
 def test_hostile_strings_in_the_kuberay_tables_read_back_verbatim(write_spec: SpecWriter) -> None:
-    """The strings of [kuberay] no rule restricts to a syntax (the image, annotation values, a host path) may hold
+    """The strings of [kuberay] no rule restricts to a syntax (annotation values, a host path) may hold
     anything: PyYAML quotes them, rayjob.yaml keeps two documents, and each reads back as written (the property test
     of tests/test_hostile_values.py covers [kuberay]'s own keys; this one the tables inside it)."""
     text = "x\n---\napiVersion: v1\nkind: Secret\n# $(touch MARKER) `id` '\" \u2028\x85 {{a}}"
     _, _, rayjob = documents(write_spec, merge(KUBERAY, {"kuberay": {
-        "image": f"r/i:1{text}", "annotations": {"note": text},
+        "annotations": {"note": text},
         "volumes": [{"name": "models", "mount_path": "/models", "host_path": f"/mnt/{text}"},
                     {"name": "data", "mount_path": "/data", "claim": "d"}]}}))
     head, worker = pods(rayjob)
     for pod in (head, worker):
-        assert pod["containers"][0]["image"] == f"r/i:1{text}"
         assert pod["volumes"][2] == {"name": "models", "hostPath": {"path": f"/mnt/{text}", "type": "Directory"}}
     assert rayjob["metadata"]["annotations"]["note"] == text
     assert rayjob["spec"]["submitterPodTemplate"]["metadata"]["annotations"]["note"] == text

@@ -25,6 +25,7 @@ def volumes(*tables: dict[str, Any]) -> dict[str, Any]:
 # rule id -> (overrides of test_kuberay.KUBERAY, the key the finding points at)
 TRIGGERS: dict[str, list[tuple[dict[str, Any], str | list[str]]]] = {
     "ACRL-K001": [({K: {"namespace": "RL_Team"}}, "kuberay.namespace"),
+                  ({K: {"image": "registry.example/slime:v1\n"}}, "kuberay.image"),
                   ({K: {"namespace": "a" * 64}}, "kuberay.namespace"),
                   ({K: {"service_account": "-irsa"}}, "kuberay.service_account"),
                   ({K: {"secret": "team secrets"}}, "kuberay.secret"),

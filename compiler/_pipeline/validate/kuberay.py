@@ -37,13 +37,18 @@ def _groups(ctx: Context) -> Iterator[tuple[str, Head | Worker | Submitter]]:
     yield from (("head", k.head), ("worker", k.worker), ("submitter", k.submitter))
 
 
-@rule("ACRL-K001", "error", ["kuberay.namespace", "kuberay.service_account", "kuberay.secret", "kuberay.volumes"],
-      "Kubernetes names are names")
+@rule("ACRL-K001", "error", ["kuberay.namespace", "kuberay.service_account", "kuberay.secret", "kuberay.volumes",
+                             "kuberay.image"], "Kubernetes names are names")
 def _kubernetes_names(ctx: Context) -> Iterator[Finding]:
     """[kuberay] namespace and each volume's name must be DNS-1123 labels, service_account, secret and each
     volume's claim DNS-1123 subdomains, and volume names unique: the API server rejects anything else, only when
-    the RayJob is applied."""
+    the RayJob is applied. The image is a reference without spaces or control characters (the API server refuses
+    leading or trailing ones, the kubelet any: InvalidImageName)."""
     k = ctx.spec.kuberay
+    if k.image is not None and (not k.image or any(c.isspace() or not c.isprintable() for c in k.image)):
+        yield Finding("the image reference is empty or holds spaces or control characters",
+                      "write it as REGISTRY/REPOSITORY:TAG, e.g. 123456789012.dkr.ecr.us-west-2.amazonaws.com/slime:v1",
+                      keys=(("kuberay", "image"),))
     named = [(("kuberay", "namespace"), k.namespace, DNS_LABEL), (("kuberay", "service_account"), k.service_account,
                                                                     DNS_SUBDOMAIN),
              (("kuberay", "secret"), k.secret, DNS_SUBDOMAIN)]
