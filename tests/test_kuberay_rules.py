@@ -175,3 +175,26 @@ def test_the_size_error_names_the_largest_parts(write_spec: SpecWriter) -> None:
     (finding,) = [d for d in info.value.diagnostics if d.rule == "ACRL-K010"]
     assert "the RayJob of rayjob.yaml is 30" in finding.message
     assert re.search(r"the largest parts: entrypoint \(the slime argv\) 30\d,\d{3} bytes, ", finding.message)
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("16Gi", 16 * 2 ** 30), ("500m", 0.5), ("1e3", 1000), ("1E", 10 ** 18), ("1Ei", 2 ** 60), (".5", 0.5),
+    ("8", 8), ("1.5G", 1.5e9), ("16GB", None), ("1e", None), ("Gi", None), (" 8", None), ("8 ", None), ("", None),
+])
+def test_kubernetes_quantities(text: str, value: float | None) -> None:
+    """apimachinery's Quantity grammar (the pattern KubeRay's CRD gives every resource) and its values."""
+    from acrl.compiler._pipeline.validate.k8s_syntax import quantity
+
+    parsed = quantity(text)
+    assert (parsed is None) == (value is None) and (value is None or float(parsed) == value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("key", "ok"), [
+    ("team", True), ("example.com/team", True), ("a.b-c_d", True), ("A/x", False), ("/x", False), ("x/", False),
+    ("-x", False), ("x" * 63, True), ("x" * 64, False), ("example.com/" + "x" * 63, True), ("a b", False),
+])
+def test_qualified_names(key: str, ok: bool) -> None:
+    """apimachinery's IsQualifiedName: the keys of labels, annotations, node selectors and taints."""
+    from acrl.compiler._pipeline.validate.k8s_syntax import qualified_name_problem
+
+    assert (qualified_name_problem(key) is None) is ok

@@ -17,7 +17,7 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 class InstanceGpus(NamedTuple):
     gpu: str  # a [cluster] gpu model
-    count: int
+    gpus: int
 
 
 _SIZES_1_4_8 = (("xlarge", 1), ("2xlarge", 1), ("4xlarge", 1), ("8xlarge", 1), ("16xlarge", 1), ("12xlarge", 4),

@@ -71,11 +71,11 @@ def memory_limit(group: Head | Worker | Submitter) -> str | None:
 
 def _resources(group: Head | Worker | Submitter, gpus: int) -> dict[str, Any]:
     extra = {} if isinstance(group, Submitter) else dict(group.resources)
-    requests = {**({"cpu": group.cpu} if group.cpu else {}), **({"memory": group.memory} if group.memory else {}),
-                **extra}
     limit = memory_limit(group)
-    limits = {**({"cpu": group.cpu_limit} if group.cpu_limit else {}), **({"memory": limit} if limit else {}),
-              **extra}
+    requests: dict[str, Any] = {key: value for key, value in (("cpu", group.cpu), ("memory", group.memory)) if value}
+    limits: dict[str, Any] = {key: value for key, value in (("cpu", group.cpu_limit), ("memory", limit)) if value}
+    requests |= extra
+    limits |= extra
     if gpus:
         requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = gpus
     return {key: value for key, value in (("requests", requests), ("limits", limits)) if value}

@@ -19,9 +19,10 @@ _NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")  # a qualified n
 NAME_MAX = 63
 QUANTITY = re.compile(r"(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
                       r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?")
-_SUFFIX = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60,
-           "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": 1, "k": 10 ** 3, "M": 10 ** 6,
-           "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18}
+_SUFFIX: dict[str, Decimal] = {
+    **{suffix: Decimal(2) ** (10 * power) for power, suffix in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)},
+    **{suffix: Decimal(10) ** exponent for suffix, exponent in (("n", -9), ("u", -6), ("m", -3), ("", 0), ("k", 3),
+                                                                ("M", 6), ("G", 9), ("T", 12), ("P", 15), ("E", 18))}}
 # Resource names a container may ask for besides extended resources (domain/name): core/v1's standard container
 # resources (pkg/apis/core/helper: IsStandardContainerResourceName) and hugepages-<size>.
 STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
@@ -62,7 +63,7 @@ def quantity(text: str) -> Decimal | None:
     assert match is not None  # the grammar starts with a number
     number, suffix = match.groups()
     try:
-        if suffix[:1] in ("e", "E"):
+        if suffix not in _SUFFIX:  # a decimal exponent (the grammar allows nothing else): "1e3"
             return Decimal(number) * Decimal(10) ** Decimal(suffix[1:])
         return Decimal(number) * _SUFFIX[suffix]
     except (ArithmeticError, KeyError):  # decimal's Overflow and InvalidOperation are ArithmeticErrors

@@ -49,9 +49,10 @@ def _kubernetes_names(ctx: Context) -> Iterator[Finding]:
         yield Finding("the image reference is empty or holds spaces or control characters",
                       "write it as REGISTRY/REPOSITORY:TAG, e.g. 123456789012.dkr.ecr.us-west-2.amazonaws.com/slime:v1",
                       keys=(("kuberay", "image"),))
-    named = [(("kuberay", "namespace"), k.namespace, DNS_LABEL), (("kuberay", "service_account"), k.service_account,
-                                                                    DNS_SUBDOMAIN),
-             (("kuberay", "secret"), k.secret, DNS_SUBDOMAIN)]
+    named: list[tuple[tuple[str | int, ...], str | None, re.Pattern[str]]] = [
+        (("kuberay", "namespace"), k.namespace, DNS_LABEL), (("kuberay", "service_account"), k.service_account,
+                                                             DNS_SUBDOMAIN), (("kuberay", "secret"), k.secret,
+                                                                              DNS_SUBDOMAIN)]
     for i, v in enumerate(k.volumes):
         named += [(("kuberay", "volumes", i, "name"), v.name, DNS_LABEL),
                   (("kuberay", "volumes", i, "claim"), v.claim, DNS_SUBDOMAIN)]

@@ -142,8 +142,8 @@ def _instance_types(ctx: Context) -> Iterator[Finding]:
         facts = INSTANCE_GPUS.get(name)
         if facts is None:
             continue
-        if facts.count != c.gpus_per_node or (c.gpu is not None and facts.gpu != c.gpu):
-            yield Finding(f"{name} has {facts.count} {facts.gpu} GPU(s); the worker pods ask for [cluster] "
+        if facts.gpus != c.gpus_per_node or (c.gpu is not None and facts.gpu != c.gpu):
+            yield Finding(f"{name} has {facts.gpus} {facts.gpu} GPU(s); the worker pods ask for [cluster] "
                           f"gpus_per_node = {c.gpus_per_node}" + (f" of [cluster] gpu = {c.gpu}" if c.gpu else ""),
                           "give instance types with those GPUs, or set [cluster] gpus_per_node and gpu to the "
                           "nodes'", keys=(key,))
