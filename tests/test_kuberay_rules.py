@@ -65,6 +65,7 @@ TRIGGERS: dict[str, list[tuple[dict[str, Any], str | list[str]]]] = {
                    "kuberay.submitter.tolerations.0.toleration_seconds"),
                   ({K: {"worker": {"tolerations": [{"key": "bad key"}]}}}, "kuberay.worker.tolerations.0.key")],
     "ACRL-K004": [({K: {"secrets": {"HF_HOME": "required"}}}, "kuberay.secrets.HF_HOME"),
+                  ({"cluster": {"env": {"TEAM_NAME": "rl"}}}, "cluster.env.TEAM_NAME"),
                   ({K: {"service_account": "irsa", "secrets": {"AWS_ACCESS_KEY_ID": "optional"}}},
                    "kuberay.secrets.AWS_ACCESS_KEY_ID")],
     "ACRL-K005": [(volumes({"name": "m", "mount_path": "/m"}), "kuberay.volumes.0.name"),
@@ -198,3 +199,11 @@ def test_qualified_names(key: str, ok: bool) -> None:
     from acrl.compiler._pipeline.validate.k8s_syntax import qualified_name_problem
 
     assert (qualified_name_problem(key) is None) is ok
+
+
+def test_annotation_keys_may_have_capitals_label_keys_not_in_their_prefix(write_spec: SpecWriter) -> None:
+    """Kubernetes checks an annotation's key lowercased (ValidateAnnotations), a label's as written."""
+    compile_kuberay(write_spec, {K: {"annotations": {"Example.com/Note": "x"}, "labels": {"example.com/Team": "x"}}})
+    with pytest.raises(SpecError) as info:
+        compile_kuberay(write_spec, {K: {"labels": {"Example.com/team": "x"}}})
+    assert [d.key for d in info.value.diagnostics if d.rule == "ACRL-K003"] == ["kuberay.labels.Example.com/team"]

@@ -122,7 +122,8 @@ def _labels(ctx: Context) -> Iterator[Finding]:
     for kind, table in (("labels", k.labels), ("annotations", k.annotations)):
         for key, value in table.items():
             path = ("kuberay", kind, key)
-            problem = qualified_name_problem(key)
+            # an annotation's key is checked lowercased (apimachinery api/validation/objectmeta.go ValidateAnnotations)
+            problem = qualified_name_problem(key if kind == "labels" else key.lower())
             if problem:
                 yield Finding(f"{kind[:-1]} key {key!r} is not a Kubernetes qualified name: {problem}",
                               "use a key like \"team\" or \"example.com/team\"", keys=(path,))
@@ -184,13 +185,18 @@ def _toleration(name: str, i: int, t: Toleration) -> Iterator[Finding]:
 def _secrets(ctx: Context) -> Iterator[Finding]:
     """Each key of [kuberay.secrets] must be a variable the Ray pods read from the Secret: the W&B key while W&B is
     enabled, [env] forward's names, and the AWS keys (unless the integration is slime's or a service account is
-    set). Another name would be required or optional of nothing."""
+    set). Another name would be required or optional of nothing. And [cluster] env, the pods' own environment, may
+    not set a variable they read from the Secret (the container would get it twice, the Secret's winning)."""
     read = secret_refs(ctx.spec)
     for name in ctx.spec.kuberay.secrets:
         if name not in read:
             listed = ", ".join(read) or "none"
             yield Finding(f"the pods read no {name!r} from the Secret (they read: {listed})",
                           "remove it, or add the variable to [env] forward", keys=(("kuberay", "secrets", name),))
+    for name in ctx.spec.cluster.env:
+        if name in read:
+            yield Finding(f"{name} is also read from the Secret [kuberay] secret: the pods would get it twice",
+                          f"remove {name} from [cluster] env or from [env] forward", keys=(("cluster", "env", name),))
 
 
 @rule("ACRL-K005", "error", ["kuberay.volumes", "kuberay.image_paths"], "volumes are mountable")
