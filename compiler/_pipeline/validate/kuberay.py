@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from ..._secrets import is_secret_name
 from ..._spec.kuberay import Head, Submitter, Toleration, Worker
+from .. import placement_spec
 from ..kuberay_pods import CONFIG_MOUNT, GPU_RESOURCE, SHM_PATH, secret_refs
 from .engine import Context, Finding, rule
 from .k8s_syntax import (
@@ -185,15 +186,16 @@ def _toleration(name: str, i: int, t: Toleration) -> Iterator[Finding]:
 def _secrets(ctx: Context) -> Iterator[Finding]:
     """Each key of [kuberay.secrets] must be a variable the Ray pods read from the Secret: the W&B key while W&B is
     enabled, [env] forward's names, and the AWS keys (unless the integration is slime's or a service account is
-    set). Another name would be required or optional of nothing. And [cluster] env, the pods' own environment, may
-    not set a variable they read from the Secret (the container would get it twice, the Secret's winning)."""
+    set). Another name would be required or optional of nothing. And with --target kuberay, [cluster] env, the pods'
+    own environment, may not set a variable they read from the Secret (the container would get it twice, the Secret's
+    winning)."""
     read = secret_refs(ctx.spec)
     for name in ctx.spec.kuberay.secrets:
         if name not in read:
             listed = ", ".join(read) or "none"
             yield Finding(f"the pods read no {name!r} from the Secret (they read: {listed})",
                           "remove it, or add the variable to [env] forward", keys=(("kuberay", "secrets", name),))
-    for name in ctx.spec.cluster.env:
+    for name in ctx.spec.cluster.env if placement_spec.RAYJOB.get() else ():
         if name in read:
             yield Finding(f"{name} is also read from the Secret [kuberay] secret: the pods would get it twice",
                           f"remove {name} from [cluster] env or from [env] forward", keys=(("cluster", "env", name),))
