@@ -110,6 +110,14 @@ def compile_overrides(write_spec: SpecWriter) -> Callable[..., Bundle]:
     return run
 
 
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[Any]:
+    """The test session's one Ray head on 127.0.0.1 (test_run.start_ray_head), for every module that runs jobs."""
+    from test_run import start_ray_head
+
+    yield from start_ray_head()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true",
                      help="rewrite tests/golden/ from the example specs instead of comparing")

@@ -259,8 +259,18 @@ class Slot:
     def id(self) -> str:
         return f"{self.table}.{self.field}:{self.kind}"
 
+    def value(self, text: str) -> str:
+        """What this slot holds for ``text``: the text itself, or the path made of it where only an absolute path is
+        a value ([checkpoint] save, load and save_hf: ACRL-H013; save_hf a format string too: ACRL-H006)."""
+        if f"{self.table}.{self.field}" in PATHS and self.kind == "value":
+            if self.field == "save_hf":
+                return "/" + text.replace("{", "{{").replace("}", "}}") + "/{rollout_id}"
+            return "/" + text
+        return text
+
     def place(self, text: str) -> dict[str, Any]:
         """Spec overrides putting ``text`` in this slot (with the keys it needs to be used)."""
+        text = self.value(text)
         if self.kind.startswith(("model-", "override-")):  # [sglang.models.NAME] and its server group
             # an override key must be a ServerArgs field where acrl knows the commit's sglang (ACRL-G008): any text
             # is one only at a commit it has no sglang facts for
@@ -298,6 +308,7 @@ def _models(kind: str, text: str) -> dict[str, Any]:
 
 
 SAMPLE_KEY = "ACRL_TEST_NAME"  # a name every free-form table accepts: a variable name, a flag, a dataset name
+PATHS = ("checkpoint.save", "checkpoint.load", "checkpoint.save_hf")  # absolute paths on the cluster (Slot.value)
 OVERRIDE_KEY = "tokenizer_path"  # a string field of sglang's ServerArgs at every commit acrl knows
 NO_SGLANG_FACTS = "0123456789abcdef0123456789abcdef01234567"  # a slime commit acrl has no sglang facts for
 # made-up escape-hatch flags: a slime commit with no flag facts (ACRL-F003 would refuse them; test_commit_facts)
@@ -371,7 +382,8 @@ CONSTRAINED = {"agentcore.runtime_arn:value", "agentcore.gateway_log_level:value
                "kuberay.secrets:key", "kuberay.secrets:table-value", "kuberay.image_paths:item",
                "kuberay.ray_version:value",
                "opd.type:value", "weight_sync.mode:value", "weight_sync.transport:value",
-               "weight_sync.delta_encoding:value", "weight_sync.delta_checksum:value", "weight_sync.encoding:value"}
+               "weight_sync.delta_encoding:value", "weight_sync.delta_checksum:value", "weight_sync.encoding:value",
+               "checkpoint.resume:value", "checkpoint.scheduler:value", "checkpoint.format:value"}
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> Toolbox:
     return make_toolbox(tmp_path_factory.mktemp("toolbox"))
@@ -423,7 +435,7 @@ def check_hostile(slot: Slot, text: str, root: Path, toolbox: Toolbox, *, full_r
     write(bundle, out)
     # the resolved spec keeps the value verbatim; the custom config is the data the compiler meant
     if text:  # an empty optional value may resolve to its default (ref_load = "" is dir)
-        assert slot.read(tomllib.loads((out / "spec.toml").read_text(encoding="utf-8"))) == text
+        assert slot.read(tomllib.loads((out / "spec.toml").read_text(encoding="utf-8"))) == slot.value(text)
     assert yaml.safe_load((out / "custom_config.yaml").read_text(encoding="utf-8")) == custom_config(bundle.spec)
     if bundle.spec.sglang.models:  # sglang_config.yaml reads back as the spec's models, each value verbatim
         read = yaml.safe_load((out / "sglang_config.yaml").read_text(encoding="utf-8"))["sglang"]

@@ -15,7 +15,7 @@ from acrl.compiler._spec.tables import Spec
 from conftest import EXAMPLE_SPECS, NO_FACTS, REPO, SpecWriter
 
 EVERYTHING_SET: dict[str, Any] = {
-    "experiment": {"seed": 7},
+    "experiment": {"seed": 7, "num_rollout": 10},
     "model": {"ref_load": "/ref", "script_env": {"A": "1"}, "overrides": {"vocab-size": 151936},
               "hf_config": str(REPO / "tests" / "fixtures" / "hf" / "Qwen2.5-3B-Instruct" / "config.json")},
     "data": {"label_key": "label", "metadata_key": "meta"},
@@ -29,7 +29,9 @@ EVERYTHING_SET: dict[str, Any] = {
     "train": {"micro_batch_size": 2, "adam_beta1": 0.9},
     "eval": {"interval": 2, "datasets": {"a": "/a.jsonl", "b": "/b.jsonl"}, "n_samples_per_prompt": 2,
              "temperature": 0.5, "max_response_len": 10},
-    "checkpoint": {"save": "/ckpt", "save_interval": 5, "save_hf": "/hf/{rollout_id}"},
+    "checkpoint": {"save": "/ckpt", "save_interval": 5, "save_hf": "/hf/{rollout_id}", "resume": "required",
+                   "load": "/other", "load_optimizer": False, "load_rng": False, "ckpt_step": 3, "start_rollout_id": 4,
+                   "scheduler": "checkpoint", "format": "torch"},
     "cuda": {"home": "/usr/local/cuda"},
     "wandb": {"project": "p", "group": "g"},
     "env": {"vars": {"X": "1"}, "forward": ["A", "B"], "pythonpath": ["/p"], "pythonpath_before_megatron": ["/q"]},

@@ -229,6 +229,7 @@ WRITTEN_WHEN_SET: dict[str, dict[str, Any]] = {
     "weight_sync": {"disk_keep_files": False, "delta_keep_files": False, "release_train": False},
     "rollout": {"external_engine_addrs": [], "external": False, "sample_hook_paths": []},
     "train": {"balance_by_flops": False},
+    "checkpoint": {"resume": "auto", "load_optimizer": True, "load_rng": True},  # issue 16 (None-valued keys: unset)
     "kuberay": written_when_set(),  # its pods, volumes and job settings (issue 18), by dotted key: "head.cpu"
 }
 # Tables added after bundles were first committed: left out of spec.toml while none of their keys is set.

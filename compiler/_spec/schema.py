@@ -30,6 +30,8 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # Not in JSON Schema: the slime flag a key maps to, and the value at which acrl leaves it out.
 FLAG_KEYWORD = "x-acrl-flag"
 OMIT_IF_KEYWORD = "x-acrl-omit-if"
+SWITCHES_KEYWORD = "x-acrl-switches"  # [[value, flag], ...]: the store-true flag each value passes (setting switches)
+AT_LAUNCH_KEYWORD = "x-acrl-at-launch"  # true: train.sh decides at launch whether the flag is passed
 CUSTOM_CONFIG_KEYWORD = "x-acrl-custom-config"  # the custom_config.yaml key the value is written to
 
 _PRIMITIVE = {bool: "boolean", int: "integer", float: "number", str: "string"}
@@ -138,6 +140,10 @@ def _property(field: attrs.Attribute[Any], name: str, written_to: Mapping[str, s
         out["default"] = default
     if meta.get("flag"):
         out[FLAG_KEYWORD] = meta["flag"]
+    if meta.get("switches"):
+        out[SWITCHES_KEYWORD] = [[value, flag] for value, flag in meta["switches"].items()]
+    if meta.get("at_launch"):
+        out[AT_LAUNCH_KEYWORD] = True
     if meta.get("omit_if", attrs.NOTHING) is not attrs.NOTHING:
         out[OMIT_IF_KEYWORD] = meta["omit_if"]
     if name in written_to:

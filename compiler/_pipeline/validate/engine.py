@@ -3,7 +3,7 @@ kept in the order of ``ORDER`` (docs/rules.md and the diagnostics come out in th
 ``validate`` runs them and points each finding at the spec; ``spec_secrets`` masks what looks
 secret in every message. The rules themselves live one module per id prefix: parallel (P),
 batch (B), algorithm (A), eval (E), integration (I), toolkit (T), flags (F), secrets (S), kuberay (K), model (M),
-launch (L), server groups (G), training features (N), rollout features (R).
+launch (L), server groups (G), training features (N), rollout features (R), checkpoints and resuming (H).
 
 Each rule has a stable id, a severity, the spec keys it concerns (the message points at the first
 one the spec wrote), and a check that yields findings with a fix hint. Sources: what slime,
@@ -50,6 +50,8 @@ ORDER = (
     "ACRL-T001", "ACRL-T002", "ACRL-T003", "ACRL-T004", "ACRL-T005",
     "ACRL-N001", "ACRL-N002", "ACRL-N003", "ACRL-N004", "ACRL-N005", "ACRL-N006", "ACRL-N007", "ACRL-N008",
     "ACRL-N009", "ACRL-N010", "ACRL-N011", "ACRL-N012", "ACRL-N013",
+    "ACRL-H001", "ACRL-H002", "ACRL-H003", "ACRL-H004", "ACRL-H005", "ACRL-H006", "ACRL-H007", "ACRL-H008",
+    "ACRL-H009", "ACRL-H010", "ACRL-H011", "ACRL-H012", "ACRL-H013",
     "ACRL-M009",
     "ACRL-F001", "ACRL-F002", "ACRL-F003", "ACRL-F004", "ACRL-F005", "ACRL-F006", "ACRL-F007", "ACRL-F008",
     "ACRL-F009", "ACRL-F010", "ACRL-F011",
