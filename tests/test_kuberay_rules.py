@@ -104,9 +104,16 @@ TRIGGERS: dict[str, list[tuple[dict[str, Any], str | list[str]]]] = {
                     K: {"volumes": [{"name": "models", "mount_path": "/models", "claim": "m"},
                                     {"name": "data", "mount_path": "/data", "host_path": "/mnt/data"}]}},
                    "checkpoint.save"),
-                  ({K: {"head": {"shm_size": "32Gi"}}}, "kuberay.head.shm_size")],
+                  ({K: {"head": {"shm_size": "32Gi"}}}, "kuberay.head.shm_size"),
+                  ({"checkpoint": {"save": "/data/ckpt"}, K: {"backoff_limit": 2}}, "kuberay.backoff_limit")],
+    "ACRL-K012": [({"checkpoint": {"save": "/data/ckpt", "load": "/data/base"}}, "checkpoint.load"),
+                  ({"checkpoint": {"save": "/data/ckpt", "ckpt_step": 100}, "experiment": {"num_rollout": 200}},
+                   "checkpoint.ckpt_step"),
+                  ({"checkpoint": {"start_rollout_id": 5}, "experiment": {"num_rollout": 200}},
+                   "checkpoint.start_rollout_id"),
+                  ({"checkpoint": {"save": "/data/ckpt", "resume": "required"}}, "checkpoint.resume")],
 }
-JOB_RULES = ("ACRL-K006", "ACRL-K008", "ACRL-K009", "ACRL-K010", "ACRL-K011")  # --target kuberay only
+JOB_RULES = ("ACRL-K006", "ACRL-K008", "ACRL-K009", "ACRL-K010", "ACRL-K011", "ACRL-K012")  # --target kuberay only
 
 
 def compile_kuberay(write_spec: SpecWriter, overrides: dict[str, Any], target: str = "kuberay") -> Any:

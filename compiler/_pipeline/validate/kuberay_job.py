@@ -1,4 +1,4 @@
-"""ACRL-K* (K006, K008-K011): what the RayJob of --target kuberay needs of the job itself: every path it reads or writes
+"""ACRL-K* (K006, K008-K012): what the RayJob of --target kuberay needs of the job itself: every path it reads or writes
 mounted, enough CPUs for slime's placement group, worker nodes with the GPUs the placement asks for, and documents
 small enough to be applied. They run only while a --target kuberay compile runs (placement_spec.RAYJOB): with the
 default target the spec's [kuberay] table is not used, and its volumes need not hold the paths.
@@ -29,7 +29,7 @@ def _job_paths(ctx: Context) -> Iterator[tuple[PathKey, str, bool]]:
     s = ctx.spec
     reads: list[tuple[PathKey, str | None]] = [
         (("model", "dir"), s.model.dir), (("model", "ref_load"), s.model.ref_load), (("data", "path"), s.data.path),
-        (("opd", "teacher_load"), s.opd.teacher_load)]
+        (("opd", "teacher_load"), s.opd.teacher_load)]  # not [checkpoint] load: the RayJob loads nothing (K012)
     reads += [(("eval", "datasets", name), path) for name, path in s.eval.datasets.items()]
     reads += [(("sglang", "models", name, "model_path"), m.model_path) for name, m in s.sglang.models.items()]
     writes: list[tuple[PathKey, str | None]] = [
@@ -169,15 +169,22 @@ def _size(ctx: Context) -> Iterator[Finding]:
                           "cluster", keys=(("kuberay",),))
 
 
-@rule("ACRL-K011", "warning", ["kuberay.volumes", "kuberay.head", "kuberay.worker"],
-      "shared writes and shared memory fit the pods")
+@rule("ACRL-K011", "warning", ["kuberay.volumes", "kuberay.head", "kuberay.worker", "kuberay.backoff_limit"],
+      "what the pods write is kept whole, and /dev/shm fits them")
 def _sharing(ctx: Context) -> Iterator[Finding]:
     """--target kuberay: a checkpoint (or weight-sync folder) written under a host_path volume by several worker pods
-    lands in parts on each node's own disk; a /dev/shm larger than the pod's memory limit is cut by it (its pages count
-    against the limit: the pod is killed first)."""
+    lands in parts on each node's own disk; a retry of the RayJob (backoff_limit) starts from the model again and
+    writes over the first attempt's checkpoints in [checkpoint] save (the RayJob runs slime without train.sh's resume,
+    ACRL-K012); a /dev/shm larger than the pod's memory limit is cut by it (its pages count against the limit: the pod
+    is killed first)."""
     if not placement_spec.RAYJOB.get():
         return
     k = ctx.spec.kuberay
+    if k.backoff_limit and ctx.spec.checkpoint.save:
+        yield Finding(f"backoff_limit = {k.backoff_limit}: a retry starts slime from the model again (the RayJob "
+                      "resumes nothing) and saves over the iterations the failed attempt wrote to "
+                      f"{ctx.spec.checkpoint.save!r}", "set backoff_limit = 0 and relaunch with train.sh (acrl run "
+                      "--resume) to continue from the checkpoint", keys=(("kuberay", "backoff_limit"),))
     if worker_replicas(ctx.spec) > 1:
         for key, path, written in _job_paths(ctx):
             volume = _volume_of(posixpath.normpath(path), k.volumes) if written and path.startswith("/") else None
@@ -192,3 +199,21 @@ def _sharing(ctx: Context) -> Iterator[Finding]:
             yield Finding(f"[kuberay.{name}] shm_size {shm} is more than the pod's memory limit {limit}, which its "
                           "pages count against", f"lower shm_size, or raise [kuberay.{name}] memory",
                           keys=(("kuberay", name, "shm_size"),))
+
+
+@rule("ACRL-K012", "error", ["checkpoint.load", "checkpoint.ckpt_step", "checkpoint.start_rollout_id",
+                             "checkpoint.resume"], "the RayJob resumes nothing")
+def _resume(ctx: Context) -> Iterator[Finding]:
+    """--target kuberay: the RayJob's entrypoint runs slime with the bundle's argv, not train.sh, whose checkpoint
+    block decides at launch whether slime loads a checkpoint (--load, --ckpt-step, --start-rollout-id: the keys'
+    at_launch flags). So [checkpoint] load, ckpt_step and start_rollout_id would be ignored, and resume = "required"
+    could not be honoured: each is refused."""
+    if not placement_spec.RAYJOB.get():
+        return
+    c = ctx.spec.checkpoint
+    for key, set_ in (("load", c.load is not None), ("ckpt_step", c.ckpt_step is not None),
+                      ("start_rollout_id", c.start_rollout_id is not None), ("resume", c.resume == "required")):
+        if set_:
+            yield Finding(f"[checkpoint] {key} is applied by train.sh at launch; the RayJob starts slime without it "
+                          "and loads no checkpoint", "leave it out for --target kuberay, or run the bundle with "
+                          "train.sh on a Ray cluster (acrl run)", keys=(("checkpoint", key),))
