@@ -502,9 +502,9 @@ def check_join_sh(data: dict[str, Any], root: Path, toolbox: Toolbox) -> None:
     assert starts[0]["env"]["ACRL_TEST_NAME"] == bundle.spec.cluster.env.get(SAMPLE_KEY)  # [cluster] env, verbatim
 
 
-# The rules about --target kuberay's job (a path no volume mounts, ...): what a spec the default target compiles may
-# still be refused for, with located errors.
-KUBERAY_JOB_RULES = {"ACRL-K006", "ACRL-K008", "ACRL-K009", "ACRL-K010"}
+# The rules about --target kuberay's job (a path no volume mounts, a checkpoint to load, ...): what a spec the default
+# target compiles may still be refused for, with located errors.
+KUBERAY_JOB_RULES = {"ACRL-K006", "ACRL-K008", "ACRL-K009", "ACRL-K010", "ACRL-K012"}
 
 
 def check_kuberay(data: dict[str, Any], root: Path, run_env: dict[str, str]) -> None:
