@@ -27,6 +27,10 @@ def show_logs(ref: str, out: IO[str], err: IO[str], runs_dir: str = "runs", addr
     there was nothing else to show, or --follow could not follow)."""
     path = find_record(ref, runs_dir)
     record = read_record(path)
+    if isinstance(record.get("kuberay"), dict):  # a RayJob's run: its pods' logs, with kubectl (issue 18)
+        from ._kube_status import show_logs as show_kube_logs  # lazy: only records of --target kuberay runs
+
+        return show_kube_logs(path, record, out, err, follow)
     asked = ray_jobs.job_address(record.get("ray_address"), address)
     sid, where = record["submission_id"], ray_jobs.shown(asked)
     try:
