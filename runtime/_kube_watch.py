@@ -127,6 +127,11 @@ class _Logs:
         elif self.proc is not None:
             self.reap(copy, wait=True)
 
+    def drain(self, copy: _Copy) -> None:
+        """Copy what the log has written so far, without waiting for more."""
+        while (source := self.fileno()) is not None and select.select([source], [], [], 0)[0]:
+            self.read(copy)
+
     def reap(self, copy: _Copy, wait: bool = False) -> None:
         """Once `kubectl logs` has ended: what it had left, and whether to try again."""
         proc = self.proc
@@ -218,6 +223,7 @@ def watch(kubectl: Kubectl, namespace: str, name: str, copy: _Copy, signals: Sig
                     if failing_since is not None:
                         say(f"acrl: RayJob {name} can be read again")
                     failing_since = None
+                    logs.drain(copy)  # the job's lines written before this state, before its line
                     summary = state.summary()
                     if summary != shown:
                         shown = summary
