@@ -61,6 +61,7 @@ def launch(target: KubeTarget, bundle: BundleDir, verification: Verification, in
         raise _records.runs_dir_error(runs_dir, exc) from None
     changed = sorted({*verification.modified, *verification.added, *verification.removed})
     refs = target.secret_refs()
+    w = wandb(info, target)
     record = _records.RunRecord(
         acrl_version=__version__, exp_id=exp_id, run_id=run_id, bundle=str(info.path.resolve()),
         bundle_hash=verification.bundle_hash, submission_id="", ray_address=None, host=socket.gethostname(),
@@ -68,7 +69,7 @@ def launch(target: KubeTarget, bundle: BundleDir, verification: Verification, in
         modified_files=changed, expected_hash=verification.expected_hash,
         preflight=[_records.PreflightEntry(**r.as_json()) for r in results],  # type: ignore[arg-type]
         log=LOG, inputs=_provenance.inputs(info), stack=None, target=_provenance.target(info),
-        argv=rayjob_argv(target), runtime_env=runtime_env(target), wandb=wandb(info, target),
+        argv=rayjob_argv(target, w.enabled and w.key_present), runtime_env=runtime_env(target), wandb=w,
         kuberay=_records.KubeRayRun(name=target.name, namespace=namespace, context=kubectl.context,
                                     config_map=target.config_map,
                                     secrets={s: sorted(keys) for s, keys in sorted(refs.items())}))
@@ -146,19 +147,23 @@ def _finish(run_dir: Path, record: _records.RunRecord, ending: Ending, log_error
         _say_to(out, f"run {record.run_id}: {ending.note}")
 
 
-def rayjob_argv(target: KubeTarget) -> list[str] | None:
-    """slime's command in the RayJob's entrypoint (after acrl's `bash -c '...' acrl` wrapper, which adds the W&B
-    flags and checkpoint.sh's in the pod), credential values and secret-looking words as ***."""
+def rayjob_argv(target: KubeTarget, wandb_on: bool = False) -> list[str] | None:
+    """slime's command in the RayJob's entrypoint, after acrl's `bash -c '...' acrl` wrapper, with the W&B flags the
+    wrapper adds in the pod when the key's variable is set there (``wandb_on``: the Secret has the key); not what
+    checkpoint.sh adds (the record's resumed_from says it). Credential values and secret-looking words as ***."""
     entrypoint = (target.rayjob.get("spec") or {}).get("entrypoint")
     if not isinstance(entrypoint, str):
         return None
     try:
         words = shlex.split(entrypoint)
+        added: list[str] = []
+        if words[:2] == ["bash", "-c"] and len(words) > 3:
+            body, words = words[2], words[4:]
+            if wandb_on and 'set -- "$@" ' in body:  # if [[ -n ${KEY:-} ]]; then ... set -- "$@" FLAGS; fi
+                added = shlex.split(body.split('set -- "$@" ', 1)[1].split("; fi", 1)[0])
     except ValueError:
         return None
-    if words[:2] == ["bash", "-c"] and len(words) > 3:
-        words = words[4:]
-    return without_secret_flags(words)
+    return without_secret_flags([*words, *added])
 
 
 def runtime_env(target: KubeTarget) -> _records.RuntimeEnv | None:

@@ -143,6 +143,7 @@ def test_a_run_that_succeeds(kube: Kube) -> None:
     assert record["command"][:8] == ["kubectl", "--context", "test-cluster", "--namespace", "rl", "apply", "-f", "-"]
     assert record["resumed_from"]["checkpoint_dir"] == "/data/ckpt" and record["resumed_from"]["iteration"] == 9
     assert record["argv"][:3] == ["python3", "/root/slime/train.py", "--swiglu"]
+    assert record["argv"][-3:] == ["--use-wandb", "--wandb-project", "my project"]  # the Secret has the key
     assert record["runtime_env"]["env_vars"]["NCCL_DEBUG"] == "WARN"
     assert record["wandb"]["key_present"] is True and record["started_at"] and record["ended_at"]
     assert {p["name"]: p["status"] for p in record["preflight"]}["secrets"] == "passed"
@@ -443,3 +444,33 @@ def test_a_second_ctrl_c_stops_waiting_for_the_delete(kube: Kube) -> None:
     assert "acrl: stopped waiting for the RayJob to be deleted" in rest
     (record,) = kube.records()
     assert record["status"] == "cancelled" and "was being deleted when acrl stopped waiting" in record["note"]
+
+
+def test_a_record_left_running_is_fixed_from_kuberays_state(kube: Kube) -> None:
+    """An `acrl run` killed before it finished the record: `acrl status` shows KubeRay's end of the RayJob and
+    --fix-record writes it; `acrl runs` and `acrl diff RUN BUNDLE` read the record too."""
+    kube.scenario(statuses=["running", "failed-app"])
+    assert kube.run() == 3
+    (record,) = kube.records()
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid no process has any more
+    path = kube.root / "runs" / "test-exp" / record["run_id"] / "run.json"
+    left = {k: v for k, v in record.items() if k not in ("ended_at", "duration_s", "exit_status")}
+    path.write_text(json.dumps({**left, "status": "running", "launcher": {**record["launcher"], "pid": gone.pid}}),
+                    encoding="utf-8")
+
+    def acrl_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "acrl.runtime._cli", *args], cwd=kube.root, capture_output=True,
+                              text=True, timeout=60)
+
+    status = acrl_cli("status", record["run_id"], "--runs-dir", "runs", "--json")
+    shown = json.loads(status.stdout)
+    assert (shown["state"], shown["fixable"], shown["ray"]["job"]["status"]) == ("failed", True, "FAILED")
+    fixed = acrl_cli("status", record["run_id"], "--runs-dir", "runs", "--fix-record")
+    assert fixed.returncode == 0, fixed.stderr
+    after = json.loads(path.read_text(encoding="utf-8"))
+    assert (after["status"], after["exit_status"]) == ("failed", 3)
+    runs = acrl_cli("runs", "--runs-dir", "runs")
+    assert record["run_id"] in runs.stdout and f"{kube.name}-x7k2p" in runs.stdout
+    diff = acrl_cli("diff", record["run_id"], str(kube.bundle), "--runs-dir", "runs")
+    assert diff.returncode in (0, 1), diff.stderr
