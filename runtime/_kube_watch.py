@@ -200,6 +200,9 @@ def watch(kubectl: Kubectl, namespace: str, name: str, copy: _Copy, signals: Sig
         while True:
             if signals.caught:
                 logs.stop()
+                if ended_at is not None and state is not None:  # it has ended: only its last log lines are cut
+                    status, code = state.outcome()
+                    return Ending(status, code, state)
                 return _delete(kubectl, namespace, name, signals, say, state)
             now = time.monotonic()
             if ended_at is None and now >= next_poll:

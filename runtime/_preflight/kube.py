@@ -96,8 +96,8 @@ def read_target(files: Mapping[str, bytes], context: str | None = None, namespac
     data = files.get(RAYJOB_FILE)
     try:
         documents = [d for d in yaml.safe_load_all(data.decode("utf-8"))] if data is not None else []
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise AcrlError(f"{RAYJOB_FILE}: cannot be read as YAML ({' '.join(str(exc).split())[:300]})",
+    except (UnicodeDecodeError, yaml.YAMLError) as problem:
+        raise AcrlError(f"{RAYJOB_FILE}: cannot be read as YAML ({' '.join(str(problem).split())[:300]})",
                         hint="compile the spec again: acrl-compile SPEC --target kuberay -o DIR --force") from None
     last = documents[-1] if documents else None
     if not isinstance(last, dict) or last.get("kind") != "RayJob" or last.get("apiVersion") != "ray.io/v1" or \
