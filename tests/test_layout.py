@@ -236,7 +236,7 @@ def test_a_bundle_with_set_and_a_missing_target(tmp_path: Path, capsys: pytest.C
     code, out, err = run(capsys, str(tmp_path / "empty"))
     assert (code, out) == (2, "") and "is not an acrl bundle" in err
     code, out, err = run(capsys, str(tmp_path / "nope.toml"))
-    assert (code, out) == (1, "") and "Traceback" not in err
+    assert (code, out) == (2, "") and "no such spec file or bundle directory" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("argv", [[], ["--format", "png", "spec.toml"], ["a.toml", "b.toml"], ["--nope", "a.toml"]])

@@ -87,3 +87,21 @@ def print_help_and_keep_it(parser: argparse.ArgumentParser, words: list[str], ke
     if code == 0 and text:
         keep_help(key, words, terminal_columns(), text)
     raise SystemExit(code)
+
+
+def subcommand_parser() -> type[argparse.ArgumentParser]:
+    """argparse's parser for subcommands (`acrl compile`, `acrl models show`): a word or option a
+    subcommand does not know is that subcommand's usage error, printed with its own usage line (exit
+    2), not the program's (argparse hands unknown words up to the top-level parser, which knows only
+    `acrl [-h] [--version] COMMAND ...`)."""
+    import argparse  # lazy: only a parser being built needs it, never a kept --help
+
+    class SubcommandParser(argparse.ArgumentParser):
+        def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                             namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+            parsed, extras = super().parse_known_args(args, namespace)
+            if extras:
+                self.error(f"unrecognized arguments: {' '.join(extras)}")
+            return parsed, extras
+
+    return SubcommandParser
