@@ -65,8 +65,8 @@ def test_a_stale_bundle_fails_with_the_semantic_diff_and_the_files(compiled: tup
     assert files == ["  manifest.json: differs (bundle_hash, derived.global_batch_size, "
                      "derived.samples_per_rollout, spec.sha256)",
                      "  spec.toml: differs", "  train.sh: differs"]
-    assert out.rstrip().endswith(f"fix: acrl-compile {spec} -o {bundle} --force (and commit the result), "
-                                 f"or undo the edit in {bundle}")
+    assert out.rstrip().endswith(f"fix: acrl-compile {spec} -o {bundle} (and commit the result), "
+                                 f"or undo the edit in {bundle}")  # no --force: the bundle of the spec, intact
     assert snapshot(tmp_path) == before
 
 

@@ -25,7 +25,7 @@ CHOICES = ("auto", "always", "never")
 RESET = "\033[0m"
 STYLES = {"error": "\033[1;31m", "warning": "\033[1;33m", "rule": "\033[36m", "note": "\033[36m",
           "fix": "\033[32m", "bold": "\033[1m"}
-_HEAD = re.compile(r"^(?P<where>(?:\S[^:]*?:\d+(?::\d+)?: |\S+?: )?)(?P<severity>error|warning)(?=: )")
+_HEAD = re.compile(r"^(?P<where>(?:.*?: )?)(?P<severity>error|warning)(?=: )")  # Diagnostic.format's head
 _CARET = re.compile(r"^(?P<bar> {7}\| *)\^$")
 _RULE = re.compile(r"\((ACRL-[A-Z]\d{3})\)")
 _CLOSING = re.compile(r"^\d+ (?:errors?|warnings?)\b.*")

@@ -216,7 +216,7 @@ def _print_sweep_check(result: SweepCheckResult, *, as_json: bool) -> int:
                      "points": [c.as_json() for c in result.checks]})
     else:
         for check in result.checks:  # the fix recompiles the whole sweep, not one point's directory
-            fix = f" -o {shlex.quote(check.out)} --force", f" -o {shlex.quote(result.out)} --force"
+            fix = f" -o {shlex.quote(check.out)} ", f" -o {shlex.quote(result.out)} "
             print(format_check(check).replace(*fix))
         print(f"{result.index} is {'up to date' if result.index_up_to_date else 'stale or missing'}")
     return EXIT_OK if result.up_to_date else EXIT_FAILED

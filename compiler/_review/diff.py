@@ -155,9 +155,10 @@ def format_check(result: CheckResult) -> str:
     if result.diff is None:
         return (f"{result.byte_differences[0]}: it should hold the bundle {result.spec} compiles to\n"
                 f"fix: acrl-compile {spec} -o {out} (and commit the result)")
+    force = " --force" if result.diff.unverified else ""  # a stale bundle of the spec is replaced without it
     return "\n\n".join([
         format_text(result.diff),
         "\n".join([f"{result.out} is not what {result.spec} compiles to; files that differ byte for byte:",
                    *(f"  {line}" for line in result.byte_differences)]),
-        f"fix: acrl-compile {spec} -o {out} --force (and commit the result), or undo the edit in {out}",
+        f"fix: acrl-compile {spec} -o {out}{force} (and commit the result), or undo the edit in {out}",
     ])
