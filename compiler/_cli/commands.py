@@ -39,7 +39,9 @@ def run_import(args: argparse.Namespace) -> int:
         if report.compiled:
             print(f"wrote {args.output}: it compiles (acrl-compile {args.output})")
         else:
-            print(report.problems, file=sys.stderr)
+            from .colour import enabled, paint  # lazy: only problems printed need it
+
+            print(paint(report.problems) if enabled(sys.stderr) else report.problems, file=sys.stderr)
             print(f"wrote {args.output}, but it does not compile yet: fix what is listed above", file=sys.stderr)
     return EXIT_OK if report.compiled else EXIT_FAILED
 

@@ -49,7 +49,7 @@ def run_compile(args: argparse.Namespace) -> int:
         return _print_preview(preview(args.spec, options), args)
     result = compile_to(args.spec, args.output, options)
     if isinstance(result, SweepResult):
-        return _print_sweep(result, args)
+        return _print_sweep(result, args, time.perf_counter() - started)
     return _print_bundle(result, args, time.perf_counter() - started)
 
 
@@ -144,7 +144,7 @@ def _print_preview(result: BundleResult, args: argparse.Namespace) -> int:
 SWEEP_SUMMARIES = 8  # a summary reads both bundles back (~30 ms): a sweep says what changed for this many points
 
 
-def _print_sweep(result: SweepResult, args: argparse.Namespace) -> int:
+def _print_sweep(result: SweepResult, args: argparse.Namespace, seconds: float) -> int:
     # lazy: only a sweep's invalid points need redacting here (--help must not load it)
     from .._secrets import redact
 
@@ -161,11 +161,15 @@ def _print_sweep(result: SweepResult, args: argparse.Namespace) -> int:
                                  "changes": changes.get(r.point.directory)}
                                 for r, written in result.written],
                      "invalid": [{"name": redact(r.point.name), "errors": [d.as_json() for d in r.diagnostics]}
-                                 for r in result.invalid]})
+                                 for r in result.invalid], "notes": list(result.notes)})
         return status
     if not args.quiet:
         for text in result.warnings:
             _stderr(text, args)
+    if args.verbose:
+        for note in result.notes:
+            _stderr(f"note: {note}", args)
+        _stderr(f"note: compiled {result.points} points in {seconds * 1000:.0f} ms", args)
     if result.invalid:
         _stderr("\n".join(d.format() for r in result.invalid for d in r.diagnostics), args)
         _stderr(f"{len(result.invalid)} of {result.points} sweep points are invalid; the other "

@@ -106,16 +106,17 @@ class BundleResult(_Frozen):
 
 class SweepResult(_Frozen):
     """A [sweep] spec's bundles written under ``out``: ``written`` (each point and its status), the
-    ``invalid`` points (written only with keep_going), the warnings of all points, and the index;
-    ``previous``: the files of each point bundle replaced, by its directory (as BundleResult's)."""
+    ``invalid`` points (written only with keep_going), the warnings and notes of all points, and the
+    index; ``previous``: the files of each point bundle replaced, by its directory (as BundleResult's)."""
 
-    __slots__ = ("index", "invalid", "out", "points", "previous", "warnings", "written")
+    __slots__ = ("index", "invalid", "notes", "out", "points", "previous", "warnings", "written")
     out: str
     index: str
     points: int
     written: tuple[tuple[PointResult, str], ...]
     invalid: tuple[PointResult, ...]
     warnings: tuple[str, ...]
+    notes: tuple[str, ...]
     previous: dict[str, dict[str, bytes]]
 
 
@@ -245,9 +246,10 @@ def _compile_sweep(spec: str, out: str | None, source: SpecSource, options: Comp
     writer = BundleWriter.for_folder(where, force=options.force)
     statuses = _sweep.write_sweep(where, source.name, results, force=options.force, writer=writer)
     warnings = tuple(dict.fromkeys(w.format() for r in results if r.bundle for w in r.bundle.warnings))
+    notes = tuple(dict.fromkeys(n for r in results if r.bundle for n in r.bundle.notes))
     previous = {os.path.basename(path): dict(files) for path, files in writer.replaced.items()}
     return SweepResult(out=where, index=os.path.join(where, _sweep.INDEX), points=len(results),
-                       written=tuple(statuses), invalid=invalid, warnings=warnings, previous=previous)
+                       written=tuple(statuses), invalid=invalid, warnings=warnings, notes=notes, previous=previous)
 
 
 def _sweep_results(source: SpecSource, options: CompileOptions) -> tuple[SpecSource, tuple[Point, ...],
