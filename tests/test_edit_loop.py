@@ -75,6 +75,13 @@ def test_an_edit_replaces_the_bundle_and_says_what_changed(work: Path) -> None:
         "--lr 2e-06 -> 3e-06.")
 
 
+def test_the_bundle_format_written_is_one_the_edit_loop_checks() -> None:
+    from acrl.compiler._pipeline.compile import BUNDLE_FORMAT
+    from acrl.compiler._pipeline.ownership import CHECKED_FORMATS
+
+    assert BUNDLE_FORMAT in CHECKED_FORMATS
+
+
 def test_an_identical_recompile_touches_nothing(work: Path) -> None:
     before = state(work)
     proc = acrl_compile("spec.toml", "--no-cache", cwd=work)
@@ -91,6 +98,9 @@ def test_an_identical_recompile_touches_nothing(work: Path) -> None:
         '"acrl_version": "', '"acrl_version": "9', 1)),
      "was modified by hand since it was compiled (manifest.json: its bundle_hash does not match its contents)"),
     (lambda b: (b / "manifest.json").write_text("[]"), "has a manifest.json that is not one acrl writes"),
+    (lambda b: (b / "manifest.json").write_text((b / "manifest.json").read_text().replace(
+        '"bundle_format": 2', '"bundle_format": 1', 1)), "has a manifest of bundle format 1, which this acrl cannot "
+                                                         "check for edits"),
 ])
 def test_a_bundle_modified_by_hand_is_refused_with_exit_3(work: Path, edit: object, reason: str) -> None:
     bundle = work / "bundles" / EXP

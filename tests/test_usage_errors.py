@@ -58,6 +58,21 @@ def test_a_subcommands_argument_error_prints_its_own_usage(argv: list[str], usag
     assert "unrecognized arguments: " in proc.stderr
 
 
+def test_a_command_without_its_subcommand_prints_its_own_help(tmp_path: Path) -> None:
+    proc = cli("acrl", "import", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("usage: acrl import ") and "slime-runner" in proc.stderr
+
+
+def test_malformed_values_and_outputs_are_usage_errors(tmp_path: Path) -> None:
+    assert cli("acrl-compile", str(SMOKE), "-o", "b", cwd=tmp_path).returncode == 0
+    for argv in (["acrl", "verify", "b", "--expect-hash", "zz"], ["acrl", "run", "b", "--dry-run", "--expect-hash",
+                                                                  "sha256:12"]):
+        proc = cli(*argv, cwd=tmp_path)
+        assert proc.returncode == 2 and "--expect-hash" in proc.stderr and "not a bundle hash" in proc.stderr
+    proc = cli("acrl", "schema", "-o", "b", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("b: is a directory")
+
+
 def test_diff_set_applies_to_the_spec_side(tmp_path: Path) -> None:
     shutil.copy(SMOKE, tmp_path / "spec.toml")
     assert cli("acrl-compile", "spec.toml", "-o", "b", cwd=tmp_path).returncode == 0

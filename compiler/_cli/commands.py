@@ -187,6 +187,9 @@ def run_schema(args: argparse.Namespace) -> int:
     # lazy: as above
     from ..errors import AcrlError
 
+    if os.path.isdir(args.output):
+        raise AcrlError(f"{args.output}: is a directory", hint="give the file to write with -o, e.g. -o "
+                        "acrl-spec.schema.json", exit_code=EXIT_USAGE)
     try:
         Path(args.output).write_text(text, encoding="utf-8")
     except OSError as exc:

@@ -138,8 +138,8 @@ def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None, help_key:
         print_help_and_keep_it(parser, words, help_key or parser.prog)
     args = parser.parse_args(argv)
     run = getattr(args, "run", None)
-    if run is None:
-        parser.print_help(sys.stderr)
+    if run is None:  # a command that needs a subcommand (`acrl import`), or none at all: its help, as usage
+        getattr(args, "usage_of", parser).print_help(sys.stderr)
         return EXIT_USAGE
     return _handle(run, args)
 
@@ -239,6 +239,7 @@ def _import_commands(commands: Any) -> None:
                                   "did not carry over as it was, and compile the spec in memory to show whether it "
                                   "is valid (docs/migration.md).", formatter_class=_HelpFormatter)
     kinds = imports.add_subparsers(title="sources", metavar="SOURCE")
+    imports.set_defaults(usage_of=imports)
     runner = kinds.add_parser("slime-runner", help="a YAML file of SlimeRunner keyword arguments",
                               description="Convert the YAML file SlimeRunner.from_yaml reads into a spec whose "
                               "train.sh passes slime the same flags and values.", formatter_class=_HelpFormatter)

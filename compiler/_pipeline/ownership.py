@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 _SHOWN = 6  # file names listed per kind of difference, then "and N more"
+# The bundle formats whose bundle hash is reading.manifest_hash (the whole manifest): a bundle of another format
+# cannot be checked for hand edits. compile.BUNDLE_FORMAT is one of them (tests/test_edit_loop.py).
+CHECKED_FORMATS = frozenset({2})
 
 
 def refusal(existing: Mapping[str, bytes], compiled: Mapping[str, bytes]) -> str | None:
@@ -42,6 +45,9 @@ def refusal(existing: Mapping[str, bytes], compiled: Mapping[str, bytes]) -> str
     old = _manifest(existing)
     if old is None:
         return "has a manifest.json that is not one acrl writes (not a JSON object with a file list and a bundle hash)"
+    if old.get("bundle_format") not in CHECKED_FORMATS:
+        return (f"has a manifest of bundle format {_shown(old.get('bundle_format'))}, which this acrl cannot check "
+                "for edits")
     edits = hand_edits(existing, old)
     if edits:
         return f"was modified by hand since it was compiled ({edits})"
