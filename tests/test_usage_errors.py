@@ -103,5 +103,5 @@ def test_help_texts(tmp_path: Path) -> None:
     assert "SlimeRunner.train()" in " ".join(runner.stdout.split()) and "SlimeRunner.run()" not in runner.stdout
     for argv in (["acrl-compile", "--help"], ["acrl", "compile", "--help"]):
         text = " ".join(cli(*argv, cwd=tmp_path).stdout.split())
-        assert "exit status: 0 written" in text and "; 3 nothing was written because the output directory" in text
+        assert "Exit status: 0 written" in text and "; 3 nothing was written because the output directory" in text
         assert "--print FILE" in text and "-q, --quiet" in text and "--color {auto,always,never}" in text

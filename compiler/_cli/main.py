@@ -151,8 +151,8 @@ def compile_main(argv: Sequence[str] | None = None) -> int:
     import argparse  # lazy: not when the help printed last time is kept (help.py)
 
     parser = argparse.ArgumentParser(
-        prog="acrl-compile", description="Compile an experiment spec into a run bundle.",
-        epilog=COMPILE_EXIT_STATUS, formatter_class=_HelpFormatter)
+        prog="acrl-compile", description=f"Compile an experiment spec into a run bundle. {COMPILE_EXIT_STATUS}",
+        formatter_class=_HelpFormatter)
     parser.add_argument("--version", action="version", version=f"acrl {__version__}")
     _compile_arguments(parser)
     return _main(parser, argv)
@@ -173,8 +173,8 @@ def acrl_main(argv: Sequence[str] | None = None, *,
     parser.add_argument("--version", action="version", version=f"acrl {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=subcommand_parser())
     _compile_arguments(commands.add_parser("compile", help="compile a spec into a bundle (= acrl-compile)",
-                                           description="Compile an experiment spec into a run bundle.",
-                                           epilog=COMPILE_EXIT_STATUS, formatter_class=_HelpFormatter))
+                                           description="Compile an experiment spec into a run bundle. "
+                                           f"{COMPILE_EXIT_STATUS}", formatter_class=_HelpFormatter))
     models = commands.add_parser("models", help="list the built-in model catalog, or show one model's MODEL_ARGS",
                                  description="The built-in catalog of model architectures (args_source = "
                                  "\"catalog\"), written from the models' published config.json.",

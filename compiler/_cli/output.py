@@ -12,9 +12,9 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_EXISTS, EXIT_INTERNAL = 0, 1, 2, 3, 70
 
-# What `acrl-compile --help` (and `acrl compile --help`) ends with; the README's "Exit status" says the same.
+# What `acrl-compile --help` (and `acrl compile --help`) says after what it does; README's "Exit status" says the same.
 COMPILE_EXIT_STATUS = (
-    "exit status: 0 written (or unchanged, or printed); 1 the spec is invalid (with --check: the bundle is not "
+    "Exit status: 0 written (or unchanged, or printed); 1 the spec is invalid (with --check: the bundle is not "
     "what the spec compiles to); 2 usage error (a missing spec file, an unknown option or --print FILE); 3 "
     "nothing was written because the output directory holds a bundle modified by hand or compiled from another "
     "spec (--force replaces it), or files that are not a bundle; 70 a bug in acrl.")
