@@ -58,9 +58,9 @@ def test_an_edit_replaces_the_bundle_and_says_what_changed(work: Path) -> None:
     assert (proc.returncode, proc.stderr) == (0, "")
     assert proc.stdout == (
         f"replaced bundles/{EXP}/  bundle sha256:{manifest['bundle_hash']}\n"
-        "  5 differences from the bundle it replaced: spec: parallel.tensor 2 -> 4, train.lr 1e-06 -> 2e-06;\n"
-        "  placement: actor 8 ranks: TP 2 x CP 1 x PP 1 x DP 4 -> 8 ranks: TP 4 x CP 1 x PP 1 x DP 2; slime\n"
-        "  flags: --tensor-model-parallel-size 2 -> 4, --lr 1e-06 -> 2e-06.\n")
+        "  5 differences from the bundle it replaced. Spec: parallel.tensor 2 -> 4; train.lr 1e-06 -> 2e-06.\n"
+        "  Placement: actor 8 ranks: TP 2 x CP 1 x PP 1 x DP 4 -> 8 ranks: TP 4 x CP 1 x PP 1 x DP 2. Slime\n"
+        "  flags: --tensor-model-parallel-size 2 -> 4; --lr 1e-06 -> 2e-06.\n")
     assert "--tensor-model-parallel-size 4" in (work / "bundles" / EXP / "train.sh").read_text()
     assert sorted(p.name for p in (work / "bundles").iterdir()) == [EXP]  # no temporary sibling left
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
@@ -71,7 +71,7 @@ def test_an_edit_replaces_the_bundle_and_says_what_changed(work: Path) -> None:
     assert f"$ acrl-compile specs/{EXP}.toml\n{shown}$ acrl-compile specs/{EXP}.toml\n{again_shown}" in readme
     data = json.loads(acrl_compile("spec.toml", "--json", "--set", "train.lr=3e-6", cwd=work).stdout)
     assert (data["status"], data["changes"]) == (
-        "replaced", "2 differences from the bundle it replaced: spec: train.lr 2e-06 -> 3e-06; slime flags: "
+        "replaced", "2 differences from the bundle it replaced. Spec: train.lr 2e-06 -> 3e-06. Slime flags: "
         "--lr 2e-06 -> 3e-06.")
 
 
@@ -150,7 +150,7 @@ def test_a_sweep_replaces_its_intact_points_and_refuses_a_hand_edit(tmp_path: Pa
     spec.write_text(spec.read_text() + "\n[train]\nlr = 2e-6\n")
     proc = acrl_compile("sweep.toml", "-o", "out", cwd=tmp_path)
     assert proc.returncode == 0
-    paragraph = "  2 differences from the bundle it replaced: spec: train.lr 1e-06 -> 2e-06; slime flags: --lr\n" \
+    paragraph = "  2 differences from the bundle it replaced. Spec: train.lr 1e-06 -> 2e-06. Slime flags: --lr\n" \
                 "  1e-06 -> 2e-06.\n"
     for point in ("temperature-0.7", "temperature-1.0"):
         assert re.search(rf"^replaced out/{point}/  bundle sha256:[0-9a-f]{{64}}\n{re.escape(paragraph)}",
@@ -264,3 +264,22 @@ def test_colour_on_a_terminal_only_and_never_with_no_color(work: Path) -> None:
     assert "\033[1;31merror\033[0m" in forced.stderr
     rule = acrl_compile("spec.toml", "--set", "agentcore.max_concurrent=200", "--color=always", cwd=work)
     assert "\033[1;33mwarning\033[0m" in rule.stderr and "(\033[36mACRL-T002\033[0m)" in rule.stderr
+
+
+def test_the_summary_names_files_added_values_added_and_escapes_control_characters(tmp_path: Path) -> None:
+    from acrl.compiler import compile_spec
+    from acrl.compiler._review.summary import summary
+
+    one = compile_spec(SMOKE).files
+    two = compile_spec(SMOKE, overrides=["cluster.num_nodes=2"]).files
+    text = summary(dict(one), dict(two))
+    assert text.startswith("18 differences from the bundle it replaced. Spec: cluster.num_nodes = 2 (added). ")
+    assert "Slime flags: --actor-num-nodes 1 -> 2." in text and text.endswith(" Files: +join.sh.")
+    assert summary(dict(two), dict(one)).endswith(" Files: -join.sh.")
+    hostile = dict(one)
+    hostile["spec.toml"] = one["spec.toml"] + b'\n[zz]\nkey = "\\u001b[31mred"\n'
+    text = summary(dict(one), hostile)
+    assert "\033" not in text and "zz.key = \\x1b[31mred (added)" in text
+    assert summary(dict(one), dict(one)) == "no differences: only the files' modes were restored"
+    commented = {**one, "train.sh": one["train.sh"] + b"# a comment\n"}
+    assert summary(dict(one), commented) == "no semantic differences (byte differences in train.sh)"

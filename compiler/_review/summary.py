@@ -1,14 +1,15 @@
 """The edit loop's one paragraph: what a recompile changed in the bundle it replaced, in `acrl diff`'s terms.
 
     replaced bundles/exp/  bundle sha256:...
-      5 differences from the bundle it replaced: spec: parallel.tensor 2 -> 4, train.lr 1e-06 -> 2e-06;
-      placement: actor 8 ranks: TP 2 x CP 1 x PP 1 x DP 4 -> 8 ranks: TP 4 x CP 1 x PP 1 x DP 2; slime flags:
-      --tensor-model-parallel-size 2 -> 4, --lr 1e-06 -> 2e-06.
+      5 differences from the bundle it replaced. Spec: parallel.tensor 2 -> 4; train.lr 1e-06 -> 2e-06.
+      Placement: actor 8 ranks: TP 2 x CP 1 x PP 1 x DP 4 -> 8 ranks: TP 4 x CP 1 x PP 1 x DP 2. Slime
+      flags: --tensor-model-parallel-size 2 -> 4; --lr 1e-06 -> 2e-06.
 
 The old and the new files are read and compared exactly as `acrl diff OLD NEW` compares two bundles
 (view.read_view, changes.diff_views); this is that diff's headline: the count, then each section that
 changed, what the user edited (the resolved spec) first and then what followed from it (derived
-quantities, placement, slime flags, ...), a few changes each with their values, the rest counted.
+quantities, placement, slime flags, ...), a few changes each with their values (separated by semicolons:
+a value may hold commas), the rest counted.
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping
 
-from .changes import DERIVED_LABELS, BundleDiff, Change, diff_views
+from .changes import BundleDiff, Change, diff_views
 from .diff_format import _plain
 from .text import printable
 from .view import read_view
 
 # The sections in the order the paragraph names them, each with its short name: the edit, then its consequences.
-ORDER = (("spec", "spec"), ("derived", "derived"), ("placement", "placement"), ("flags", "slime flags"),
-         ("model_args", "model args"), ("custom_config", "custom config"), ("runtime_env", "Ray job env"),
-         ("launch", "launch settings"), ("warnings", "warnings"), ("script", "script lines"), ("files", "files"))
+ORDER = (("spec", "Spec"), ("derived", "Derived"), ("placement", "Placement"), ("flags", "Slime flags"),
+         ("model_args", "Model args"), ("custom_config", "Custom config"), ("runtime_env", "Ray job env"),
+         ("launch", "Launch settings"), ("warnings", "Warnings"), ("script", "Script lines"), ("files", "Files"))
 SHOWN = 4  # changes shown per section, then "and N more"
 VALUE_WIDTH = 48  # a longer value is cut, with an ellipsis
 WIDTH = 100  # the paragraph's lines, indent included: the same on every terminal, as the README shows it
@@ -57,10 +58,10 @@ def headline(diff: BundleDiff) -> str:
         elif section_id == "script":
             items = [f"{len(items)} file{'s' if len(items) != 1 else ''}"]
         more = len(items) - SHOWN
-        shown = ", ".join(items[:SHOWN]) + (f" and {more} more" if more > 0 else "")
-        parts.append(f"{name}: {shown}")
+        shown = "; ".join(items[:SHOWN]) + (f"; and {more} more" if more > 0 else "")
+        parts.append(f"{name}: {shown}.")
     noun = "difference" if diff.count == 1 else "differences"
-    return printable(f"{diff.count} {noun} from the bundle it replaced: {'; '.join(parts)}.")
+    return printable(" ".join([f"{diff.count} {noun} from the bundle it replaced.", *parts]))
 
 
 def wrapped(text: str, indent: str = "  ") -> str:
@@ -75,7 +76,9 @@ _GLUE = "\u00a0"  # a space textwrap does not break at; never in a summary's tex
 
 
 def _item(section: str, change: Change) -> str:
-    key = DERIVED_LABELS.get(change.key, change.key) if section == "derived" else change.key
+    """One change in a few words; keys as `acrl diff --format json` names them (a derived quantity's label has
+    commas, which a list of changes separated by commas cannot hold)."""
+    key = change.key
     if section == "files":  # a known file's status is "missing" where the bundle has none
         added = change.kind == "added" or change.before == "missing"
         removed = change.kind == "removed" or change.after == "missing"
@@ -83,8 +86,13 @@ def _item(section: str, change: Change) -> str:
     if change.kind == "changed":
         return f"{key} {_value(change.before)} -> {_value(change.after)}"
     if change.kind == "added":
-        return f"{key} {_value(change.after)} (added)" if change.after != () else f"{key} (added)"
+        if change.after == ():  # a flag without a value
+            return f"{key} (added)"
+        return f"{key} {'' if section in _ARGV else '= '}{_value(change.after)} (added)"
     return f"{key} (removed)"
+
+
+_ARGV = frozenset({"flags", "model_args"})  # a flag and its values, as the argv has them: no "="
 
 
 def _value(value: object) -> str:
