@@ -175,6 +175,7 @@ def _given(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
         raw = getattr(args, dest)
         if raw is None:
             continue
+        value: Any
         if dest == "eval":
             value, why = _datasets(raw)
         elif dest == "gpu_memory_gib":

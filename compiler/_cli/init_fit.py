@@ -120,13 +120,16 @@ def choose_layout(a: Answers) -> Layout:
     if engine is None:
         raise _refusal(a, "no SGLang engine of these GPUs holds it; with the largest engine tried", engine_problems)
     last: list[Diagnostic] = []
+    short_of_memory: list[Diagnostic] = []  # the last layout slime could place, refused only by the memory estimate
     for layout in _actor_layouts(a, engine):
         problems = _problems(a, layout)
         if not problems:
             return layout
         last = problems
+        if all(d.rule == "ACRL-M007" for d in problems):
+            short_of_memory = problems
     raise _refusal(a, "no tensor, pipeline and expert parallel sizes of these GPUs train it; with the largest layout "
-                   "tried", last)
+                   "tried" + (" that slime can place" if short_of_memory else ""), short_of_memory or last)
 
 
 def _refusal(a: Answers, what: str, problems: list[Diagnostic]) -> InitRefused:

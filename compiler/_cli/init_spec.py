@@ -137,7 +137,7 @@ def render(a: Answers, layout: Layout) -> str:
     out += ["",
             _table("cluster", "the machines (docs/cluster.md)"),
             _line("num_nodes", a.nodes, "nodes; more than one: the others join with the bundle's join.sh"),
-            _line("gpus_per_node", a.gpus_per_node),
+            _line("gpus_per_node", a.gpus_per_node, "GPUs of each node"),
             _line("gpu_memory_gib", a.gpu_memory_gib, "one GPU's memory: 80 for an A100/H100 80GB, 141 for an H200"),
             _line("colocate", True, "training and rollout take turns on every GPU"), "",
             _table("parallel", "Megatron's sizes for the training actor"),
@@ -153,11 +153,11 @@ def render(a: Answers, layout: Layout) -> str:
             _line("gpus_per_engine", layout.gpus_per_engine, "GPUs per SGLang engine: it must hold the model"), "",
             "[train]",
             _line("num_steps_per_rollout", 1, "optimizer steps per rollout (global batch = samples / steps)"),
-            _line("lr", 1e-6), ""]
+            _line("lr", 1e-6, "learning rate"), ""]
     if a.eval:
         out += ["[eval]", _line("interval", EVAL_INTERVAL, "evaluate every N rollouts"), "",
                 _table("eval.datasets", "name = JSONL path on the cluster")]
-        out += [_line(name, path) for name, path in a.eval.items()]
+        out += [_line(name, path, "evaluated every interval") for name, path in a.eval.items()]
         out.append("")
     if a.integration == "slime":
         out += [_table("extra.flags", "slime flags the spec has no key for"),

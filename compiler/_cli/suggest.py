@@ -91,7 +91,7 @@ def _rewrite(parser: argparse.ArgumentParser, message: str) -> tuple[argparse.Ar
         best = closest(value, choices)
         return parser, message + (f"; did you mean {best!r}?" if best else "")
     if message.startswith("unrecognized arguments: "):
-        target = _named(parser, parser.words)
+        target = _named(parser, getattr(parser, "words", []))
         known = [o for action in target._actions for o in action.option_strings]
         unknown = message[len("unrecognized arguments: "):].split(" ")
         suggestions = []
