@@ -16,7 +16,9 @@ from __future__ import annotations
 import sys
 
 from .help import HelpFormatter
+from .init_choices import DEFAULT_RM_TYPE, INTEGRATIONS, RM_TYPES
 from .output import EXIT_OK
+from .suggest import closest
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy treats it the same
 if TYPE_CHECKING:
@@ -27,11 +29,6 @@ if TYPE_CHECKING:
     from .init_fit import AnswerProblem
     from .init_spec import Answers
 
-# slime's rule-based rewards, the values of --rm-type its rollout knows (slime/rollout/rm_hub/__init__.py:63-96 at
-# fa3c990, async_rm; a "boxed_" prefix first extracts the \boxed{} answer). Without --rm-type (or a custom reward)
-# slime's own rollout raises "Rule-based RM type is not specified." at the first sample.
-RM_TYPES = ("deepscaler", "dapo", "math", "f1", "gpqa", "ifbench", "remote_rm", "random")
-DEFAULT_RM_TYPE = "deepscaler"  # what slime's scripts/run-qwen3-4B.sh passes
 DEFAULTS = {"gpus_per_node": 8, "nodes": 1, "gpu_memory_gib": 80.0, "integration": "agentcore", "output": "spec.toml",
             "rm_type": DEFAULT_RM_TYPE}
 
@@ -55,7 +52,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     init.add_argument("--data", metavar="PATH", help="the training prompts, JSONL on the cluster (required)")
     init.add_argument("--eval", action="append", metavar="NAME=PATH",
                       help="an eval dataset, JSONL on the cluster (repeatable; evaluated every 10 rollouts)")
-    init.add_argument("--integration", choices=("agentcore", "slime"),
+    init.add_argument("--integration", choices=INTEGRATIONS,
                       help="agentcore (default): the toolkit's rollout with an AgentCore Runtime agent; slime: "
                       "slime's own rollout and rule-based reward")
     init.add_argument("--runtime-arn", metavar="ARN", help="the agent's AgentCore Runtime ARN (agentcore: required)")
@@ -93,7 +90,6 @@ def _positive_float(text: str) -> tuple[float | None, str]:
 
 def _model(text: str) -> tuple[Any, str]:
     from .._pipeline.model_args.catalog import CATALOG, entry  # lazy: the catalog is for this command only
-    from .suggest import closest
 
     found = entry(text.strip())
     if found is not None:
@@ -125,7 +121,7 @@ def _eval_line(text: str) -> tuple[dict[str, str] | None, str]:
 
 def _integration(text: str) -> tuple[str | None, str]:
     value = text.strip().lower()
-    return (value, "") if value in ("agentcore", "slime") else (None, "answer agentcore or slime")
+    return (value, "") if value in INTEGRATIONS else (None, f"answer {' or '.join(INTEGRATIONS)}")
 
 
 # dest -> (question, flag, check): a check returns the value, or None and why not
@@ -228,7 +224,7 @@ def _interactive(values: dict[str, Any]) -> dict[str, Any]:
 
 def run_init(args: argparse.Namespace) -> int:
     from ..errors import UsageError  # lazy: --help names this handler, never runs it
-    from .init_fit import answer_problems, fit
+    from .init_fit import answer_problems, fit  # lazy: the compiler's pipeline, for this command only
 
     values, wrong = _given(args)
     if wrong:
@@ -295,6 +291,6 @@ def _confirmed_overwrite(path: str, interactive: bool) -> bool:
 def _write(output: str, text: str, *, force: bool) -> None:
     from pathlib import Path  # lazy: only init writes a file
 
-    from .._importers.base import write_new_file
+    from .._importers.base import write_new_file  # lazy: as above
 
     write_new_file(Path(output), text, force=force, what="the spec", example="spec.toml")

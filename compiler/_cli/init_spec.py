@@ -16,7 +16,7 @@ import tomli_w
 
 from .._pipeline.model_args.catalog import CatalogEntry
 from .._version import __version__
-from .init_cmd import DEFAULT_RM_TYPE, RM_TYPES
+from .init_choices import DEFAULT_RM_TYPE, RM_TYPES
 
 Integration = Literal["agentcore", "slime"]
 

@@ -217,7 +217,8 @@ def acrl_main(argv: Sequence[str] | None = None, *,
     if more_commands is not None:
         more_commands(commands)
     _completion.add_parser(commands)
-    commands.choices["completion"].set_defaults(root=parser)  # it completes every command, the executor's too
+    # it completes every command, the executor's too, and acrl-compile's
+    commands.choices["completion"].set_defaults(root=parser, more_roots=(compile_parser,))
     _apply_examples(parser)
     return _main(parser, argv, help_key)
 
