@@ -245,12 +245,12 @@ def run_init(args: argparse.Namespace) -> int:
     while interactive and _askable(problems):  # asked again, with the compiler's reason
         for problem in _askable(problems):
             dest = _dest(problem.flag)
-            sys.stderr.write(f"  {problem.flag}: {problem.message}\n")
+            sys.stderr.write(problem.format() + "\n")
             values[dest] = _Asker().ask(dest)
         problems = answer_problems(_answers(values))
     if problems:
         raise UsageError("acrl init: the answers do not make a valid spec; nothing was written:\n" + "\n".join(
-            f"  {p.flag + ': ' if p.flag else ''}{p.message}" for p in problems), hint="change the answers named")
+            p.format() for p in problems), hint="change the answers named, as said below each")
     fitted = fit(_answers(values))
     a, layout = fitted.answers, fitted.layout
     _write(a.output, fitted.text, force=args.force or _confirmed_overwrite(a.output, interactive))

@@ -35,10 +35,16 @@ FLAGS = {"experiment.id": "--id", "model.type": "--model", "model.dir": "--model
 
 @attrs.frozen
 class AnswerProblem:
-    """An answer the spec refuses whatever the layout: the flag that gave it and the compiler's message."""
+    """An answer the spec refuses whatever the layout: the flag that gave it, the compiler's message and its fix."""
 
     flag: str  # "" when no one answer is to blame
     message: str
+    hint: str = ""
+
+    def format(self) -> str:
+        """For init's usage error: the flag and message, the fix indented below."""
+        return (f"  {self.flag + ': ' if self.flag else ''}{self.message}" +
+                (f"\n      {self.hint}" if self.hint else ""))
 
 
 def flag_of(key: str) -> str:
@@ -54,8 +60,7 @@ def answer_problems(a: Answers) -> list[AnswerProblem]:
     try:
         compile_source(parse_spec_text(render(a, Layout(batch_size=batch_for(a.gpus))), str(Path(a.output))))
     except SpecError as exc:
-        return [AnswerProblem(flag_of(d.key), d.message + (f" ({d.rule})" if d.rule else "") +
-                              (f"; fix: {d.hint}" if d.hint else ""))
+        return [AnswerProblem(flag_of(d.key), d.message + (f" ({d.rule})" if d.rule else ""), d.hint)
                 for d in exc.diagnostics if d.severity == "error" and not d.rule.startswith(DEPENDS_ON_LAYOUT)]
     return []
 
