@@ -69,39 +69,51 @@ def test_the_password_of_an_address_is_in_no_line_log_or_record(tmp_path: Path) 
 
 
 class _NotRay(http.server.BaseHTTPRequestHandler):
-    """Answers 404 to every GET (http.server's method names), and logs nothing."""
+    """Answers ``status`` to every GET (http.server's method names), and logs nothing."""
+
+    status = 404
 
     def do_GET(self) -> None:
-        self.send_error(404)
+        self.send_error(self.status)
 
     def log_message(self, format: str, *args: object) -> None:
         pass
 
 
-@pytest.fixture
-def web_server() -> Iterator[str]:
-    """A web server on 127.0.0.1 that answers 404 to everything, as a port that is not the dashboard's may."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotRay)
+@pytest.fixture(params=[404, 401])
+def web_server(request: pytest.FixtureRequest) -> Iterator[tuple[str, int]]:
+    """A web server on 127.0.0.1 that answers 404 to everything (a port that is not the dashboard's), or 401 (a
+    proxy or dashboard that wants credentials)."""
+    handler = type("Answers", (_NotRay,), {"status": request.param})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"http://127.0.0.1:{server.server_address[1]}", request.param
     finally:
         server.shutdown()
         server.server_close()
 
 
 @pytest.mark.slow
-def test_a_server_that_is_not_rays_dashboard_is_named_with_the_fix(tmp_path: Path, web_server: str) -> None:
+def test_a_server_that_is_not_rays_dashboard_or_refuses_is_named_with_the_fix(tmp_path: Path,
+                                                                              web_server: tuple[str, int]) -> None:
+    address, status = web_server
     project = make_project(tmp_path)
-    proc = acrl_run(project.bundle, project.runs, "--address", web_server)
+    proc = acrl_run(project.bundle, project.runs, "--address", address)
     shown = proc.stdout + proc.stderr
     assert proc.returncode == 1, shown
     (line,) = [line for line in shown.splitlines() if line.startswith("acrl: error:")]
-    assert line.startswith(f"acrl: error: {web_server} answers but is not a Ray dashboard with the Jobs API "
-                           "(RuntimeError: Version check returned 404.")
-    assert line.endswith("fix: set ACRL_RAY_ADDRESS (acrl run --address, [cluster] address) to the dashboard's "
-                         "address, http://HEAD:8265 (Ray 1.9 or later)")
+    if status == 401:  # Ray's AuthenticationError (with its advice on tokens)
+        assert line == (f"acrl: error: {address} refused the request: it wants credentials; nothing was submitted; "
+                        "fix: export ACRL_RAY_ADDRESS with the user:password of a proxy in front of the dashboard "
+                        "(read -rs ACRL_RAY_ADDRESS; export ACRL_RAY_ADDRESS), or Ray's token (RAY_AUTH_TOKEN, Ray's "
+                        "token authentication)")
+    else:
+        assert line.startswith(f"acrl: error: {address} answers but is not a Ray dashboard with the Jobs API "
+                               "(RuntimeError: Version check returned 404.")
+        assert line.endswith("fix: set ACRL_RAY_ADDRESS (acrl run --address, [cluster] address) to the dashboard's "
+                             "address, http://HEAD:8265 (Ray 1.9 or later)")
     assert "Traceback" not in shown and "Traceback (most recent call last)" in train_log(project.runs)
 
 

@@ -325,9 +325,10 @@ ray_failed() {
       die "$SHOWN_ADDRESS answers but is not a Ray dashboard with the Jobs API ($(last_words)); nothing was" \
         "submitted; fix: set ACRL_RAY_ADDRESS (acrl run --address, [cluster] address) to the dashboard's address," \
         "http://HEAD:8265 (Ray 1.9 or later)" ;;
-    *"401 Client Error"* | *"403 Client Error"*)
-      die "the Ray dashboard at $SHOWN_ADDRESS refused the request ($(last_words)); nothing was submitted; fix:" \
-        "export ACRL_RAY_ADDRESS with the cluster's user:password (read -rs ACRL_RAY_ADDRESS; export ACRL_RAY_ADDRESS)" ;;
+    *AuthenticationError* | *"Authentication required"* | *"401 Client Error"* | *"403 Client Error"*)
+      die "$SHOWN_ADDRESS refused the request: it wants credentials; nothing was submitted; fix: export" \
+        "ACRL_RAY_ADDRESS with the user:password of a proxy in front of the dashboard (read -rs ACRL_RAY_ADDRESS;" \
+        "export ACRL_RAY_ADDRESS), or Ray's token (RAY_AUTH_TOKEN, Ray's token authentication)" ;;
   esac
   die "'$what' failed (exit status $rc): $(last_words)"
 }
