@@ -65,6 +65,19 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
     runs.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
     runs.set_defaults(run=_run_runs)
     _add_record_commands(commands)
+    for name, lines in _EXAMPLES.items():  # every --help ends with examples (tests/test_cli_examples.py)
+        commands.choices[name].epilog = "\n".join(["examples:", *(f"  {line}" for line in lines)])
+
+
+_B = "bundles/gsm8k-qwen2.5-3b-smoke/"
+_EXAMPLES = {
+    "run": (f"acrl run {_B} --dry-run    # verify and check; run nothing",
+            f"ACRL_RAY_ADDRESS=http://head:8265 acrl run {_B} --skip gpus"),
+    "runs": ("acrl runs", "acrl runs --runs-dir /shared/runs --json"),
+    "status": ("acrl status 20260101T120000Z-1a2b3c", "acrl status gsm8k-qwen2.5-3b-smoke/1a2b3c --json"),
+    "logs": ("acrl logs 1a2b3c --follow", "acrl logs gsm8k-qwen2.5-3b-smoke/1a2b3c > job.log"),
+    "diff": ("acrl diff bundles/old/ spec.toml --format markdown", "acrl diff RUN_A RUN_B     # what two runs ran"),
+}
 
 
 _RUN_HELP = ("a run id (or its first or last characters) under --runs-dir, EXP_ID/RUN_ID, a "

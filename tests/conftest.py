@@ -56,6 +56,12 @@ MINIMAL: dict[str, Any] = {
     "data": {"path": "/data/train.jsonl"},
 }
 
+# [kuberay] of a --target kuberay compile: the image, and volumes that hold MINIMAL's model and data (every path the
+# job reads must be mounted, ACRL-K006).
+KUBERAY_TABLE: dict[str, Any] = {"image": "registry.example/slime:v1", "volumes": [
+    {"name": "models", "mount_path": "/models", "claim": "models"},
+    {"name": "data", "mount_path": "/data", "claim": "data"}]}
+
 
 def merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Tables merge key by key; a None value deletes the key."""

@@ -66,6 +66,14 @@ def _preflight_failed() -> AcrlError:
     return PreflightFailed("preflight failed (gpu): nothing was run", hint="skip it with --skip gpu")
 
 
+def _init_refused() -> AcrlError:
+    from acrl.compiler._cli.init_fit import InitRefused
+
+    return InitRefused("acrl init: kimi-k2 does not fit 1 node x 8 GPUs of 80 GiB: no SGLang engine of these GPUs "
+                       "holds it; with the largest engine tried:\n  weights ... (ACRL-M007)\nnothing was written",
+                       hint="more GPUs (--nodes 2), or a smaller model (`acrl models`)")
+
+
 def _runtime(module: str) -> ModuleType:
     return importlib.import_module(f"acrl.runtime.{module}")
 
@@ -82,6 +90,7 @@ EXAMPLES: dict[str, tuple[Callable[[], AcrlError], int]] = {
     "ImportInputError": (_import_input_error, 1),
     "ModifiedBundleError": (_modified_bundle_error, 1),
     "PreflightFailed": (_preflight_failed, 1),
+    "InitRefused": (_init_refused, 1),
     "RecordReadError": (lambda: _runtime("_run_ref").RecordReadError("runs/e/r/run.json: not a run record: not JSON",
                                                                     hint="give the run.json acrl run wrote"), 2),
     "RayUnavailable": (lambda: _runtime("_ray_jobs").RayUnavailable("http://head:8265", "nothing answers there"), 1),

@@ -34,7 +34,7 @@ from acrl.compiler import SpecError, compile_spec, write
 from acrl.compiler._pipeline.kuberay import rayjob_documents
 from acrl.compiler._pipeline.render import custom_config, environment
 from acrl.compiler._spec.tables import table_types
-from conftest import MINIMAL, NO_FACTS, merge
+from conftest import KUBERAY_TABLE, MINIMAL, NO_FACTS, merge
 
 BIN = Path(sys.executable).parent
 
@@ -377,6 +377,10 @@ CONSTRAINED = {"agentcore.runtime_arn:value", "agentcore.gateway_log_level:value
                # host:port or http://host:port only (ACRL-R001, slime's normalize_external_engine_addr)
                "rollout.external_engine_addrs:item",
                "experiment.integration:value",
+               # [kuberay]: the Secret's variables by name and "required"/"optional" (ACRL-K004), absolute paths
+               # (ACRL-K005), a Ray release number (ACRL-K007)
+               "kuberay.secrets:key", "kuberay.secrets:table-value", "kuberay.image_paths:item",
+               "kuberay.ray_version:value",
                "opd.type:value", "weight_sync.mode:value", "weight_sync.transport:value",
                "weight_sync.delta_encoding:value", "weight_sync.delta_checksum:value", "weight_sync.encoding:value",
                "checkpoint.resume:value", "checkpoint.scheduler:value", "checkpoint.format:value"}
@@ -498,11 +502,21 @@ def check_join_sh(data: dict[str, Any], root: Path, toolbox: Toolbox) -> None:
     assert starts[0]["env"]["ACRL_TEST_NAME"] == bundle.spec.cluster.env.get(SAMPLE_KEY)  # [cluster] env, verbatim
 
 
+# The rules about --target kuberay's job (a path no volume mounts, a checkpoint to load, ...): what a spec the default
+# target compiles may still be refused for, with located errors.
+KUBERAY_JOB_RULES = {"ACRL-K006", "ACRL-K008", "ACRL-K009", "ACRL-K010", "ACRL-K012"}
+
+
 def check_kuberay(data: dict[str, Any], root: Path, run_env: dict[str, str]) -> None:
     """rayjob.yaml reads back as the documents the compiler built, and its entrypoint, run by a shell as Ray runs
     it, starts python3 with exactly the bundle's argv."""
-    spec_path = write_toml(root / "kuberay.toml", merge({"kuberay": {"image": "registry.example/s:1"}}, data))
-    kuberay = compile_spec(spec_path, target="kuberay")
+    spec_path = write_toml(root / "kuberay.toml", merge({"kuberay": KUBERAY_TABLE}, data))
+    try:
+        kuberay = compile_spec(spec_path, target="kuberay")
+    except SpecError as exc:  # e.g. a hostile [model] dir is a relative path: no volume holds it
+        errors = [d for d in exc.diagnostics if d.severity == "error"]
+        assert errors and all(d.rule in KUBERAY_JOB_RULES and d.line and d.hint for d in errors), exc
+        return
     documents = list(yaml.safe_load_all(kuberay.files["rayjob.yaml"].decode("utf-8")))
     assert documents == rayjob_documents(kuberay.spec, kuberay.argv(), kuberay.files["custom_config.yaml"],
                                          kuberay.files.get("sglang_config.yaml"))
@@ -558,6 +572,7 @@ PATH_LIKE = {"cuda.home:value"}
 # refused with a located error, which check_hostile asserts.
 VALIDATED = {"experiment.id:value", "agentcore.s3_bucket:value", "model.type:value", "wandb.key_env:value",
              "kuberay.secret:value", "kuberay.namespace:value", "kuberay.service_account:value",
+             "kuberay.labels:table-value", "kuberay.image:value",
              "cluster.address:value", "slime.commit:value", "cluster.node_ip_address:value"}
 
 

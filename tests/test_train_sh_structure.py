@@ -25,7 +25,7 @@ from acrl.compiler._pipeline.compile import Bundle
 from acrl.compiler._review.shell_files import FORWARDED, flag_occurrences
 from acrl.compiler._review.view import bash_arrays, read_view
 from acrl.templates import train_sh_structure as structure
-from conftest import MINIMAL, NO_FACTS, merge
+from conftest import KUBERAY_TABLE, MINIMAL, NO_FACTS, merge
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -175,8 +175,9 @@ def overrides_for(choice: Mapping[str, Any], text: str) -> dict[str, Any]:
     if choice["extra"]:
         out["extra"] = {"args": ["--extra-flag", text, "--other"]}
         out.setdefault("slime", {})["commit"] = NO_FACTS  # made-up flags: no flag facts apply
-    if choice["kuberay"]:
-        out["kuberay"] = {"image": "registry.example/slime:1"}
+    if choice["kuberay"]:  # and a volume for the checkpoints (every path the RayJob uses is mounted: ACRL-K006)
+        out["kuberay"] = {**KUBERAY_TABLE, "volumes": [*KUBERAY_TABLE["volumes"],
+                                                       {"name": "ckpt", "mount_path": "/ckpt", "claim": "ckpt"}]}
     if choice["env"]:
         out["env"] = {"vars": {"MY_VAR": text}, "forward": ["HF_HOME"]}
     if choice["checkpoint"]:
@@ -203,7 +204,9 @@ def write_spec(folder: Path, choice: Mapping[str, Any], text: str) -> Path:
 def test_every_declared_name_reads_back_over_the_template_branches(choice: dict[str, Any], text: str,
                                                                    tmp_path_factory: pytest.TempPathFactory) -> None:
     folder = tmp_path_factory.mktemp("branch")
-    bundle, seen = compile_and_capture(write_spec(folder, choice, text), "kuberay" if choice["kuberay"] else "ray")
+    # a continuation is train.sh's alone: the RayJob loads no checkpoint (ACRL-K012)
+    kuberay = choice["kuberay"] and choice["checkpoint"] != "continuation"
+    bundle, seen = compile_and_capture(write_spec(folder, choice, text), "kuberay" if kuberay else "ray")
     check_read_back(bundle, seen)
 
 

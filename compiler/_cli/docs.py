@@ -100,12 +100,15 @@ def _rows(table: Mapping[str, Any]) -> list[str]:
 
 
 def _nested(path: str, table: Mapping[str, Any]) -> list[str]:
-    """A subsection for each table inside a table: a table of tables (``[sglang.models.NAME]``) or an array of
-    tables (``[[sglang.models.NAME.server_groups]]``), with its keys, recursively."""
+    """A subsection for each table inside a table: a table (``[kuberay.head]``), a table of tables
+    (``[sglang.models.NAME]``) or an array of tables (``[[sglang.models.NAME.server_groups]]``), with its keys,
+    recursively."""
     out: list[str] = []
     for key, prop in table["properties"].items():
         inner, header = prop.get("additionalProperties"), f"[{path}.{key}.NAME]"
-        if prop.get("type") == "array":
+        if "properties" in prop:
+            inner, header = prop, f"[{path}.{key}]"
+        elif prop.get("type") == "array":
             inner, header = prop.get("items"), f"[[{path}.{key}]]"
         if not isinstance(inner, Mapping) or "properties" not in inner:
             continue

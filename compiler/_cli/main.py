@@ -18,10 +18,14 @@ import sys
 from .._version import __version__
 from . import commands as _commands
 from . import compile_cmd as _compile_cmd
+from . import completion as _completion
+from . import init_cmd as _init_cmd
+from .examples import apply_examples as _apply_examples
 from .help import HelpFormatter as _HelpFormatter
-from .help import help_words, print_help_and_keep_it, print_kept_help, subcommand_parser
+from .help import help_words, print_help_and_keep_it, print_kept_help
 from .output import COMPILE_EXIT_STATUS, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 from .output import print_json as _print_json
+from .suggest import parser_class as _parser_class
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy treats it the same
 if TYPE_CHECKING:
@@ -148,14 +152,18 @@ def compile_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``acrl-compile``."""
     if print_kept_help("acrl-compile", argv):
         raise SystemExit(0)
-    import argparse  # lazy: not when the help printed last time is kept (help.py)
+    return _main(compile_parser(), argv)
 
-    parser = argparse.ArgumentParser(
-        prog="acrl-compile", description=f"Compile an experiment spec into a run bundle. {COMPILE_EXIT_STATUS}",
-        formatter_class=_HelpFormatter)
+
+def compile_parser() -> argparse.ArgumentParser:
+    """The parser of ``acrl-compile`` (also read by `acrl completion`)."""
+    parser = _parser_class()(prog="acrl-compile",
+                             description=f"Compile an experiment spec into a run bundle. {COMPILE_EXIT_STATUS}",
+                             formatter_class=_HelpFormatter)
     parser.add_argument("--version", action="version", version=f"acrl {__version__}")
     _compile_arguments(parser)
-    return _main(parser, argv)
+    _apply_examples(parser)
+    return parser
 
 
 def acrl_main(argv: Sequence[str] | None = None, *,
@@ -168,10 +176,11 @@ def acrl_main(argv: Sequence[str] | None = None, *,
         raise SystemExit(0)
     import argparse  # lazy: not when the help printed last time is kept (help.py)
 
-    parser = argparse.ArgumentParser(prog="acrl", description="Compile and run slime RL bundles "
-                                     "for agents on Amazon Bedrock AgentCore Runtime.", formatter_class=_HelpFormatter)
+    parser = _parser_class()(prog="acrl", description="Compile and run slime RL bundles "
+                             "for agents on Amazon Bedrock AgentCore Runtime.", formatter_class=_HelpFormatter)
     parser.add_argument("--version", action="version", version=f"acrl {__version__}")
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=subcommand_parser())
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    _init_cmd.add_parser(commands)
     _compile_arguments(commands.add_parser("compile", help="compile a spec into a bundle (= acrl-compile)",
                                            description="Compile an experiment spec into a run bundle. "
                                            f"{COMPILE_EXIT_STATUS}", formatter_class=_HelpFormatter))
@@ -229,6 +238,10 @@ def acrl_main(argv: Sequence[str] | None = None, *,
     _import_commands(commands)
     if more_commands is not None:
         more_commands(commands)
+    _completion.add_parser(commands)
+    # it completes every command, the executor's too, and acrl-compile's
+    commands.choices["completion"].set_defaults(root=parser, more_roots=(compile_parser,))
+    _apply_examples(parser)
     return _main(parser, argv, help_key)
 
 

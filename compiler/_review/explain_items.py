@@ -19,7 +19,7 @@ from .._pipeline.parse import KeyPath, SpecSource
 from .._spec import profiles
 from .._spec.flags import normalize_flag, parse_flags
 from .._spec.rollout_features import APPEND_FLAGS
-from .._spec.schema import custom_config_keys, toml_literal
+from .._spec.schema import custom_config_keys, plain, toml_literal
 from .._spec.setting import switch_for
 from .._spec.tables import Spec
 
@@ -94,7 +94,10 @@ def key_items(source: SpecSource, written: Spec, resolved: Spec, *, in_bundle: b
     integration, profile = resolved.experiment.integration, profiles.by_key()
     for path, value, field in _leaves(resolved, ()):
         name = ".".join(map(str, path))
-        origin = _key_origin(source, path, name, _lookup(written, path), value, in_bundle)
+        given = _lookup(written, path)
+        if isinstance(value, list) and any(attrs.has(type(v)) for v in value):  # an array of tables
+            value, given = plain(value), plain(given)  # as spec.toml holds it ([[kuberay.worker.tolerations]])
+        origin = _key_origin(source, path, name, given, value, in_bundle)
         if origin.kind == "default" and name in profile and integration != profiles.DEFAULT_INTEGRATION:
             # a value the slime or custom profile supplied (agentcore's are the keys' documented defaults)
             origin = Origin("profile", f"default of the {integration} integration profile ({profile[name].where})")

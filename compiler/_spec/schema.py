@@ -191,14 +191,18 @@ def default_value(field: attrs.Attribute[Any]) -> Any:
     factory = getattr(default, "factory", None) if isinstance(default, attrs.Factory) else None  # type: ignore[arg-type]
     if factory is not None:
         default = factory(None) if default.takes_self else factory()  # the default of a table written empty
-    return default if default is attrs.NOTHING else _plain(default)
+    return default if default is attrs.NOTHING else plain(default)
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """``value`` as TOML/JSON data: a table (an attrs instance) as its keys with None left out, recursively."""
+    if attrs.has(type(value)):  # a table in a default ([kuberay.worker] tolerations): its keys, None left out
+        return {f.name: plain(getattr(value, f.name)) for f in attrs.fields(type(value))
+                if getattr(value, f.name) is not None}
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 

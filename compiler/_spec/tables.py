@@ -14,7 +14,8 @@ from typing import Any, Literal
 import attrs
 
 from .checkpoint import Checkpoint
-from .launch import MAX_NODE_GPUS, MAX_NODES, TOOLKIT_SLIME_COMMIT, Cluster, Cuda, Env, KubeRay, Slime, Wandb
+from .kuberay import KubeRay
+from .launch import MAX_NODE_GPUS, MAX_NODES, TOOLKIT_SLIME_COMMIT, Cluster, Cuda, Env, Slime, Wandb
 from .profiles import DEFAULT_INTEGRATION, TOOLKIT_REWARDS, TOOLKIT_ROLLOUT, Integration
 from .server_groups import SglangModel
 from .setting import (
