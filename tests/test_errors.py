@@ -84,7 +84,7 @@ EXAMPLES: dict[str, tuple[Callable[[], AcrlError], int]] = {
     "UsageError": (lambda: UsageError("--skip nope: no such check", hint="use one of gpu"), 2),
     "SpecError": (lambda: SpecError([Diagnostic("error", "bad", file="s.toml", hint="good")]), 1),
     "SweepSpecError": (_sweep_spec_error, 1),
-    "BundleExistsError": (lambda: BundleExistsError(path="out", reason="differs"), 1),
+    "BundleExistsError": (lambda: BundleExistsError(path="out", reason="differs"), 3),
     "BundleWriteError": (lambda: BundleWriteError(path="out", reason="disk full"), 1),
     "BundleReadError": (lambda: BundleReadError(path="m.json", reason="not JSON", fix="compile again"), 2),
     "ImportInputError": (_import_input_error, 1),
@@ -213,6 +213,7 @@ FORMATTERS = {
     ("compiler/_pipeline/model_args/hf_config.py", "Mismatch.message"),  # a MODEL_ARGS note: problem and fix
     ("runtime/_preflight/checks.py", "format_table"),  # the preflight table: a CheckFailed's hint under its row
     ("compiler/_review/diff.py", "format_check"),  # acrl-compile --check's report (not an error)
+    ("compiler/_cli/colour.py", "paint"),  # colours the printed text's "fix:" on a terminal (reads no field)
 }
 _FIX = re.compile(r"\bfix:", re.IGNORECASE)
 _PARSERS = {"split", "rsplit", "splitlines", "partition", "rpartition", "removesuffix", "removeprefix", "index",

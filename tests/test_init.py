@@ -195,7 +195,7 @@ def test_an_existing_file_is_replaced_only_with_force(tmp_path: Path) -> None:
     target.write_text("# mine\n")
     args = ("--model", "qwen3-4B", "--data", "/d.jsonl", "--integration", "slime")
     proc = init(*args, cwd=tmp_path)
-    assert proc.returncode == 1 and "spec.toml: exists; not overwritten." in proc.stderr
+    assert proc.returncode == 3 and "spec.toml: exists; not overwritten." in proc.stderr  # 3: an output in the way
     assert "--force" in proc.stderr and target.read_text() == "# mine\n"
     proc = init(*args, "--force", cwd=tmp_path)
     assert proc.returncode == 0 and tomllib.loads(target.read_text())["model"]["type"] == "qwen3-4B"
@@ -243,7 +243,7 @@ def test_on_a_terminal_flags_given_are_not_asked_and_replacing_a_file_is_asked(t
                            ("Write the spec to [spec.toml]: ", ""), ("spec.toml exists; replace it? [y/N]: ", "n")]:
         term.expect(prompt)
         term.type(answer)
-    assert term.finish() == 1 and "spec.toml: exists; not overwritten." in term.text
+    assert term.finish() == 3 and "spec.toml: exists; not overwritten." in term.text
     assert "Model (" not in term.text and "GPUs per node" not in term.text and "ARN" not in term.text
     assert (tmp_path / "spec.toml").read_text() == "# mine\n"
 

@@ -6,7 +6,8 @@ nothing is asked, and a missing required answer is a usage error naming its flag
 The spec is written (init_spec.py) with the parallel sizes init_fit.py finds by compiling it in memory; an answer
 the compiler refuses whatever the layout (a bucket name, an id) is asked again on a terminal, and a usage error
 naming its flag otherwise. A model that no layout of the GPUs can run is refused with the compiler's own numbers
-(exit 1). Nothing is written over an existing file without --force.
+(exit 1). Nothing is written over an existing file without --force (exit 3, as every command refuses an output in
+its way).
 
 Imports nothing up front but os and sys: `acrl --help` builds this command's parser.
 """
@@ -42,7 +43,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "usage error). The tensor, pipeline and expert parallel sizes and the GPUs per SGLang engine are chosen by "
         "compiling the spec in memory: the smallest tensor parallel size whose layout slime can place and whose "
         "memory estimate fits; a model no layout of these GPUs runs is refused (exit 1). An existing file is "
-        "replaced only with --force.")
+        "replaced only with --force (else exit 3).")
     init.add_argument("--model", metavar="NAME", help="a model of acrl's catalog (`acrl models` lists them), "
                       "e.g. qwen3-8B (required)")
     init.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs of each node (default 8)")
