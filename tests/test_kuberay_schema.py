@@ -186,8 +186,9 @@ def test_the_stand_in_answers_with_rayjobs_the_crd_accepts(state: str, write_spe
     assert status.get("jobDeploymentStatus", "") in DEPLOYMENT_STATUSES
     assert status.get("reason", "SubmissionFailed") in FAILED_REASONS
     assert "$NAME" not in json.dumps(document)
+    # GenerateRayJobId: NAME-5 random characters (ray-operator/controllers/ray/utils/util.go:374-376)
     if status.get("jobId"):
-        assert status["jobId"].startswith(f"{name}-") and len(status["jobId"]) == len(name) + 6  # ray-operator/controllers/ray/utils/util.go:374-376
+        assert status["jobId"].startswith(f"{name}-") and len(status["jobId"]) == len(name) + 6
 
 
 def test_a_status_with_a_field_kuberay_does_not_write_is_refused(write_spec: SpecWriter) -> None:
