@@ -1,6 +1,6 @@
 """docs/kuberay.md's example cannot drift: its rayjob.yaml is the one a fresh compile of its spec writes, and its
 `acrl run` / `acrl status` transcript is what they print for that bundle against the stand-in kubectl
-(tests/shims/kubectl; run ids, times and this machine's paths normalized).
+(tests/shims/kubectl; run ids, times, the bundle hash and this machine's paths normalized).
 
     python tests/test_kuberay_docs.py --update     # rewrite the YAML block from the spec block, and the transcript
 """
@@ -49,7 +49,8 @@ def test_the_docs_rayjob_is_what_its_spec_compiles_to() -> None:
 
 RUN_MARK = "<!-- acrl run of the bundle above, against tests/shims/kubectl: generated, do not edit -->\n"
 BUNDLE = "bundles/gsm8k-qwen2.5-3b-eks"
-RUN = (f"acrl run {BUNDLE} --context eks-prod --skip aws-identity --skip s3-bucket --skip agent-runtime")
+RUN = f"acrl run {BUNDLE} --context eks-prod --skip aws-identity,s3-bucket,agent-runtime"
+HASH = "f8122ebea80e3e1e54cb9723da5491ebcea0ed3ab8da9b4363aa95ab80be04c2"  # shown as the bundle's (normalized)
 # What the stand-in's cluster holds: the Secret without the optional WANDB_ENTITY, the RayJob's life, the job's log
 SCENARIO = {
     "current_context": "eks-dev", "contexts": {"eks-dev": "default", "eks-prod": "rl"},
@@ -99,6 +100,9 @@ def transcript(spec: str) -> str:
         text = "".join(out).replace(str(root) + "/", "").replace(str(REPO / "tests" / "shims"), "/usr/local/bin")
     text = re.sub(r"\d{8}T\d{6}Z-[0-9a-f]{6}", "20261121T161000Z-3f9a1c", text)
     text = re.sub(r"(?<= )[ \d]{4}\dms(?=  )", "    1ms", text)  # the table's times
+    # the bundle's hash covers train.sh, which changes with every template change: a fixed one
+    text = re.sub(r"sha256:[0-9a-f]{64}", "sha256:" + HASH, text)
+    text = re.sub(r"sha256 [0-9a-f]{12}\b", "sha256 " + HASH[:12], text)
     for field, value in (("started", "2026-11-21T16:10:00.412Z"), ("ended", "2026-11-21T18:02:13.905Z"),
                          ("duration", "6733.5 s")):  # `acrl status`'s: the stand-in's RayJob ends at once
         text = re.sub(rf"(?m)^({field}: +).*$", rf"\g<1>{value}", text)
