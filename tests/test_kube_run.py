@@ -332,6 +332,33 @@ def test_target_ray_runs_train_sh(kube: Kube) -> None:
     assert "would run: ACRL_RUN_ID=" in out.getvalue() and kube.calls() == []
 
 
+def test_the_command_line_skips_kube_checks_and_refuses_misuse_with_exit_2(kube: Kube) -> None:
+    """Through the console script: --skip a,b names the Kubernetes checks as well (comma-separated or repeated), an
+    unknown name, a Ray-only option on a kuberay bundle and a kubectl option with --target ray are usage errors
+    (exit 2) before any kubectl call."""
+    kube.scenario(statuses=SUCCESS)
+    acrl_bin = str(Path(sys.executable).parent / "acrl")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([acrl_bin, "run", str(kube.bundle), *args, "--runs-dir", str(kube.root / "runs")],
+                              cwd=kube.root, capture_output=True, text=True, timeout=120, env=dict(os.environ))
+
+    done = cli("--dry-run", "--skip", "rayjob-exists,secrets", "--skip", ",".join(AWS))
+    assert done.returncode == 0, done.stderr
+    table = rows(done.stdout)
+    assert table["rayjob-exists"] == table["secrets"] == table["s3-bucket"] == ("skipped", "--skip")
+    assert table["rayjob-crd"][0] == "passed"
+    assert not any(c[:2] in (["get", "secret"], ["get", "rayjob"]) for c in kube.commands())
+    kube.scenario(statuses=SUCCESS)
+    for args, message in ((["--skip", "secrets,nope"], "--skip nope: no such check"),
+                          (["--address", "http://head:8265"], ""), (["--resume"], ""),
+                          (["--target", "ray", "--context", "test-cluster"], "")):
+        proc = cli("--dry-run", *args)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (args, proc.stderr)
+        assert proc.stderr.startswith(message), proc.stderr
+    assert kube.calls() == []
+
+
 # --- Ctrl-C, in a real process ----------------------------------------------------------------------------------
 
 def acrl(kube: Kube, *args: str) -> subprocess.Popen[str]:
@@ -375,6 +402,23 @@ def test_ctrl_c_deletes_the_rayjob(delete: str, status: str, code: int, kube: Ku
         assert "deleted by this acrl run" in record["note"]
     else:
         assert f"stop it with kubectl --context test-cluster --namespace rl delete rayjob {kube.name}" in record["note"]
+
+
+def test_ctrl_c_after_the_rayjob_ended_keeps_its_outcome(kube: Kube) -> None:
+    """A signal while acrl waits for the ended job's last log lines deletes nothing: the run is what KubeRay said."""
+    kube.scenario(statuses=["running", "complete-succeeded"], logs=JOB_LOG, logs_follow_s=60)
+    proc = acrl(kube, "run", str(kube.bundle), f"--skip={','.join(AWS)}")
+    try:
+        wait_for(proc, "Complete, Ray job SUCCEEDED")
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, rest
+    assert not [c for c in kube.commands() if c[:1] == ["delete"]]
+    (record,) = kube.records()
+    assert (record["status"], record["exit_status"]) == ("succeeded", 0)
 
 
 # --- acrl status / acrl logs of the record -----------------------------------------------------------------------
