@@ -81,7 +81,8 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
 _B = "bundles/gsm8k-qwen2.5-3b-smoke/"
 _EXAMPLES = {
     "run": (f"acrl run {_B} --dry-run    # verify and check; run nothing",
-            f"ACRL_RAY_ADDRESS=http://head:8265 acrl run {_B} --skip gpus"),
+            f"ACRL_RAY_ADDRESS=http://head:8265 acrl run {_B} --skip gpus",
+            "acrl run bundles/gsm8k-qwen2.5-3b-eks/ --context eks-prod    # a --target kuberay bundle: kubectl"),
     "runs": ("acrl runs", "acrl runs --runs-dir /shared/runs --json"),
     "status": ("acrl status 20260101T120000Z-1a2b3c", "acrl status gsm8k-qwen2.5-3b-smoke/1a2b3c --json"),
     "logs": ("acrl logs 1a2b3c --follow", "acrl logs gsm8k-qwen2.5-3b-smoke/1a2b3c > job.log"),
