@@ -18,6 +18,7 @@ Failed are final (IsJobDeploymentTerminal); so is ValidationFailed, which KubeRa
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -101,8 +102,6 @@ class Kubectl:
 
     def get_json(self, *args: str, namespace: str | None = None) -> dict[str, Any]:
         """``kubectl get ARGS -o json`` as a JSON object."""
-        import json  # lazy
-
         text = self.run("get", *args, "-o", "json", namespace=namespace)
         try:
             data = json.loads(text)

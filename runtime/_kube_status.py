@@ -24,8 +24,7 @@ from acrl.compiler import AcrlError
 
 from . import _ray_jobs as ray_jobs
 from ._kube import EXIT_CODE, Kubectl, KubectlError, RayJobState, find_kubectl, rayjob_state
-from ._logs import local_log
-from ._records import RECORD
+from ._records import RECORD, local_log
 
 
 class KubeUnavailable(ray_jobs.RayUnavailable):

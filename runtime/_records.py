@@ -296,6 +296,15 @@ def launcher_gone(record: Mapping[str, Any]) -> bool:
     return started is not None and now is not None and now != started
 
 
+def local_log(path: Path, record: Mapping[str, Any]) -> Path | None:
+    """The record's train.log beside its run.json, when it is a regular file (a name only: never a path)."""
+    name = record.get("log", LOG)
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        name = LOG
+    log = path.parent / name
+    return log if log.is_file() else None
+
+
 def utc(seconds: float) -> str:
     """ISO 8601 UTC with milliseconds: 2026-11-21T16:10:00.123Z."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int(seconds % 1 * 1000):03d}Z"
