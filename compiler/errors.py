@@ -117,17 +117,22 @@ class Diagnostic:
 
 
 class SpecError(AcrlError):
-    """A spec is invalid. Holds every problem found, not only the first."""
+    """A spec is invalid. Holds every problem found, not only the first. ``unchecked``: what was not checked because
+    of these errors (the checks that read a key with an error, or everything after a syntax error), said on the
+    closing line; empty when everything was checked."""
 
-    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
+    def __init__(self, diagnostics: Sequence[Diagnostic], *, unchecked: str = "") -> None:
         self.diagnostics = tuple(diagnostics)
+        self.unchecked = unchecked
         errors = [d for d in self.diagnostics if d.severity == "error"]
         body = "\n".join(d.format() for d in self.diagnostics)
         noun = "error" if len(errors) == 1 else "errors"
-        super().__init__(f"{body}\n{len(errors)} {noun}; nothing was written.")
+        closing = f"\n{unchecked}: fixing {'it' if len(errors) == 1 else 'these'} may reveal more." if unchecked else ""
+        super().__init__(f"{body}\n{len(errors)} {noun}; nothing was written.{closing}")
 
     def as_json(self) -> dict[str, object]:
-        return {**super().as_json(), "kind": "SpecError", "diagnostics": [d.as_json() for d in self.diagnostics]}
+        return {**super().as_json(), "kind": "SpecError", "diagnostics": [d.as_json() for d in self.diagnostics],
+                "unchecked": self.unchecked or None}
 
 
 class BundleExistsError(AcrlError):

@@ -140,7 +140,8 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"cluster": {"env": {"1BAD": "x"}}}],
     "ACRL-S002": [{"wandb": {"key_env": "sk-abc123"}}, {"model": {"script_env": {"-Sx": "1"}}},
                   {"model": {"script_env": {"BASH_ENV": "/tmp/x"}}}],
-    "ACRL-M009": [{"model": {"type": "../qwen2.5-3B"}}, {"model": {"type": "qwen\ntouch x"}}],
+    # (a line break in it is every name's error: compiler/_pipeline/values.py)
+    "ACRL-M009": [{"model": {"type": "../qwen2.5-3B"}}, {"model": {"type": "qwen;touch x"}}],
     "ACRL-S003": [{"cluster": {"address": "http://admin:hunter2@head:8265"}}],
     "ACRL-S004": [{"wandb": {"key_env": "a3f9c1e7b5d24f6a8c0e1b3d5f7a9c2e4b6d8f0a"}},
                   {"wandb": {"key_env": "wandb_key"}},

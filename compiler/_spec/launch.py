@@ -90,8 +90,9 @@ class Cluster:
 class Cuda:
     """[cuda]: pin one CUDA toolkit on the cluster (optional)."""
 
-    home: str | None = setting(None, doc="CUDA toolkit to pin (e.g. /usr/local/cuda-12.9); sets CUDA_HOME, "
-                                         "PATH and LD_LIBRARY_PATH and forwards them to the train actors.")
+    home: str | None = setting(None, kind="path", doc=(
+        "CUDA toolkit to pin (e.g. /usr/local/cuda-12.9); sets CUDA_HOME, PATH and LD_LIBRARY_PATH and forwards them "
+        "to the train actors."))
     fix_torch_memory_saver: bool = setting(
         True, doc="Link torch_memory_saver's _cu13 preload library under the name slime looks for.")
 
@@ -103,10 +104,10 @@ class Wandb:
         "false: W&B stays off even when the key's variable is set at run time: train.sh (and the RayJob) pass no "
         "W&B flags and the log says so once. true: on whenever the key's variable is set. `acrl import "
         "train-sh` writes false for a script that never passes --use-wandb."))
-    project: str | None = setting(None, doc="W&B project.", flag="--wandb-project")
-    group: str | None = setting(None, doc="W&B group.", flag="--wandb-group")
-    key_env: str = setting("WANDB_API_KEY", doc="Name of the environment variable holding the API key. "
-                                                "The key itself never appears in a spec or bundle.")
+    project: str | None = setting(None, doc="W&B project.", flag="--wandb-project", kind="name")
+    group: str | None = setting(None, doc="W&B group.", flag="--wandb-group", kind="name")
+    key_env: str = setting("WANDB_API_KEY", kind="name", doc=(
+        "Name of the environment variable holding the API key. The key itself never appears in a spec or bundle."))
 
 @attrs.frozen(kw_only=True)
 class Env:
@@ -115,10 +116,10 @@ class Env:
     vars: dict[str, str] = setting(factory=dict, doc="Extra environment variables for every Ray worker.")
     forward: list[str] = setting(factory=lambda: ["WANDB_ENTITY"],
                                  doc="Variables copied from the launching shell when set.")
-    pythonpath: list[str] = setting(factory=list, doc=(
+    pythonpath: list[str] = setting(factory=list, kind="path", doc=(
         "Further PYTHONPATH entries of the Ray job, in order, after Megatron-LM's ([slime] megatron_dir), e.g. "
         "[\"/root/slime\"]."))
-    pythonpath_before_megatron: list[str] = setting(factory=list, doc=(
+    pythonpath_before_megatron: list[str] = setting(factory=list, kind="path", doc=(
         "PYTHONPATH entries of the Ray job that come before Megatron-LM's, in order (a script's "
         "\"PYTHONPATH\": \"/root/slime:/root/Megatron-LM/\" is [\"/root/slime\"] here)."))
 
@@ -126,22 +127,23 @@ class Env:
 class KubeRay:
     """[kuberay]: the KubeRay RayJob that `acrl-compile --target kuberay` writes (rayjob.yaml)."""
 
-    image: str | None = setting(None, doc="Container image of the Ray head and workers, with slime (at slime.dir), "
-                                          "Megatron-LM (at slime.megatron_dir), sglang and the rollout integration "
-                                          "installed. Required for --target kuberay.")
-    secret: str = setting("acrl-secrets", doc="Kubernetes Secret the job's secrets are read from, one key per "
-                                              "variable (wandb.key_env, env.forward, AWS_*); never inlined.")
-    namespace: str | None = setting(None, doc="Namespace of the ConfigMap and the RayJob (default: the one "
-                                              "`kubectl apply` uses).")
-    service_account: str | None = setting(None, doc="Service account of the Ray pods. On EKS, one annotated with an "
-                                                    "IAM role (IRSA) gives the job its AWS credentials: the pods then "
-                                                    "read no AWS_* keys from the Secret.")
+    image: str | None = setting(None, kind="name", doc=(
+        "Container image of the Ray head and workers, with slime (at slime.dir), Megatron-LM (at slime.megatron_dir), "
+        "sglang and the rollout integration installed. Required for --target kuberay."))
+    secret: str = setting("acrl-secrets", kind="name", doc=(
+        "Kubernetes Secret the job's secrets are read from, one key per variable (wandb.key_env, env.forward, "
+        "AWS_*); never inlined."))
+    namespace: str | None = setting(None, kind="name", doc=(
+        "Namespace of the ConfigMap and the RayJob (default: the one `kubectl apply` uses)."))
+    service_account: str | None = setting(None, kind="name", doc=(
+        "Service account of the Ray pods. On EKS, one annotated with an IAM role (IRSA) gives the job its AWS "
+        "credentials: the pods then read no AWS_* keys from the Secret."))
 
 @attrs.frozen(kw_only=True)
 class Slime:
     """[slime]: the slime checkout the bundle targets."""
 
-    dir: str = setting("/root/slime", doc="slime checkout on the cluster.")
-    megatron_dir: str = setting("/root/Megatron-LM", doc="Megatron-LM checkout on the cluster.")
-    commit: str = setting(TOOLKIT_SLIME_COMMIT, doc="slime commit the bundle targets (flags differ between "
-                                                    "commits); defaults to agentcore-rl-toolkit's pin.")
+    dir: str = setting("/root/slime", doc="slime checkout on the cluster.", kind="path")
+    megatron_dir: str = setting("/root/Megatron-LM", doc="Megatron-LM checkout on the cluster.", kind="path")
+    commit: str = setting(TOOLKIT_SLIME_COMMIT, kind="name", doc=(
+        "slime commit the bundle targets (flags differ between commits); defaults to agentcore-rl-toolkit's pin."))

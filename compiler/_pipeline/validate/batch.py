@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..argv import global_batch_size, samples_per_rollout
-from .engine import Context, Finding, rule
+from .engine import PLACEMENT, Context, Finding, rule
 
 
 @rule("ACRL-B001", "error", ["train.num_steps_per_rollout", "rollout.batch_size", "rollout.n_samples_per_prompt"],
@@ -28,7 +28,8 @@ def _steps_divide(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-B002", "error", ["train.num_steps_per_rollout", "train.micro_batch_size", "parallel.tensor"],
-      "global batch divisible by micro-batch x data-parallel size")
+      "global batch divisible by micro-batch x data-parallel size",
+      reads=(PLACEMENT, "rollout.batch_size", "rollout.n_samples_per_prompt"))
 def _gbs_microbatch(ctx: Context) -> Iterator[Finding]:
     """The global batch must be divisible by micro_batch_size x data-parallel size; Megatron's micro-batch calculator
     fails in the actors otherwise."""
@@ -41,7 +42,8 @@ def _gbs_microbatch(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-B003", "warning", ["train.max_tokens_per_gpu", "rollout.max_response_len",
-                               "rollout.max_context_len"], "a sample fits in max_tokens_per_gpu")
+                               "rollout.max_context_len"], "a sample fits in max_tokens_per_gpu",
+      reads=("parallel.context", "rollout.max_prompt_len", "train.use_dynamic_batch_size"))
 def _tokens_per_gpu(ctx: Context) -> Iterator[Finding]:
     """With dynamic batching, the longest sample should fit in max_tokens_per_gpu x context; an oversize sample gets
     its own micro-batch and risks OOM."""

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .engine import Context, Finding, rule
+from .engine import PLACEMENT, Context, Finding, rule
 
 
 @rule("ACRL-P001", "error", ["cluster.actor_num_gpus_per_node", "cluster.actor_num_nodes", "parallel.tensor",
-                             "parallel.pipeline", "parallel.context"], "actor GPUs divisible by TP x PP x CP")
+                             "parallel.pipeline", "parallel.context"], "actor GPUs divisible by TP x PP x CP",
+      reads=(PLACEMENT,))
 def _actor_world(ctx: Context) -> Iterator[Finding]:
     """The actor's GPUs (actor_num_nodes x actor_num_gpus_per_node) must be divisible by tensor x pipeline x context
     parallel sizes; Megatron stops at launch otherwise."""
@@ -24,7 +25,7 @@ def _actor_world(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-P002", "error", ["cluster.colocate", "cluster.rollout_num_gpus"],
-      "disaggregated rollout needs rollout_num_gpus")
+      "disaggregated rollout needs rollout_num_gpus", reads=(PLACEMENT,))
 def _disaggregated(ctx: Context) -> Iterator[Finding]:
     """Without colocate, rollout_num_gpus is required; slime otherwise crashes with a TypeError building the placement
     group. Not under --debug-train-only (slime sizes the group from the actor alone, placement_group.py:103-104) nor
@@ -44,7 +45,7 @@ def _async_colocate(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-P004", "warning", ["cluster.rollout_num_gpus", "rollout.gpus_per_engine"],
-      "rollout GPUs divisible by GPUs per engine")
+      "rollout GPUs divisible by GPUs per engine", reads=(PLACEMENT,))
 def _rollout_engines(ctx: Context) -> Iterator[Finding]:
     """Rollout GPUs should be a multiple of GPUs per engine; slime floors the engine count and leaves GPUs idle.
     With [sglang.models] each server group is checked instead (ACRL-G004, ACRL-G005)."""
@@ -68,7 +69,7 @@ def _engine_nodes(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-P006", "error", ["rollout.gpus_per_engine", "cluster.rollout_num_gpus"],
-      "rollout GPUs hold at least one engine")
+      "rollout GPUs hold at least one engine", reads=(PLACEMENT,))
 def _engine_fits(ctx: Context) -> Iterator[Finding]:
     """The rollout GPUs must hold at least one engine (with [sglang.models]: each server group, ACRL-G004)."""
     gpus = ctx.rollout_gpus
@@ -80,7 +81,7 @@ def _engine_fits(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-P007", "error", ["sglang.data_parallel_size", "extra.flags"],
-      "SGLang data parallelism needs DP attention")
+      "SGLang data parallelism needs DP attention", reads=("extra.args",))
 def _sglang_dp(ctx: Context) -> Iterator[Finding]:
     """SGLang data parallelism > 1 needs --sglang-enable-dp-attention (slime asserts without a message)."""
     if (ctx.spec.sglang.data_parallel_size or 1) > 1 and not ctx.passes("--sglang-enable-dp-attention"):
