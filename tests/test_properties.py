@@ -202,7 +202,7 @@ def assert_clean_exit(code: int, stdout: str, stderr: str) -> None:
     if currently_in_test_context():  # statistics: --hypothesis-show-statistics
         event(f"exit status {code}")
         if code == 1:
-            event("TOML syntax error" if "TOML syntax error" in output else "spec error")
+            event("TOML syntax error" if "after a syntax error" in output else "spec error")
     assert code in {0, 1, 2}, output
     assert "Traceback" not in output, output
     assert "internal error" not in output, output

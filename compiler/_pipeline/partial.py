@@ -59,25 +59,26 @@ def structure_all(source: SpecSource) -> Structured:
 
 
 def _without(data: Mapping[str, Any], paths: Iterable[KeyPath]) -> dict[str, Any]:
-    """``data`` without the keys at ``paths`` (an item of an array: the whole array), copied where it changes."""
-    out = dict(data)
+    """``data`` without the keys at ``paths`` (an item of an array: the whole array), each table copied once."""
+    gone: dict[Any, Any] = {}  # the paths as a tree; None marks a key taken out with all below it
     for path in paths:
         cut = next((i for i, step in enumerate(path) if isinstance(step, int)), len(path))
-        _remove(out, path[:cut])
+        node: dict[Any, Any] | None = gone
+        for step in path[:cut - 1]:
+            node = node.setdefault(step, {}) if node is not None else None
+        if node is not None and cut:
+            node[path[cut - 1]] = None
+    return _pruned(data, gone)
+
+
+def _pruned(data: Mapping[str, Any], gone: Mapping[Any, Any]) -> dict[str, Any]:
+    out = dict(data)
+    for step, below in gone.items():
+        if below is None:
+            out.pop(step, None)
+        elif isinstance(out.get(step), Mapping):
+            out[step] = _pruned(out[step], below)
     return out
-
-
-def _remove(data: dict[str, Any], path: KeyPath) -> None:
-    if not path:
-        return
-    node: dict[Any, Any] = data
-    for step in path[:-1]:
-        child = node.get(step)
-        if not isinstance(child, Mapping):
-            return
-        node[step] = dict(child)  # a copy: the source's data stays as read
-        node = node[step]
-    node.pop(path[-1], None)
 
 
 def _filled(data: dict[str, Any], cl: Any) -> dict[str, Any]:
