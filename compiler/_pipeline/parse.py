@@ -229,7 +229,7 @@ def parse_spec_text(text: str, name: str) -> SpecSource:
         said = plain(text, str(exc))  # tomllib's words, plain (toml_errors.py)
         lines = text.splitlines()
         src = lines[said.line - 1] if said.line and 0 < said.line <= len(lines) else ""
-        raise SpecError([Diagnostic("error", said.message, file=name, line=said.line, column=said.column,
-                                    source_line=src if len(src) <= 200 else "", hint=said.hint)],
+        raise SpecError([Diagnostic("error", said.message, file=name, key=".".join(said.key), line=said.line,
+                                    column=said.column, source_line=src if len(src) <= 200 else "", hint=said.hint)],
                         unchecked="Nothing after a syntax error is read") from None
     return SpecSource(name=name, text=text, data=data, positions=scan_positions(text))

@@ -26,7 +26,7 @@ from .._spec.tables import TOOLKIT_SLIME_COMMIT, Spec
 from ..errors import Diagnostic
 from .parse import KeyPath, SpecSource
 from .suggest import Suggestion, toml_value, unknown_key
-from .values import check_values
+from .values import check_values, field_at
 from .values import shown_value as shown_value  # the rules show values as the type errors do
 
 MAX_STRING = 16_384  # characters of any string: no key needs more (a path has at most 4,095 bytes)
@@ -192,8 +192,12 @@ def _table_factory(tp: Any, conv: cattrs.Converter) -> Callable[[object, Any], d
 
 
 def _stem(path: str) -> str:
-    """A name for a dataset path: its file name without extensions (/data/gsm8k/test.jsonl -> test)."""
-    name = path.rstrip("/").rpartition("/")[2].split(".")[0]
+    """A name for a dataset path: its file name without extensions, or its directory's where that is a split's name
+    (/data/aime.jsonl -> aime, /data/gsm8k/test.jsonl -> gsm8k)."""
+    parts = [p for p in path.split("/") if p]
+    name = parts[-1].split(".")[0] if parts else ""
+    if name.lower() in ("test", "train", "eval", "val", "valid", "validation", "dev", "data") and len(parts) > 1:
+        name = parts[-2]
     return name if name.replace("_", "").replace("-", "").isalnum() else "name"
 
 
@@ -250,8 +254,9 @@ def _missing_agentcore(source: SpecSource) -> list[Found]:
     if integration != "agentcore" or "agentcore" in source.data:
         return []
     key = ("experiment", "integration") if ("experiment", "integration") in source.positions else ()
-    return [((("agentcore",),), source.diagnostic(key, "missing required table [agentcore]", rule="ACRL-I001", hint=(
-        'add an [agentcore] table, or set [experiment] integration = "slime" for slime\'s own rollout')))]
+    return [((("agentcore",),), _at(source, key, "missing required table [agentcore]", rule="ACRL-I001", hint=(
+        'add an [agentcore] table (runtime_arn = "...", s3_bucket = "..."), or set [experiment] integration = '
+        '"slime" for slime\'s own rollout')))]
 
 
 def is_set(data: Mapping[str, Any], path: KeyPath) -> bool:
@@ -302,11 +307,15 @@ def leaves(source: SpecSource, exc: BaseException, path: KeyPath, cl: Any) -> It
         where = f"[{table}]" if table else "the spec"
         missing = path[-1]
         if attrs.has(cl):
-            yield (path,), source.diagnostic(path[:-1], f"missing required table [{'.'.join(map(str, path))}]",
-                                             hint=f"add a [{'.'.join(map(str, path))}] table")
+            name = ".".join(map(str, path))
+            keys = "; ".join(f"{f.name} = ... ({f.metadata['doc'].rstrip('.')})" for f in attrs.fields(cl)
+                             if f.default is attrs.NOTHING)
+            yield (path,), _at(source, path[:-1], f"missing required table [{name}]",
+                               f"add a [{name}] table" + (f" with {keys}" if keys else ""))
         else:
+            doc = _doc(path)
             yield (path,), source.diagnostic(path, f"missing required key {missing!r} in {where}",
-                                             hint=f"add {missing} = ... under {where}")
+                                             hint=f"add {missing} = ... under {where}" + (f" ({doc})" if doc else ""))
     elif isinstance(exc, _Mismatch):
         yield (path,), source.diagnostic(path, exc.message, hint=_fix(path, exc))
     elif isinstance(exc, TypeError | ValueError | AttributeError) and _is_table(cl):
@@ -316,6 +325,22 @@ def leaves(source: SpecSource, exc: BaseException, path: KeyPath, cl: Any) -> It
                                          hint=f"write it as a [{name}] table, its keys one per line below it")
     else:
         yield (path,), source.diagnostic(path, f"invalid value: {exc}")
+
+
+def _at(source: SpecSource, path: KeyPath, message: str, hint: str, rule: str = "") -> Diagnostic:
+    """A diagnostic at ``path``, or, where the spec wrote nothing to point at (a missing table), at its last line:
+    where the table can be added."""
+    if source.position(path) is not None:
+        return source.diagnostic(path, message, hint=hint, rule=rule)
+    lines = source.text.splitlines()
+    return attrs.evolve(source.diagnostic(path, message, hint=hint, rule=rule), line=max(1, len(lines)), column=1,
+                        source_line=lines[-1] if lines else "")
+
+
+def _doc(path: KeyPath) -> str:
+    """The doc of the key at ``path`` (its declaration's words), without the final '.'."""
+    field = field_at(path)
+    return str(field.metadata.get("doc", "")).rstrip(".") if field is not None else ""
 
 
 def _fix(path: KeyPath, exc: _Mismatch) -> str:

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-import tomli_w
 
 from .._spec.aliases import SHORT_NAMES, SLIME_RUNNER, SLIME_RUNNER_MEANING, TABLE_NAMES
+from .._spec.schema import toml_literal
 from .._spec.tables import table_types
 from .parse import KeyPath
 
@@ -33,13 +33,12 @@ class Suggestion:
 
 
 def toml_value(value: Any) -> str:
-    """``value`` as TOML writes it (``1e-05``, ``"text"``, ``[1, 2]``), cut to SHOWN characters."""
+    """``value`` as TOML writes it on one line (``1e-06``, ``"text"``, ``[1, 2]``, ``{ a = "x" }``), cut to SHOWN
+    characters."""
     try:
-        text = tomli_w.dumps({"k": value}).removeprefix("k = ").strip()
-    except (TypeError, ValueError):
+        text = toml_literal(value)
+    except TypeError:
         text = repr(value)
-    if isinstance(value, Mapping) or "\n" in text:
-        text = "{ ... }"
     return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."
 
 
@@ -63,19 +62,19 @@ def unknown_key(table: KeyPath, name: str, value: Any, known: Sequence[str], com
     same = next((k for k in known if _normal(k) == norm), None)
     if same is not None:
         return Suggestion(f'did you mean "{same}"?', ((*table, same),))
-    found = _alias(norm)
-    if found is not None:
-        target, subject = found
-        return _move(table, value, target, subject)
     owners = [t for t in _owners().get(norm, ()) if (t,) != table]
     if len(owners) == 1:
         here = f", not of [{'.'.join(map(str, table))}]" if table else ", not a top-level key"
         return Suggestion(f"{norm} is a key of [{owners[0]}]{here}: write {_written(norm, value)} under "
                           f"[{owners[0]}]", ((owners[0], norm),))
     if owners:
-        shown = " and ".join(f"[{t}] {norm}" for t in owners)
-        return Suggestion(f"{norm} is {shown}: write it under the table you mean",
+        shown = " and ".join(f"[{t}]" for t in owners)
+        return Suggestion(f"{norm} is a key of {shown}: write {_written(norm, value)} under the table you mean",
                           tuple((t, norm) for t in owners))
+    found = _alias(norm)
+    if found is not None:
+        target, subject = found
+        return _move(table, value, target, subject)
     hatch = _slime_flag(norm, commit)
     if hatch is not None:
         return Suggestion(f"no spec key sets slime's {hatch}: pass it in the escape hatch, as "

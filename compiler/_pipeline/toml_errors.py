@@ -30,10 +30,23 @@ class Said:
     hint: str
     line: int | None
     column: int | None
+    key: tuple[str, ...] = ()  # the key the faulty line writes, in its table (none for a table header)
 
 
 def plain(text: str, error: str) -> Said:
-    """tomllib's ``error`` about ``text``, rewritten (see the module's docstring)."""
+    """tomllib's ``error`` about ``text``, rewritten (see the module's docstring), with the key of the faulty line."""
+    said = _plain(text, error)
+    lines = text.split("\n")
+    here = lines[said.line - 1] if said.line is not None and 0 < said.line <= len(lines) else ""
+    key = _KEY.match(here)
+    if key is None or said.message.startswith(("duplicate table", "a table header")) or \
+            (not here[key.end():].lstrip().startswith("=") and "expected '='" not in said.message):
+        return said
+    assert said.line is not None
+    return attrs.evolve(said, key=(*_table_at(lines, said.line), *_key_parts(key.group(1))))
+
+
+def _plain(text: str, error: str) -> Said:
     at = _AT.search(error)
     reason = _AT.sub("", error).strip()
     line = int(at.group(1)) if at and at.group(1) else None
@@ -53,7 +66,7 @@ def plain(text: str, error: str) -> Said:
         return Said(f"a string holds the control character {char}, which TOML does not allow in one",
                     f"write it as an escape: \\u{_code(char):04X}", line, column)
     if reason == "Cannot overwrite a value" and line is not None:
-        return _duplicate_key(lines, line, column)
+        return _duplicate_key(lines, line)
     declared = re.fullmatch(r"Cannot declare \((.*)\) twice", reason)
     if declared and line is not None:
         return _duplicate_table(lines, line, column, _tuple_path(declared.group(1)))
@@ -82,12 +95,18 @@ def _other(reason: str, here: str, column: int | None) -> tuple[str, str]:
                 f'write {name} = "{shown}" if it is text')
     if reason == "Expected '=' after a key in a key/value pair":
         name = key.group(1) if key else here.strip()
+        rest = here[key.end():].strip() if key else ""
         return (f"expected '=' after the key {name}: each line is key = value, a [table] header or a # comment",
-                f"write {name} = VALUE; a key with spaces is quoted (\"a key\" = 1), a comment starts with #")
+                f"write {name} = {rest or 'VALUE'}; a key with spaces is quoted (\"a key\" = 1), a comment starts "
+                "with #")
     if reason == "Expected newline or end of document after a statement":
+        number = re.search(r"\d{1,3}(?:,\d{3})+(?![\d,])", here)
+        if number:
+            plain_number = number.group().replace(",", "")
+            return (f"{number.group()} is not a TOML number: ',' does not separate thousands",
+                    f"write {key.group(1) if key else 'key'} = {plain_number} (or {number.group().replace(',', '_')})")
         return ("expected the end of the line after the value: one key = value per line",
-                "put the next key on its own line; write numbers without separators (1000, or 1_000); a comment "
-                "starts with #")
+                "put the next key on its own line; a comment starts with #")
     if reason == "Unclosed array":
         return ("an array is not closed: its items are separated by commas, and ] ends it",
                 "close the array with ] (an array may span lines; a comma after the last item is allowed)")
@@ -99,8 +118,13 @@ def _other(reason: str, here: str, column: int | None) -> tuple[str, str]:
         opened, name = (header.group(1), header.group(2)) if header else ("[", "table")
         return ("a table header is not closed", f"write it as {opened}{name or 'table'}{']' * len(opened)}")
     if reason == "Unescaped '\\' in a string":
-        return ("a backslash in a \"...\" string starts an escape (\\n, \\t, \\u0041); this one is not",
-                "double it (\\\\), or write the value in single quotes, where a backslash is itself: 'C:\\data'")
+        quoted = re.search(r'"([^"\n]*)"?', here)
+        content = quoted.group(1) if quoted else "C:\\data"
+        at = here.rfind("\\", 0, column) if column else -1  # tomllib points just after the escape
+        bad = here[at:at + 2] if at >= 0 else "this one"
+        return (f"a backslash in a \"...\" string starts an escape (\\n, \\t, \\u0041), and {bad} is none",
+                f"write the value in single quotes, where a backslash is itself ('{content}'), or double each "
+                "backslash")
     if reason == "Invalid initial character for a key part":
         return ("a key starts with a character keys cannot start with",
                 "a bare key is letters, digits, '_' and '-'; any other key is quoted: \"my key\" = 1")
@@ -182,17 +206,15 @@ def _first_line(lines: list[str], line: int, path: tuple[str, ...]) -> int | Non
     return found[0] if found else None
 
 
-def _duplicate_key(lines: list[str], line: int, column: int | None) -> Said:
+def _duplicate_key(lines: list[str], line: int) -> Said:
     here = lines[line - 1]
     key = _KEY.match(here)
     if key is None:
-        return Said("a value is written twice for the same key", "keep one of them", line, column)
+        return Said("a value is written twice for the same key", "keep one of them", line, 1)
     path = (*_table_at(lines, line), *_key_parts(key.group(1)))
-    table, name = ".".join(path[:-1]), path[-1]
-    where = f"[{table}] {name}" if table else name
     first = _first_line(lines, line, path)
-    also = f", at line {first} and at line {line}" if first else " (it is set above)"
-    return Said(f"duplicate key: {where} is set twice{also}", "keep one of them: TOML allows a key once in its table",
+    also = f", at line {first} and at line {line}" if first else " (first above this line)"
+    return Said(f"duplicate key: written twice{also}", "keep one of them: TOML allows a key once in its table",
                 line, len(here) - len(here.lstrip()) + 1)
 
 

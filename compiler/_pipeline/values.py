@@ -96,7 +96,8 @@ def _kinds(value: Any, field: Any, here: KeyPath) -> Iterator[Problem]:
     if kind is None:
         return
     if isinstance(value, str):
-        yield from ((here, m, fix) for m, fix in kind_problems(value, kind, flag))
+        required = field.default is attrs.NOTHING
+        yield from ((here, m, fix) for m, fix in kind_problems(value, kind, flag, required=required))
     elif isinstance(value, Mapping):
         for name, item in value.items():
             if isinstance(item, str):
@@ -107,16 +108,18 @@ def _kinds(value: Any, field: Any, here: KeyPath) -> Iterator[Problem]:
                 yield from (((*here, i), m, fix) for m, fix in kind_problems(item, kind, flag))
 
 
-def kind_problems(value: str, kind: Kind, flag: str | None, name: str | None = None) -> Iterator[tuple[str, str]]:
+def kind_problems(value: str, kind: Kind, flag: str | None, name: str | None = None, *,
+                  required: bool = False) -> Iterator[tuple[str, str]]:
     """(what is wrong, the fix) for ``value`` as a ``kind``: at most one, the first that applies. ``flag``: the slime
-    flag the value is passed with, to say what slime would be given; ``name``: the value's table key, if any."""
+    flag the value is passed with, to say what slime would be given; ``name``: the value's table key, if any;
+    ``required``: the key has no default (leaving it out is no fix)."""
     what = _WHAT[kind]
     if not value.strip():
         given = f" (slime would be passed {flag}{' ' + name if name else ''} {value!r})" if flag else ""
+        fix = f"give {name}'s {'path' if kind == 'path' else kind}, or remove the line" if name is not None else \
+            f"give {what}" if required else f"give {what}, or remove the line to leave it unset"
         yield (f"is empty: {what} is needed here{given}" if not value else
-               f"is only blank space ({shown_value(value)}): {what} is needed here{given}",
-               f"give {what}, or remove the line to leave it unset" if name is None else
-               f"give {name}'s {'path' if kind == 'path' else kind}, or remove the line")
+               f"is only blank space ({shown_value(value)}): {what} is needed here{given}", fix)
         return
     if not _VISIBLE.search(value):  # a hidden character, or blank space around the value
         bad = next((c for c in value if not _VISIBLE.search("x" + c + "x")), None)
@@ -159,6 +162,25 @@ def _function_fix(value: str) -> str:
     if value.isidentifier():
         return f'name its module too: "my_module.{value}"'
     return 'write the module and the function, separated by dots: "my_package.my_module.my_function"'
+
+
+def field_at(path: KeyPath) -> Any:
+    """The attrs field of the key at ``path`` (through tables, tables of tables and arrays of tables), or None."""
+    cl: Any = Spec
+    skip = False
+    field = None
+    for step in path:
+        if skip:  # a name of a table of tables, an index of an array of tables
+            skip = False
+            continue
+        fields = attrs.fields_dict(cl) if cl is not None and attrs.has(cl) else {}
+        field = fields.get(step) if isinstance(step, str) else None
+        if field is None:
+            return None
+        cl = _table(field.type)
+        if cl is None:
+            cl, skip = _item_class(field.type), True
+    return field
 
 
 def keys_of_kind(kind: Kind, cl: Any = None, path: KeyPath = ()) -> list[KeyPath]:

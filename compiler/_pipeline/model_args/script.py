@@ -18,6 +18,7 @@ from ..._secrets import env_name
 from ..._slime.checkout import SLIME_OPTION, SPEC_SLIME, Checkout, missing_hint
 from ..._spec.tables import Spec
 from ..bundle import read_input
+from .catalog import close_names, entry
 
 _ENV_REF = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 _ASSIGNED = re.compile(r"^\s*(?:export\s+|local\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_][A-Za-z0-9_]*)=", re.M)
@@ -128,9 +129,11 @@ def from_script(spec: Spec, checkout: Checkout | None) -> ModelArgs:
         raise ModelArgsError(message, hint, "script_env")
     relative = f"scripts/models/{spec.model.type}.sh"
     if checkout is None:
+        close = close_names(spec.model.type) if entry(spec.model.type) is None else []
+        catalog = f" ({spec.model.type!r} is not in acrl's catalog either; did you mean {close[0]!r}?)" if close else ""
         raise ModelArgsError(
             f"args_source is 'script' but no slime checkout is on this machine to read {relative} from "
-            f"({SPEC_SLIME} {spec.slime.dir} is the cluster's path and does not exist here)",
+            f"({SPEC_SLIME} {spec.slime.dir} is the cluster's path and does not exist here){catalog}",
             missing_hint("the model script") + ", or use args_source = \"catalog\" (`acrl models`) or give the "
             "architecture in [model.args]", "args_source" if spec.model.args_source == "script" else "type")
     script = Path(checkout.path) / relative

@@ -17,7 +17,7 @@ import bisect
 import functools
 import re
 import typing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import attrs
@@ -134,6 +134,18 @@ class Context:
 
 
 Check = Callable[[Context], Iterator[Finding]]
+
+
+def one_of(values: Iterable[int], shown: int = 10) -> str:
+    """The valid choices a fix lists, as ``{1, 2, 4, 8}`` (at most ``shown`` of them, then ``...``)."""
+    found = sorted(set(values))
+    return "{" + ", ".join(map(str, found[:shown])) + (", ..." if len(found) > shown else "") + "}"
+
+
+def divisors(n: int, at_most: int | None = None) -> list[int]:
+    """The divisors of ``n`` (up to ``at_most``)."""
+    top = n if at_most is None else min(n, at_most)
+    return [d for d in range(1, top + 1) if n % d == 0] if n > 0 else []
 
 
 @attrs.frozen

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from ..model_args.catalog import entry
 from ..model_args.resolve import model_type_problem
 from ..placement import GroupShape
-from .engine import MODEL_ARGS, PLACEMENT, Context, Finding, rule
+from .engine import MODEL_ARGS, PLACEMENT, Context, Finding, divisors, one_of, rule
 from .memory import estimate_memory, expert_tensor_parallel, memory_problems
 
 
@@ -52,12 +52,26 @@ def _heads_tp(ctx: Context) -> Iterator[Finding]:
         if (e.attention_tp, engine) not in [(tp, what) for tp, what, _ in sizes]:
             sizes.append((e.attention_tp, engine, "sglang.models" if which else "rollout.gpus_per_engine"))
     for tp, what, key in sizes:
+        fix = _tp_choices(ctx, heads, groups) if key == "parallel.tensor" else None
         if heads and heads % tp:
             yield Finding(f"{heads} attention heads are not divisible by {what} {tp}",
-                          f"choose a {what} dividing {heads}", keys=(key,))
+                          fix or f"choose a {what} dividing {heads}: one of {one_of(divisors(heads, 64))}", keys=(key,))
         if groups and groups % tp and tp % groups:
             yield Finding(f"{groups} query groups (KV heads) are neither a multiple nor a divisor of {what} "
-                          f"{tp}", f"choose a {what} that divides or is a multiple of {groups}", keys=(key,))
+                          f"{tp}", fix or f"choose a {what} that divides or is a multiple of {groups}", keys=(key,))
+
+
+def _tp_choices(ctx: Context, heads: int | None, groups: int | None) -> str | None:
+    """The training tensor sizes that fit the heads, the query groups and the actor's GPUs, as a fix."""
+    p = ctx.spec.parallel
+    gpus = ctx.actor_gpus // (p.pipeline * p.context) if ctx.actor_gpus % (p.pipeline * p.context) == 0 else 0
+    fits = [t for t in divisors(gpus) if (not heads or heads % t == 0) and
+            (not groups or groups % t == 0 or t % groups == 0)]
+    if not fits or not heads:
+        return None
+    kv = f", the {groups} query groups" if groups else ""
+    return (f"set tensor to one of {one_of(fits)}: it divides the {heads} heads{kv} and the actor's {ctx.actor_gpus} "
+            f"GPUs{' / (pipeline x context)' if p.pipeline * p.context > 1 else ''}")
 
 
 def _serves_policy(ctx: Context, group: GroupShape) -> bool:
@@ -79,7 +93,8 @@ def _layers_pp(ctx: Context) -> Iterator[Finding]:
     uneven = {"--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"}
     if layers and pp > 1 and layers % pp and not uneven & (set(ctx.model) | set(ctx.extra)):
         yield Finding(f"{layers} layers are not divisible by pipeline size {pp}",
-                      f"choose a pipeline size dividing {layers}", keys=("parallel.pipeline",))
+                      f"set pipeline to a size dividing {layers}: one of {one_of(divisors(layers, 64))}",
+                      keys=("parallel.pipeline",))
 
 
 @rule("ACRL-M003", "error", ["parallel.expert", "model.args"], "experts divisible by EP",
@@ -94,7 +109,8 @@ def _experts_ep(ctx: Context) -> Iterator[Finding]:
                       keys=("parallel.expert",))
     elif experts and experts % ep:
         yield Finding(f"{experts} experts are not divisible by expert parallel size {ep}",
-                      f"choose an expert parallel size dividing {experts}", keys=("parallel.expert",))
+                      f"set expert to a size dividing {experts}: one of {one_of(divisors(experts, 256))}",
+                      keys=("parallel.expert",))
     etp = expert_tensor_parallel(ctx.spec, ctx.extra)
     size = ep * etp * ctx.spec.parallel.pipeline
     if experts and ctx.actor_gpus % size:
