@@ -366,7 +366,7 @@ def test_a_path_no_file_system_can_name_is_a_located_error(key: tuple[str | int,
     for step in tables:
         table = table.setdefault(str(step), {})  # type: ignore[assignment]
     table[str(last)] = [value] if item else value
-    if tables[0] == "checkpoint":
+    if (*tables, last) == ("checkpoint", "save"):
         table["save_interval"] = 10
     with pytest.raises(SpecError) as caught:
         compile_spec(write_spec(spec))

@@ -244,8 +244,8 @@ MISTAKES = [
                 '"rewards.score"',)),
     Mistake("an empty W&B project", ("[eval]", '[wandb]\nproject = ""\n\n[eval]'), 'project = ""', "project",
             "give a name", (
-                "30:1 [wandb] project: is empty: a name is needed here (slime would be passed --wandb-project '') "
-                "| give a name, or remove the line to leave it unset",)),
+                "30:1 [wandb] project: is empty: a name is needed here | give a name, or remove the line to leave "
+                "it unset",)),
     Mistake("a 100 KB path", ('path = "/data/gsm8k/train.jsonl"', 'path = "/' + "a" * 100_000 + '"'), 'path = "/aaaa',
             "path", "shorter path", (
                 "14:1 [data] path: path too long: 100,001 bytes (the limit is 4,095) | give a shorter path",)),

@@ -42,7 +42,7 @@ from .parse import KeyPath, SpecSource
 from .partial import structure_all
 from .structure import is_set, unstructure
 from .validate import RULES, Context, recorded, validate
-from .validate.engine import MODEL_ARGS, blocked
+from .validate.engine import MODEL_ARGS, blocked, key_path
 
 # 2: the bundle hash covers every manifest field (_bundle.manifest_hash); 1: only the file list.
 BUNDLE_FORMAT = 2
@@ -125,6 +125,7 @@ def _compile_source(source: SpecSource, strict: bool, target: Target, checkouts:
     # never has a script sourced (or a template rendered) with its values.
     early = validate(source, Context(spec, _NO_MODEL_ARGS, ()), before_sourcing=True, failed=failed)
     diagnostics = [*structured.diagnostics, *early]
+    failed |= {key_path(d.key) for d in early if d.severity == "error" and d.key}  # refused: not read again
     try:
         slime, megatron = locate(spec.slime.dir, spec.slime.megatron_dir, checkouts)
     except CheckoutError as exc:

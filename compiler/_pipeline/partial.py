@@ -2,7 +2,8 @@
 
 A spec with a type error, an unknown key or a missing table still holds keys that are right. The refused keys (and
 the keys an unknown key was probably meant to be, compiler/_pipeline/suggest.py) are taken out, each takes its default
-(or a placeholder, for a required key), and the rest is structured into a Spec: the *partial* spec. The compile runs
+(or a placeholder, for a required key), and the rest is structured into a Spec: the *partial* spec. A refused path,
+name or function is of the right type and stays as written. The compile runs
 on it every rule that reads none of the refused keys (validate/engine.py: a rule declares the keys it reads), so a
 misspelled key, an unknown model type and eval.interval without datasets are three errors of one compile. Nothing of
 a partial spec is ever rendered or written: its errors are always reported.
@@ -34,17 +35,20 @@ class Structured:
     spec: Spec | None
     diagnostics: tuple[Diagnostic, ...] = ()
     failed: frozenset[KeyPath] = frozenset()
+    # every failed key's value is in ``spec`` as written (a name, a path or a function refused, nothing else): the
+    # spec is what the user wrote, to draw (`acrl layout` of an invalid spec)
+    as_written: bool = False
 
 
 def structure_all(source: SpecSource) -> Structured:
     """Structure ``source``; on errors, the partial spec of what is right (see the module's docstring)."""
-    spec, found = problems(source)
+    spec, found, kept = problems(source)
     if not found:
-        return Structured(spec)
+        return Structured(spec, as_written=True)
     failed = {path for paths, _ in found for path in paths}
     diagnostics = tuple(d for _, d in found)
     for _ in range(ROUNDS):
-        data = _filled(_without(source.data, failed), Spec)
+        data = _filled(_without(source.data, failed - kept), Spec)
         try:
             partial = converter().structure(data, Spec)
         except Exception as exc:  # what taking keys out did not cure (a table that must be one)
@@ -54,7 +58,7 @@ def structure_all(source: SpecSource) -> Structured:
             failed |= more
             continue
         spec = profiles.apply(partial, partial.experiment.integration, functools.partial(is_set, data))
-        return Structured(spec, diagnostics, frozenset(failed))
+        return Structured(spec, diagnostics, frozenset(failed), as_written=failed <= kept)
     return Structured(None, diagnostics, frozenset(failed))
 
 

@@ -227,23 +227,26 @@ Found = tuple[tuple[KeyPath, ...], Diagnostic]
 def structure(source: SpecSource) -> tuple[Spec | None, list[Diagnostic]]:
     """Structure ``source.data`` into a Spec. Returns (spec or None, diagnostics): None at the first error
     (compiler/_pipeline/partial.py builds what it can of an invalid spec, to check the rest)."""
-    spec, found = problems(source)
+    spec, found, _ = problems(source)
     return (spec, []) if not found else (None, [d for _, d in found])
 
 
-def problems(source: SpecSource) -> tuple[Spec | None, list[Found]]:
-    """The spec (None when it has errors) and every problem of structuring it, in file order."""
-    found: list[Found] = [((path,), source.diagnostic(path, message, hint=fix))
-                          for path, message, fix in check_values(source.data, Spec)]
+def problems(source: SpecSource) -> tuple[Spec | None, list[Found], frozenset[KeyPath]]:
+    """The spec (None when it has errors), every problem of structuring it in file order, and the keys whose
+    problem leaves their value of the right type (a path, a name or a function refused: values.py)."""
+    checked = list(check_values(source.data, Spec))
+    found: list[Found] = [((path,), source.diagnostic(path, message, hint=fix)) for path, message, fix, _ in checked]
+    kept = frozenset(path for path, _, _, keep in checked if keep)
     found += _missing_agentcore(source)
     try:
         spec = converter().structure(dict(source.data), Spec)
     except Exception as exc:  # cattrs raises exception groups; translate every leaf
         seen = {paths[0] for paths, _ in found}  # one error a key: a NUL byte is a path's own problem too
-        return None, _in_file_order([*found, *(f for f in leaves(source, exc, (), Spec) if f[0][0] not in seen)])
+        leaf = [f for f in leaves(source, exc, (), Spec) if f[0][0] not in seen]
+        return None, _in_file_order([*found, *leaf]), kept - {p for paths, _ in leaf for p in paths}
     if found:
-        return None, found
-    return profiles.apply(spec, spec.experiment.integration, functools.partial(is_set, source.data)), []
+        return None, found, kept
+    return profiles.apply(spec, spec.experiment.integration, functools.partial(is_set, source.data)), [], kept
 
 
 def _missing_agentcore(source: SpecSource) -> list[Found]:

@@ -24,7 +24,9 @@ PATH_MAX = LONGEST["path"]  # bytes of a whole path (Linux's 4096 with the termi
 SHOWN = 60  # the most characters of a value a message shows
 _VISIBLE, _FUNCTION = re.compile(VISIBLE), re.compile(FUNCTION)
 
-Problem = tuple[KeyPath, str, str]  # (where, what is wrong, the fix)
+# (where, what is wrong, the fix, kept): a kind's problem is kept, its value of the right type held as written by a
+# partial spec (compiler/_pipeline/partial.py); a number out of its range is taken out (a rule could divide by it)
+Problem = tuple[KeyPath, str, str, bool]
 
 _WHAT = {"path": "a path", "name": "a name", "function": "a Python function as module.function"}
 
@@ -83,7 +85,7 @@ def _bounds(value: Any, field: Any, here: KeyPath) -> Iterator[Problem]:
         limit = field.metadata.get(bound)
         if limit is not None and not test(limit):
             yield here, f"must be {word} {limit:g}, got {shown_value(value)}", \
-                f"set {field.name} to a value {word} {limit:g}"
+                f"set {field.name} to a value {word} {limit:g}", False
 
 
 def _kinds(value: Any, field: Any, here: KeyPath) -> Iterator[Problem]:
@@ -92,20 +94,21 @@ def _kinds(value: Any, field: Any, here: KeyPath) -> Iterator[Problem]:
     if key_kind is not None and isinstance(value, Mapping):
         for name in value:
             if isinstance(name, str):
-                yield from (((*here, name), f"the name {m}", fix) for m, fix in kind_problems(name, key_kind, None))
+                yield from (((*here, name), f"the name {m}", fix, True)
+                            for m, fix in kind_problems(name, key_kind, None))
     if kind is None:
         return
     if isinstance(value, str):
         required = field.default is attrs.NOTHING
-        yield from ((here, m, fix) for m, fix in kind_problems(value, kind, flag, required=required))
+        yield from ((here, m, fix, True) for m, fix in kind_problems(value, kind, flag, required=required))
     elif isinstance(value, Mapping):
         for name, item in value.items():
             if isinstance(item, str):
-                yield from (((*here, name), m, fix) for m, fix in kind_problems(item, kind, flag, name))
+                yield from (((*here, name), m, fix, True) for m, fix in kind_problems(item, kind, flag, name))
     elif isinstance(value, list):
         for i, item in enumerate(value):
             if isinstance(item, str):
-                yield from (((*here, i), m, fix) for m, fix in kind_problems(item, kind, flag))
+                yield from (((*here, i), m, fix, True) for m, fix in kind_problems(item, kind, flag))
 
 
 def kind_problems(value: str, kind: Kind, flag: str | None, name: str | None = None, *,
@@ -115,7 +118,8 @@ def kind_problems(value: str, kind: Kind, flag: str | None, name: str | None = N
     ``required``: the key has no default (leaving it out is no fix)."""
     what = _WHAT[kind]
     if not value.strip():
-        given = f" (slime would be passed {flag}{' ' + name if name else ''} {value!r})" if flag else ""
+        # an eval dataset's pair reaches slime as it is: --eval-prompt-data NAME '' (a scalar key's may be left out)
+        given = f" (slime would be passed {flag} {name} {value!r})" if flag and name is not None else ""
         fix = f"give {name}'s {'path' if kind == 'path' else kind}, or remove the line" if name is not None else \
             f"give {what}" if required else f"give {what}, or remove the line to leave it unset"
         yield (f"is empty: {what} is needed here{given}" if not value else
@@ -124,7 +128,7 @@ def kind_problems(value: str, kind: Kind, flag: str | None, name: str | None = N
     if not _VISIBLE.search(value):  # a hidden character, or blank space around the value
         bad = next((c for c in value if not _VISIBLE.search("x" + c + "x")), None)
         if bad is not None:
-            named = " (a line break)" if bad in "\n\r" else " (a tab)" if bad == "\t" else ""
+            named = {"\n": " (a line break)", "\r": " (a line break)", "\t": " (a tab)", "\0": " (NUL)"}.get(bad, "")
             yield (f"holds the control character U+{ord(bad):04X}{named}, which no {kind} has: {shown_value(value)}",
                    f"remove it: {what} is one line of visible characters")
         else:

@@ -318,6 +318,11 @@ def spec_secrets(spec: Spec) -> set[str]:
     return {f for f in found if f}
 
 
+def key_path(key: str) -> tuple[str | int, ...]:
+    """A dotted key as its path (a name in a free-form table is one step, whatever dots it holds)."""
+    return _path(key)
+
+
 def _path(key: str) -> tuple[str | int, ...]:
     parts: list[str | int] = []
     if key.startswith(_TABLES):
