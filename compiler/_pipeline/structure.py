@@ -82,7 +82,7 @@ def _as_number(value: object, whole: bool) -> str | None:
 def _as_bool(value: object) -> str | None:
     if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "on", "off"):
         return "true" if value.strip().lower() in ("true", "yes", "on") else "false"
-    return {0: "false", 1: "true"}.get(value) if type(value) is int else None  # type: ignore[call-overload]
+    return {0: "false", 1: "true"}.get(value) if isinstance(value, int) and type(value) is int else None
 
 
 def _str(value: object, _: object) -> str:
@@ -176,7 +176,7 @@ def _array_factory(tp: Any, conv: cattrs.Converter) -> Callable[[object, Any], l
 def _table_factory(tp: Any, conv: cattrs.Converter) -> Callable[[object, Any], dict[Any, Any]]:
     """cattrs' mapping hook behind a check that the TOML value is a table (an array of paths where [eval]
     datasets are name = path pairs: "'list' object has no attribute 'items'" otherwise)."""
-    pairs: Callable[[object, Any], dict[Any, Any]] = mapping_structure_factory(tp, conv)
+    pairs: Callable[[object, Any], dict[Any, Any]] = typing.cast(Any, mapping_structure_factory(tp, conv))
 
     def structure_table(value: object, cl: Any) -> dict[Any, Any]:
         if not isinstance(value, Mapping):
