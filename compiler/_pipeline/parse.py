@@ -22,7 +22,6 @@ from .bundle import read_input
 from .key_positions import KeyPath as KeyPath  # the types of a key and its place: every stage imports them from here
 from .key_positions import Position as Position
 from .key_positions import is_escaped, scan_positions
-from .toml_errors import plain
 
 NO_LINE: Position = (0, 0)  # the placeholder position of a key no file wrote (who did: Written.by)
 
@@ -226,7 +225,9 @@ def parse_spec_text(text: str, name: str) -> SpecSource:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        said = plain(text, str(exc))  # tomllib's words, plain (toml_errors.py)
+        from .toml_errors import plain  # lazy: only a syntax error pays for the rewriting
+
+        said = plain(text, str(exc))  # tomllib's words, plain
         lines = text.splitlines()
         src = lines[said.line - 1] if said.line and 0 < said.line <= len(lines) else ""
         raise SpecError([Diagnostic("error", said.message, file=name, key=".".join(said.key), line=said.line,

@@ -25,7 +25,6 @@ from .._spec.setting import FlagValue
 from .._spec.tables import TOOLKIT_SLIME_COMMIT, Spec
 from ..errors import Diagnostic
 from .parse import KeyPath, SpecSource
-from .suggest import Suggestion, toml_value, unknown_key
 from .values import check_values, field_at
 from .values import shown_value as shown_value  # the rules show values as the type errors do
 
@@ -56,6 +55,13 @@ def _toml_type(value: object) -> str:
         if type(value) is py:
             return name
     return type(value).__name__
+
+
+def toml_value(value: Any) -> str:
+    """``value`` as a fix writes it (compiler/_pipeline/suggest.py)."""
+    from .suggest import toml_value as written  # lazy: only an error's fix writes a value
+
+    return written(value)
 
 
 def _expect(value: object, ok: bool, what: str, shape: str, written: str | None = None) -> None:
@@ -288,6 +294,8 @@ def _value_at(data: Mapping[str, Any], path: KeyPath) -> Any:
 def leaves(source: SpecSource, exc: BaseException, path: KeyPath, cl: Any) -> Iterator[Found]:
     """Every leaf error cattrs collected in ``exc`` (raised structuring the value at ``path``, of type ``cl``)."""
     if isinstance(exc, ForbiddenExtraKeysError):
+        from .suggest import Suggestion, unknown_key  # lazy: only an unknown key reads the other names of keys
+
         known = [f.name for f in attrs.fields(exc.cl)]
         if not path:  # resolved before structuring, so never seen here, but a misspelling of them may be
             known += ["extends", "sweep"]
