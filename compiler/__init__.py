@@ -34,10 +34,18 @@ if TYPE_CHECKING:
     from ._pipeline.reading import read_input
     from ._pipeline.validate import RULES, Rule
     from ._review.diff import BundleDiff, CheckResult, check_bundle, diff_paths
+    from ._review.ran import Launch, Part, argv_flags, diff_parts, format_diff, launch_of
     from ._review.shell_files import job_env_vars
     from ._review.verify import BundleDir, Verification, read_bundle, verify_bundle
     from ._review.view import bash_arrays, derived_from_spec
-    from ._secrets import address_has_credentials, redact, without_credentials
+    from ._secrets import (
+        address_has_credentials,
+        is_secret_name,
+        looks_secret_value,
+        redact,
+        without_credentials,
+        without_secret_flags,
+    )
     from ._slime.source import read_git_commit
     from ._spec.launch import GPU_CAPABILITY
     from ._spec.tables import RUNTIME_ARN, Spec
@@ -71,18 +79,22 @@ _WHERE = {
     "compare_model_args": "_pipeline.model_args.hf_config:compare",
     "derive_model_args": "_pipeline.model_args.hf_config",
     "address_has_credentials": "_secrets", "redact": "_secrets", "without_credentials": "_secrets",
+    "is_secret_name": "_secrets", "looks_secret_value": "_secrets", "without_secret_flags": "_secrets",
     "read_git_commit": "_slime.source", "job_env_vars": "_review.shell_files", "GPU_CAPABILITY": "_spec.launch",
+    # what a bundle runs, for acrl.runtime's comparison with run records (`acrl diff RUN BUNDLE`)
+    "Launch": "_review.ran", "Part": "_review.ran", "argv_flags": "_review.ran", "diff_parts": "_review.ran",
+    "format_diff": "_review.ran", "launch_of": "_review.ran",
 }
 
 __all__ = [
     "GPU_CAPABILITY", "RULES", "RUNTIME_ARN", "AcrlError", "Bundle", "BundleDiff", "BundleDir", "BundleExistsError",
-    "BundleReadError", "BundleWriteError", "CheckResult", "Derived", "Diagnostic", "HelpFormatter", "Manifest",
-    "ManifestShapeError", "Rule", "Spec", "SpecError", "SpecSource", "UsageError", "Verification",
-    "__version__", "acrl_main", "address_has_credentials", "bash_arrays", "check_bundle",
-    "compare_model_args", "compile_source", "compile_spec", "derive_model_args", "derived_from_spec",
-    "diff_paths", "file_kind", "job_env_vars", "json_converter", "parse_spec_text", "read_bundle", "read_git_commit",
-    "read_input", "read_spec", "redact", "resolved_spec", "structure_json", "verify_bundle",
-    "without_credentials", "write",
+    "BundleReadError", "BundleWriteError", "CheckResult", "Derived", "Diagnostic", "HelpFormatter", "Launch",
+    "Manifest", "ManifestShapeError", "Part", "Rule", "Spec", "SpecError", "SpecSource", "UsageError", "Verification",
+    "__version__", "acrl_main", "address_has_credentials", "argv_flags", "bash_arrays", "check_bundle",
+    "compare_model_args", "compile_source", "compile_spec", "derive_model_args", "derived_from_spec", "diff_parts",
+    "diff_paths", "file_kind", "format_diff", "is_secret_name", "job_env_vars", "json_converter", "launch_of",
+    "looks_secret_value", "parse_spec_text", "read_bundle", "read_git_commit", "read_input", "read_spec", "redact",
+    "resolved_spec", "structure_json", "verify_bundle", "without_credentials", "without_secret_flags", "write",
 ]
 
 

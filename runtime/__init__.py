@@ -17,20 +17,21 @@ if TYPE_CHECKING:
 
     from ._preflight.bundle_info import BundleInfo, read_bundle_info
     from ._preflight.checks import CHECKS, Check, Result, register, run_preflight
-    from ._preflight.outcome import CheckFailed, CheckSkipped
+    from ._preflight.outcome import CheckFailed, CheckSkipped, CheckWarning
     from ._records import list_records
     from ._run import RunOptions, run_bundle
 
 _WHERE = {
     "CheckFailed": "_preflight.outcome", "CheckSkipped": "_preflight.outcome",
+    "CheckWarning": "_preflight.outcome",
     "CHECKS": "_preflight.checks", "BundleInfo": "_preflight.bundle_info", "Check": "_preflight.checks",
     "Result": "_preflight.checks",
     "read_bundle_info": "_preflight.bundle_info", "register": "_preflight.checks", "run_preflight": "_preflight.checks",
     "list_records": "_records", "RunOptions": "_run", "run_bundle": "_run",
 }
 
-__all__ = ["CHECKS", "BundleInfo", "Check", "CheckFailed", "CheckSkipped", "Result", "RunOptions", "list_records",
-           "read_bundle_info", "register", "run_bundle", "run_preflight"]
+__all__ = ["CHECKS", "BundleInfo", "Check", "CheckFailed", "CheckSkipped", "CheckWarning", "Result", "RunOptions",
+           "list_records", "read_bundle_info", "register", "run_bundle", "run_preflight"]
 
 
 def __getattr__(name: str) -> Any:

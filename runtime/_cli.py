@@ -1,4 +1,5 @@
-"""The ``acrl`` console script: the compiler's commands plus the executor's `run` and `runs`.
+"""The ``acrl`` console script: the compiler's commands plus the executor's `run`, `runs`, `status` and `logs`,
+and `acrl diff` of run records.
 
 The compiler never imports acrl.runtime, so the entry point lives here and hands the compiler's
 command line (acrl.compiler.acrl_main) the executor's subcommands. Like the compiler's, it
@@ -48,15 +49,71 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--expect-hash", metavar="SHA256",
                      help="refuse to run unless the bundle's files and manifest hash to SHA256 (the bundle hash you "
                      "reviewed, e.g. from a pull request; recorded in run.json), as `acrl verify --expect-hash`")
+    run.add_argument("--resume", action="store_true",
+                     help="resume from the bundle's checkpoint ([checkpoint] load, else save) or refuse to start: "
+                     "train.sh gets ACRL_RESUME=required for this launch (the bundle stays the same); the "
+                     "'checkpoint' check reads the directory first, and the record says what was resumed")
     run.set_defaults(run=_run_run)
-    runs = commands.add_parser("runs", help="list the recorded runs",
-                               description="List the run records under DIR/<exp_id>/<run_id>/run.json. A "
-                               "record still 'running' whose acrl run is gone from this machine is shown as "
-                               "launcher-died.",
+    runs = commands.add_parser("runs", help="list the recorded runs, a resumed run under the run it resumed from",
+                               description="List the run records under DIR/<exp_id>/<run_id>/run.json, per "
+                               "experiment; a run that resumed from the checkpoint another run saved is listed under "
+                               "it, indented, with '<- RUN_ID' (--json: each record gains 'chain', the run ids from "
+                               "the first run of its chain to it, and 'resumed_by'). A record still 'running' whose "
+                               "acrl run is gone from this machine is shown as launcher-died.",
                                formatter_class=HelpFormatter)
     runs.add_argument("--runs-dir", metavar="DIR", default="runs", help="where run records are (default: runs)")
     runs.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
     runs.set_defaults(run=_run_runs)
+    _add_record_commands(commands)
+
+
+_RUN_HELP = ("a run id (or its first or last characters) under --runs-dir, EXP_ID/RUN_ID, a "
+             "runs/<exp_id>/<run_id> folder or its run.json")
+
+
+def _add_record_commands(commands: argparse._SubParsersAction[Any]) -> None:
+    """`acrl status`, `acrl logs`, and run records in `acrl diff` (whose parser is the compiler's)."""
+    status = commands.add_parser(
+        "status", help="a recorded run's state, asking Ray about its job now", formatter_class=HelpFormatter,
+        description="Show a recorded run: its record's status, what Ray says of its job now (asked at the record's "
+        "Ray address with its submission id, after the terminal that launched it is gone), start, end, duration, "
+        "exit status, preflight and the checkpoint it resumed from. A record still 'running' whose `acrl run` is "
+        "gone from this machine is shown as launcher-died, or as Ray's final state with a note. Exit status: 0 "
+        "shown; 1 when Ray cannot be asked (the record's part is still shown); 2 when RUN names no run, or several.")
+    status.add_argument("ref", metavar="RUN", help=_RUN_HELP)
+    status.add_argument("--json", action="store_true", help="print the status as JSON on stdout")
+    status.add_argument("--fix-record", action="store_true",
+                        help="write Ray's final state of the job into a record left 'running' by an `acrl run` that "
+                        "died (only then: its launcher known gone from this machine, the job ended)")
+    logs = commands.add_parser("logs", help="a recorded run's job logs, from Ray (or its train.log)",
+                               description="Print the logs of a recorded run's Ray job, asked at the record's Ray "
+                               "address with its submission id; with --follow, as they come until the job ends. When "
+                               "Ray no longer has the job or cannot be reached, the record's train.log (train.sh's "
+                               "output, kept on the launching machine) is shown instead; stderr says which.",
+                               formatter_class=HelpFormatter)
+    logs.add_argument("ref", metavar="RUN", help=_RUN_HELP)
+    logs.add_argument("-f", "--follow", action="store_true",
+                      help="follow the logs until the job ends (Ctrl-C stops following, not the job)")
+    for p in (status, logs):
+        p.add_argument("--runs-dir", metavar="DIR", default="runs", help="where run records are (default: runs)")
+        p.add_argument("--address", metavar="ADDR",
+                       help="ask Ray at ADDR instead of the recorded address (a tunnel, a moved head); with "
+                       "user:password: export ACRL_RAY_ADDRESS instead, which is used when it is the recorded "
+                       "address with credentials")
+    status.set_defaults(run=_run_status)
+    logs.set_defaults(run=_run_logs, json=False)
+    diff = commands.choices.get("diff")
+    if diff is not None:
+        diff.description = (diff.description or "") + (
+            " A or B may also be a run record (" + _RUN_HELP + "): what actually ran is compared (argv, the Ray "
+            "job's env, the stack found and targeted, data and eval fingerprints, bundle hash, resumed checkpoint), "
+            "with another run, or with a bundle or spec.")
+        diff.add_argument("--runs-dir", metavar="DIR", default="runs",
+                          help="where run records are, for A or B given as a run id (default: runs)")
+        diff.set_defaults(run=_run_diff, bundle_diff=diff.get_default("run"))
+        for listed in commands._choices_actions:  # its line in `acrl --help`
+            if listed.dest == "diff":
+                listed.help = "semantic diff of two bundles, specs or run records (exit 1 when they differ)"
 
 
 def _run_run(args: argparse.Namespace) -> int:
@@ -64,13 +121,13 @@ def _run_run(args: argparse.Namespace) -> int:
 
     return run_bundle(RunOptions(args.bundle, dry_run=args.dry_run, skip=tuple(args.skip),
                                  allow_modified=args.allow_modified, address=args.address, runs_dir=args.runs_dir,
-                                 expect_hash=args.expect_hash))
+                                 expect_hash=args.expect_hash, resume=args.resume))
 
 
 def _run_runs(args: argparse.Namespace) -> int:
-    from ._records import format_records, list_records  # lazy: `acrl --help` does not pay for it
+    from ._runs import format_records, runs  # lazy: `acrl --help` does not pay for it
 
-    records = list_records(args.runs_dir)
+    records = runs(args.runs_dir)
     if args.json:
         import json  # lazy: only `acrl runs --json` prints JSON; `acrl --help` does not pay for it
 
@@ -78,6 +135,53 @@ def _run_runs(args: argparse.Namespace) -> int:
     else:
         print(format_records(records))
     return 0
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    from ._status import fix_record, print_status, run_status  # lazy: `acrl --help` does not pay for it
+
+    found = run_status(args.ref, args.runs_dir, args.address)
+    if args.fix_record:
+        fixed = fix_record(found)
+        print(f"{found.path}: status {fixed.status}, ended {fixed.ended_at} (Ray's state of the job)")
+        return 0
+    print_status(found, sys.stdout, args.json)
+    if found.ray_error is not None:
+        if not args.json:
+            print(f"acrl: error: {found.ray_error}", file=sys.stderr)  # the message and its fix
+        return 1
+    return 0
+
+
+def _run_logs(args: argparse.Namespace) -> int:
+    from ._logs import show_logs  # lazy: `acrl --help` does not pay for it
+
+    return show_logs(args.ref, sys.stdout, sys.stderr, args.runs_dir, args.address, args.follow)
+
+
+def _run_diff(args: argparse.Namespace) -> int:
+    """`acrl diff`: run records here; bundles and specs alone are the compiler's."""
+    from ._run_ref import looks_like_record  # lazy: only os and pathlib, but not for `acrl --help`
+
+    if not (looks_like_record(args.a) or looks_like_record(args.b)):
+        code: int = args.bundle_diff(args)
+        return code
+    from acrl.compiler import AcrlError, format_diff  # lazy: the compiler's diff reader, for this command only
+
+    from ._record_diff import diff_runs  # lazy: `acrl --help` does not pay for it
+
+    args.json = args.format == "json"  # errors as JSON too
+    try:
+        result = diff_runs(args.a, args.b, args.runs_dir)
+    except AcrlError as exc:  # as acrl diff (diff(1)): 2 is trouble, 1 is "different"
+        raise exc.evolve(exit_code=2) from exc.__cause__
+    if args.format == "json":
+        import json  # lazy: only --format json prints JSON
+
+        print(json.dumps(result.as_json(), indent=2, sort_keys=True))
+    else:
+        sys.stdout.write(format_diff(result, args.format))
+    return 0 if result.equivalent else 1
 
 
 if __name__ == "__main__":

@@ -3,7 +3,14 @@
 A record is written when the run starts (status "running") and rewritten when it ends, so a run
 whose executor died still leaves a trace; the record names its launcher (host, pid, the process's
 start time and the boot), so that `acrl runs` shows a "running" record whose launcher is gone as
-"launcher-died". It holds no secret: no environment, only the command.
+"launcher-died".
+
+What ran (issue 16; runtime/_provenance.py gathers it): the checkpoint it resumed from (``resumed_from``),
+the size and sha256 of each data and eval file (``inputs``), the stack found here and the one the bundle
+targets (``stack``, ``target``), slime's argv and the Ray job's environment (``argv``, ``runtime_env``) and
+W&B (``wandb``). Records written before these fields load with them None. It holds no secret: credential
+flags' values and secret-looking words are ``***`` in ``argv``, secret variables ``<redacted>`` in
+``runtime_env``; of the W&B key only whether it was set.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import secrets
 import socket
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +64,72 @@ class PreflightEntry:
 
 
 @attrs.frozen
+class ResumedFrom:
+    """The checkpoint a run started from, as train.sh decided at launch (its ``acrl-resume:`` line)."""
+
+    checkpoint_dir: str
+    iteration: int | None
+    run_id: str | None  # the record of the run that saved there (found by its --save), None when there is none
+    data_state: bool  # rollout/global_dataset_state_dict_<iteration>.pt was there (slime's data position)
+    exp_id: str | None = None  # that record's experiment (a continuation may load another experiment's checkpoint)
+    start_rollout_id: int | None = None  # the first rollout of this run (the iteration + 1, or [checkpoint]'s)
+
+
+@attrs.frozen
+class InputFile:
+    """One file the run reads: its spec key (data.path, eval.datasets.NAME), path, size and sha256; or why not."""
+
+    key: str
+    path: str
+    size: int | None = None
+    sha256: str | None = None
+    error: str | None = None  # not readable here, not a regular file, over the hashing limit
+
+
+@attrs.frozen
+class Stack:
+    """The stack as found from the launching machine (None where it could not be seen): the slime and Megatron-LM
+    checkouts' commits, and the versions installed in the python3 train.sh runs slime with."""
+
+    slime_commit: str | None = None
+    megatron_commit: str | None = None
+    sglang: str | None = None
+    torch: str | None = None
+    python: str | None = None
+    ray: str | None = None
+
+
+@attrs.frozen
+class Target:
+    """What the bundle targets (its manifest): the slime commit and the Megatron-LM commit and SGLang version
+    that commit runs (None where acrl had no facts of it)."""
+
+    slime_commit: str | None = None
+    megatron_commit: str | None = None
+    sglang: str | None = None
+
+
+@attrs.frozen
+class RuntimeEnv:
+    """The Ray job's runtime environment as train.sh builds it: env_vars (a secret's value "<redacted>") and the
+    working_dir (the bundle)."""
+
+    env_vars: dict[str, str]
+    working_dir: str
+
+
+@attrs.frozen
+class WandbRecord:
+    """W&B as the run had it: the spec's project and group, the key's variable and whether it was set."""
+
+    enabled: bool
+    project: str | None
+    group: str | None
+    key_env: str
+    key_present: bool
+
+
+@attrs.frozen
 class RunRecord:
     """run.json. Written when the run starts (status "running") and again, with how it ended, when it
     ends; through the compiler's one converter (acrl.compiler.json_converter), keys sorted."""
@@ -84,6 +157,14 @@ class RunRecord:
     note: str | None = None  # written only when there is one: how to look at (or stop) a job that may still run
     log_error: str | None = None  # only when train.log stopped being written
     error: str | None = None  # only when acrl itself failed while train.sh ran
+    # issue 16: what ran (None in records written before; runtime/_provenance.py gathers them)
+    resumed_from: ResumedFrom | None = None  # None: started from the model, or not known
+    inputs: list[InputFile] | None = None
+    stack: Stack | None = None
+    target: Target | None = None
+    argv: list[str] | None = None  # slime's command after `ray job submit --`: python3 ENTRYPOINT FLAGS (redacted)
+    runtime_env: RuntimeEnv | None = None
+    wandb: WandbRecord | None = None
 
     def as_json(self) -> dict[str, Any]:
         value = _converter().unstructure(self)
@@ -104,7 +185,7 @@ _OPTIONAL = ("note", "log_error", "error")
 @functools.cache
 def _converter() -> cattrs.Converter:
     conv = json_converter()
-    for cls in (Launcher, PreflightEntry, RunRecord):
+    for cls in (Launcher, PreflightEntry, ResumedFrom, InputFile, Stack, Target, RuntimeEnv, WandbRecord, RunRecord):
         attrs.resolve_types(cls)
 
     def unstructure(record: RunRecord) -> dict[str, Any]:
@@ -114,7 +195,11 @@ def _converter() -> cattrs.Converter:
                 del out[key]
         return out
 
+    def unstructure_input(item: InputFile) -> dict[str, Any]:  # {key, path, size, sha256} or {key, path, error}
+        return {k: v for k, v in attrs.asdict(item).items() if v is not None or k in ("key", "path")}
+
     conv.register_unstructure_hook(RunRecord, unstructure)
+    conv.register_unstructure_hook(InputFile, unstructure_input)
     return conv
 
 
@@ -247,23 +332,6 @@ def list_records(runs_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
         records.append(data)
     records.sort(key=lambda r: (str(r.get("started_at", "")), str(r.get("run_id", ""))))
     return records
-
-
-def format_records(records: Sequence[Mapping[str, Any]]) -> str:
-    """`acrl runs`: one line per run."""
-    if not records:
-        return "no runs recorded"
-    rows = [("started (UTC)", "exp_id", "run_id", "status", "exit", "seconds", "submission id")]
-    for r in records:
-        seconds = r.get("duration_s")
-        rows.append((str(r.get("started_at", "-")), str(r.get("exp_id", "-")), str(r.get("run_id", "-")),
-                     str(r.get("status", "-")), str(r.get("exit_status", "-") if r.get("exit_status") is not None
-                                                    else "-"),
-                     f"{seconds:.1f}" if isinstance(seconds, int | float) else "-", str(r.get("submission_id", "-"))))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-    notes = [f"{r.get('run_id', '-')}: {r['note']}" for r in records if r.get("note")]
-    return "\n".join(lines + (["", *notes] if notes else []))
 
 
 def runs_dir_error(runs_dir: str, exc: OSError) -> AcrlError:

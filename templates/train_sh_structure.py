@@ -27,7 +27,9 @@ ARRAYS = {
         "train.sh",
         "slime's flags after MODEL_ARGS: one titled group per argv group (`SLIME_ARGS=( # title ... )`), then "
         "appended (`SLIME_ARGS+=( ... )`): the [extra] args, --custom-config-path custom_config.yaml, the W&B "
-        "flags (--use-wandb and the wandb_args, when the key variable is set) and --train-env-vars (CUDA pinned)",
+        "flags (--use-wandb and the wandb_args, when the key variable is set), --train-env-vars (CUDA pinned) and, "
+        "with [checkpoint] save or load, what the checkpoint block decides at launch: --load \"$FROM\", "
+        "--ckpt-step \"$CKPT_STEP\", --start-rollout-id \"$START_ROLLOUT_ID\"",
         titled=True),
     "MODEL_ARGS": Array("model_args.sh", "the model's flags, frozen at compile time, one flag per line",
                         titled=False),

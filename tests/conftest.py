@@ -56,6 +56,12 @@ MINIMAL: dict[str, Any] = {
     "data": {"path": "/data/train.jsonl"},
 }
 
+# [kuberay] of a --target kuberay compile: the image, and volumes that hold MINIMAL's model and data (every path the
+# job reads must be mounted, ACRL-K006).
+KUBERAY_TABLE: dict[str, Any] = {"image": "registry.example/slime:v1", "volumes": [
+    {"name": "models", "mount_path": "/models", "claim": "models"},
+    {"name": "data", "mount_path": "/data", "claim": "data"}]}
+
 
 def merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Tables merge key by key; a None value deletes the key."""
@@ -102,6 +108,14 @@ def compile_overrides(write_spec: SpecWriter) -> Callable[..., Bundle]:
     def run(overrides: Mapping[str, Any] | None = None, *, strict: bool = False) -> Bundle:
         return compile_spec(write_spec(overrides), strict=strict, display_name="spec.toml")
     return run
+
+
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[Any]:
+    """The test session's one Ray head on 127.0.0.1 (test_run.start_ray_head), for every module that runs jobs."""
+    from test_run import start_ray_head
+
+    yield from start_ray_head()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

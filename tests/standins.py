@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 STANDIN_TRAIN_PY = '''\
-"""Stand-in for slime's train.py: parse the flags it gets, read the custom config, write it all down."""
+"""Stand-in for slime's train.py: parse the flags it gets, read the custom config, write it all down; then
+train and save checkpoints as slime does (see the comment at the end)."""
 import argparse, json, os, sys, time
 
 import yaml
@@ -17,6 +18,11 @@ parser.add_argument("--custom-config-path")
 parser.add_argument("--num-layers", type=int)
 parser.add_argument("--rollout-batch-size", type=int)
 parser.add_argument("--prompt-data")
+for flag in ("--load", "--save", "--ref-load"):
+    parser.add_argument(flag)
+for flag in ("--save-interval", "--num-rollout", "--start-rollout-id", "--ckpt-step"):
+    parser.add_argument(flag, type=int)
+parser.add_argument("--disable-rollout-global-dataset", dest="rollout_global_dataset", action="store_false")
 args, unknown = parser.parse_known_args()
 with open(args.custom_config_path, encoding="utf-8") as f:
     config = yaml.safe_load(f)
@@ -47,6 +53,46 @@ with open(out + ".tmp", "w", encoding="utf-8") as f:
     json.dump(received, f)
 os.replace(out + ".tmp", out)
 print("stand-in train.py: received", len(sys.argv) - 1, "arguments", flush=True)
+
+# slime's checkpoint behaviour, at every commit acrl targets (cited at fa3c990 unless said):
+# - a --load without Megatron's tracker becomes --ref-load and the run starts at rollout 0 (raw mode, v0.3.1, 624b824:
+#   slime/utils/arguments.py 1806-1818); with one, the start is the loaded iteration + 1 unless --start-rollout-id
+#   (Megatron's load returns the iteration, slime sets start_rollout_id from it: arguments.py help at 646);
+# - the data position is loaded from rollout/global_dataset_state_dict_{start - 1}.pt, from offset 0 when missing
+#   (slime/ray/placement_group.py:214-215, slime/rollout/data_source.py:138-160);
+# - the loop is range(start_rollout_id, num_rollout) (train.py:63), each rollout STANDIN_ROLLOUT_SLEEP seconds;
+# - a save after rollout N when (N + 1) % save_interval == 0 or N == num_rollout - 1, never without an interval
+#   (slime/utils/misc.py:105-126): iter_%07d with metadata.json (torch_dist's last file), the data position, then the
+#   tracker (written last, as Megatron does).
+load = args.load
+if load and not os.path.isfile(os.path.join(load, "latest_checkpointed_iteration.txt")):
+    load = args.ref_load
+    loaded = None
+elif load:
+    with open(os.path.join(load, "latest_checkpointed_iteration.txt"), encoding="utf-8") as f:
+        loaded = args.ckpt_step if args.ckpt_step is not None else int(f.read().strip())
+else:
+    loaded = None
+start = args.start_rollout_id if args.start_rollout_id is not None else (loaded + 1 if loaded is not None else 0)
+data_state = load and os.path.join(load, "rollout", f"global_dataset_state_dict_{start - 1}.pt")
+print(f"stand-in train.py: loaded {loaded} from {load}; start {start};",
+      "data position", "loaded" if data_state and os.path.isfile(data_state) else "from offset 0", flush=True)
+for rollout_id in range(start, args.num_rollout or 0):
+    time.sleep(float(os.environ.get("STANDIN_ROLLOUT_SLEEP", "0")))
+    print(f"stand-in train.py: rollout {rollout_id}", flush=True)
+    if args.save and args.save_interval and ((rollout_id + 1) % args.save_interval == 0
+                                             or rollout_id == args.num_rollout - 1):
+        folder = os.path.join(args.save, f"iter_{rollout_id:07d}")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "metadata.json"), "w", encoding="utf-8") as f:
+            json.dump({"sharded_backend": "torch_dist"}, f)
+        if args.rollout_global_dataset:
+            os.makedirs(os.path.join(args.save, "rollout"), exist_ok=True)
+            with open(os.path.join(args.save, "rollout", f"global_dataset_state_dict_{rollout_id}.pt"), "wb") as f:
+                f.write(b"stand-in")
+        with open(os.path.join(args.save, "latest_checkpointed_iteration.txt"), "w", encoding="utf-8") as f:
+            f.write(str(rollout_id))
+        print(f"stand-in train.py: saved iteration {rollout_id}", flush=True)
 time.sleep(float(os.environ.get("STANDIN_SLEEP", "0")))
 sys.exit(int(os.environ.get("STANDIN_EXIT", "0")))
 '''

@@ -57,8 +57,8 @@ def test_reference_lists_every_key_with_its_flag_and_default() -> None:
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     tables = {name: t for name, t in schema["properties"].items() if name != "extends"}  # the one non-table
     def nested(table: dict) -> int:  # the keys of the tables inside a table ([sglang.models.NAME], its server_groups)
-        inner = [p.get("additionalProperties") if p.get("type") == "object" else p.get("items")
-                 for p in table["properties"].values()]
+        inner = [p if "properties" in p else p.get("additionalProperties") if p.get("type") == "object"
+                 else p.get("items") for p in table["properties"].values()]  # [kuberay.head] is a table itself
         return sum(len(i["properties"]) + nested(i) for i in inner if isinstance(i, dict) and "properties" in i)
 
     assert len(rows) == sum(len(t["properties"]) + nested(t) for t in tables.values())

@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -65,6 +66,10 @@ def _preflight_failed() -> AcrlError:
     return PreflightFailed("preflight failed (gpu): nothing was run", hint="skip it with --skip gpu")
 
 
+def _runtime(module: str) -> ModuleType:
+    return importlib.import_module(f"acrl.runtime.{module}")
+
+
 # Each AcrlError class, an instance built as its raise sites build it, and the exit status it has.
 EXAMPLES: dict[str, tuple[Callable[[], AcrlError], int]] = {
     "AcrlError": (lambda: AcrlError("x: broken", hint="mend it"), 1),
@@ -77,6 +82,9 @@ EXAMPLES: dict[str, tuple[Callable[[], AcrlError], int]] = {
     "ImportInputError": (_import_input_error, 1),
     "ModifiedBundleError": (_modified_bundle_error, 1),
     "PreflightFailed": (_preflight_failed, 1),
+    "RecordReadError": (lambda: _runtime("_run_ref").RecordReadError("runs/e/r/run.json: not a run record: not JSON",
+                                                                    hint="give the run.json acrl run wrote"), 2),
+    "RayUnavailable": (lambda: _runtime("_ray_jobs").RayUnavailable("http://head:8265", "nothing answers there"), 1),
 }
 
 

@@ -34,7 +34,9 @@ EVERYTHING: dict[str, Any] = {
     "train": {"micro_batch_size": 2, "adam_beta1": 0.9, "balance_by_flops": True},
     "eval": {"interval": 5, "datasets": {"a": "/a.jsonl"}, "n_samples_per_prompt": 2, "temperature": 0.5,
              "max_response_len": 100},
-    "checkpoint": {"save": "/ckpt", "save_interval": 10, "save_hf": "/hf"},
+    "checkpoint": {"save": "/ckpt", "save_interval": 10, "save_hf": "/hf", "load": "/other", "load_optimizer": False,
+                   "load_rng": False, "ckpt_step": 3, "start_rollout_id": 4, "scheduler": "override",
+                   "format": "torch"},
     "opd": {"enabled": True, "type": "megatron", "kl_coef": 0.5, "teacher_load": "/t", "teacher_ckpt_step": 3},
     "weight_sync": {"mode": "delta", "transport": "disk", "disk_dir": "/w", "disk_keep_files": True,
                     "local_checkpoint_dir": "/l", "delta_encoding": "xor", "delta_checksum": "blake3",
@@ -58,8 +60,11 @@ def test_every_flag_a_key_sets_maps_back_to_that_key() -> None:
     assert {"--seed", "--ref-load", "--megatron-to-hf-mode", "--eval-prompt-data", "--save-hf"} <= seen
     # every index entry but the W&B ones (added by train.sh at run time) was passed, and --num-epoch, which excludes
     # --num-rollout (ACRL-B006; tests/test_import_train_sh.py: test_num_epoch_runs_keep_it), and the -decode name of
-    # [sglang] cuda_graph_max_bs, passed only where the targeted sglang deprecates the old one (not MINIMAL's fa3c990)
-    assert set(index) - seen == {"--wandb-project", "--wandb-group", "--num-epoch", "--sglang-cuda-graph-max-bs-decode"}
+    # [sglang] cuda_graph_max_bs, passed only where the targeted sglang deprecates the old one (not MINIMAL's fa3c990),
+    # the [checkpoint] flags train.sh adds at launch (tests/test_checkpoint.py) and the other [checkpoint] scheduler
+    assert set(index) - seen == {"--wandb-project", "--wandb-group", "--num-epoch", "--sglang-cuda-graph-max-bs-decode",
+                                 "--load", "--ckpt-step", "--start-rollout-id", "--use-checkpoint-opt-param-scheduler"}
+    assert {"--no-load-optim", "--no-load-rng", "--override-opt-param-scheduler", "--ckpt-format"} <= seen
 
 
 @pytest.mark.parametrize("spec", EXAMPLE_SPECS, ids=[p.stem for p in EXAMPLE_SPECS])

@@ -35,7 +35,7 @@ from acrl.compiler._pipeline.kuberay import rayjob_documents
 from acrl.compiler._pipeline.render import custom_config, environment
 from acrl.compiler._pipeline.values import keys_of_kind
 from acrl.compiler._spec.tables import table_types
-from conftest import MINIMAL, NO_FACTS, merge
+from conftest import KUBERAY_TABLE, MINIMAL, NO_FACTS, merge
 
 BIN = Path(sys.executable).parent
 
@@ -266,8 +266,18 @@ class Slot:
     def id(self) -> str:
         return f"{self.table}.{self.field}:{self.kind}"
 
+    def value(self, text: str) -> str:
+        """What this slot holds for ``text``: the text itself, or the path made of it where only an absolute path is
+        a value ([checkpoint] save, load and save_hf: ACRL-H013; save_hf a format string too: ACRL-H006)."""
+        if f"{self.table}.{self.field}" in PATHS and self.kind == "value":
+            if self.field == "save_hf":
+                return "/" + text.replace("{", "{{").replace("}", "}}") + "/{rollout_id}"
+            return "/" + text
+        return text
+
     def place(self, text: str) -> dict[str, Any]:
         """Spec overrides putting ``text`` in this slot (with the keys it needs to be used)."""
+        text = self.value(text)
         if self.kind.startswith(("model-", "override-")):  # [sglang.models.NAME] and its server group
             # an override key must be a ServerArgs field where acrl knows the commit's sglang (ACRL-G008): any text
             # is one only at a commit it has no sglang facts for
@@ -305,6 +315,7 @@ def _models(kind: str, text: str) -> dict[str, Any]:
 
 
 SAMPLE_KEY = "ACRL_TEST_NAME"  # a name every free-form table accepts: a variable name, a flag, a dataset name
+PATHS = ("checkpoint.save", "checkpoint.load", "checkpoint.save_hf")  # absolute paths on the cluster (Slot.value)
 OVERRIDE_KEY = "tokenizer_path"  # a string field of sglang's ServerArgs at every commit acrl knows
 NO_SGLANG_FACTS = "0123456789abcdef0123456789abcdef01234567"  # a slime commit acrl has no sglang facts for
 # made-up escape-hatch flags: a slime commit with no flag facts (ACRL-F003 would refuse them; test_commit_facts)
@@ -373,8 +384,13 @@ CONSTRAINED = {"agentcore.runtime_arn:value", "agentcore.gateway_log_level:value
                # host:port or http://host:port only (ACRL-R001, slime's normalize_external_engine_addr)
                "rollout.external_engine_addrs:item",
                "experiment.integration:value",
+               # [kuberay]: the Secret's variables by name and "required"/"optional" (ACRL-K004), absolute paths
+               # (ACRL-K005), a Ray release number (ACRL-K007)
+               "kuberay.secrets:key", "kuberay.secrets:table-value", "kuberay.image_paths:item",
+               "kuberay.ray_version:value",
                "opd.type:value", "weight_sync.mode:value", "weight_sync.transport:value",
-               "weight_sync.delta_encoding:value", "weight_sync.delta_checksum:value", "weight_sync.encoding:value"}
+               "weight_sync.delta_encoding:value", "weight_sync.delta_checksum:value", "weight_sync.encoding:value",
+               "checkpoint.resume:value", "checkpoint.scheduler:value", "checkpoint.format:value"}
 # a Python function as module.function (kind="function", compiler/_pipeline/values.py): "acrl-plain" is none
 CONSTRAINED |= {f"{'.'.join(map(str, key[:2]))}:{'item' if key[-1] == 0 else 'value'}"
                 for key in keys_of_kind("function") if key[0] != "sglang"}
@@ -429,7 +445,7 @@ def check_hostile(slot: Slot, text: str, root: Path, toolbox: Toolbox, *, full_r
     write(bundle, out)
     # the resolved spec keeps the value verbatim; the custom config is the data the compiler meant
     if text:  # an empty optional value may resolve to its default (ref_load = "" is dir)
-        assert slot.read(tomllib.loads((out / "spec.toml").read_text(encoding="utf-8"))) == text
+        assert slot.read(tomllib.loads((out / "spec.toml").read_text(encoding="utf-8"))) == slot.value(text)
     assert yaml.safe_load((out / "custom_config.yaml").read_text(encoding="utf-8")) == custom_config(bundle.spec)
     if bundle.spec.sglang.models:  # sglang_config.yaml reads back as the spec's models, each value verbatim
         read = yaml.safe_load((out / "sglang_config.yaml").read_text(encoding="utf-8"))["sglang"]
@@ -496,11 +512,21 @@ def check_join_sh(data: dict[str, Any], root: Path, toolbox: Toolbox) -> None:
     assert starts[0]["env"]["ACRL_TEST_NAME"] == bundle.spec.cluster.env.get(SAMPLE_KEY)  # [cluster] env, verbatim
 
 
+# The rules about --target kuberay's job (a path no volume mounts, a checkpoint to load, ...): what a spec the default
+# target compiles may still be refused for, with located errors.
+KUBERAY_JOB_RULES = {"ACRL-K006", "ACRL-K008", "ACRL-K009", "ACRL-K010", "ACRL-K012"}
+
+
 def check_kuberay(data: dict[str, Any], root: Path, run_env: dict[str, str]) -> None:
     """rayjob.yaml reads back as the documents the compiler built, and its entrypoint, run by a shell as Ray runs
     it, starts python3 with exactly the bundle's argv."""
-    spec_path = write_toml(root / "kuberay.toml", merge({"kuberay": {"image": "registry.example/s:1"}}, data))
-    kuberay = compile_spec(spec_path, target="kuberay")
+    spec_path = write_toml(root / "kuberay.toml", merge({"kuberay": KUBERAY_TABLE}, data))
+    try:
+        kuberay = compile_spec(spec_path, target="kuberay")
+    except SpecError as exc:  # e.g. a hostile [model] dir is a relative path: no volume holds it
+        errors = [d for d in exc.diagnostics if d.severity == "error"]
+        assert errors and all(d.rule in KUBERAY_JOB_RULES and d.line and d.hint for d in errors), exc
+        return
     documents = list(yaml.safe_load_all(kuberay.files["rayjob.yaml"].decode("utf-8")))
     assert documents == rayjob_documents(kuberay.spec, kuberay.argv(), kuberay.files["custom_config.yaml"],
                                          kuberay.files.get("sglang_config.yaml"))
@@ -556,6 +582,7 @@ PATH_LIKE = {"cuda.home:value"}
 # refused with a located error, which check_hostile asserts.
 VALIDATED = {"experiment.id:value", "agentcore.s3_bucket:value", "model.type:value", "wandb.key_env:value",
              "kuberay.secret:value", "kuberay.namespace:value", "kuberay.service_account:value",
+             "kuberay.labels:table-value", "kuberay.image:value",
              "cluster.address:value", "slime.commit:value", "cluster.node_ip_address:value"}
 # A path, a name or a function (their setting() says kind=): a line break, blank space around it, an empty value are
 # refused with a located error (compiler/_pipeline/values.py).

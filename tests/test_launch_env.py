@@ -20,7 +20,7 @@ from acrl.compiler import compile_spec
 from acrl.compiler._cli.main import acrl_main
 from acrl.compiler._importers.train_sh import import_train_sh
 from acrl.compiler._review.explain import explain_path
-from conftest import REPO, SpecWriter, merge
+from conftest import KUBERAY_TABLE, REPO, SpecWriter, merge
 
 __all__ = ["toolbox"]  # the fixture, shared with test_train_sh
 
@@ -90,7 +90,7 @@ def test_join_sh_gives_each_node_the_spec_env(write_spec: SpecWriter, tmp_path: 
 # --- rayjob.yaml, acrl diff, acrl explain --------------------------------------------------------------------------
 
 def test_kuberay_puts_the_env_in_the_pods_and_the_pythonpath_in_the_runtime_env(write_spec: SpecWriter) -> None:
-    spec = write_spec(merge({"kuberay": {"image": "r/i:1"}}, {"env": LAUNCH["env"],
+    spec = write_spec(merge({"kuberay": KUBERAY_TABLE}, {"env": LAUNCH["env"],
                                                              "cluster": {"env": LAUNCH["cluster"]["env"]}}))
     bundle = compile_spec(spec, target="kuberay")
     _, rayjob = yaml.safe_load_all(bundle.files["rayjob.yaml"])
@@ -105,7 +105,7 @@ def test_kuberay_puts_the_env_in_the_pods_and_the_pythonpath_in_the_runtime_env(
 
 
 def test_kuberay_says_the_head_options_do_not_apply(write_spec: SpecWriter) -> None:
-    spec = write_spec(merge({"kuberay": {"image": "r/i:1"}}, {"cluster": {"node_ip_address": "10.0.0.5",
+    spec = write_spec(merge({"kuberay": KUBERAY_TABLE}, {"cluster": {"node_ip_address": "10.0.0.5",
                                                                           "ray_start_args": ["--num-cpus", "4"]}}))
     bundle = compile_spec(spec, target="kuberay")
     assert [(w.rule, w.key) for w in bundle.warnings] == [("ACRL-L002", "cluster.node_ip_address"),

@@ -242,9 +242,10 @@ def test_register_adds_a_check_in_one_line(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(_preflight, "CHECKS", list(_preflight.CHECKS))
     _preflight.register("aws-identity", lambda _: "arn:aws:iam::1:user/x", needs=["bash"])
     assert _preflight.CHECKS[-1] == Check("aws-identity", _preflight.CHECKS[-1].function, ("bash",))
-    assert [c.name for c in _preflight.CHECKS][:13] == ["bash", "ray-cli", "slime", "megatron", "sglang",
+    assert [c.name for c in _preflight.CHECKS][:15] == ["bash", "ray-cli", "slime", "megatron", "sglang",
                                                        "slime-parser", "rollout-module", "external-engines",
-                                                       "opd-teacher", "model", "datasets", "gpus", "cuda-home"]
+                                                       "opd-teacher", "model", "datasets", "wandb", "checkpoint",
+                                                       "gpus", "cuda-home"]
 
 
 def test_the_gpus_needed_are_the_verified_manifests_typed_derived_section() -> None:

@@ -26,7 +26,7 @@ from acrl.compiler._slime import default_facts
 from acrl.compiler._spec import profiles
 from acrl.compiler._spec.schema import spec_schema
 from acrl.compiler._spec.tables import table_types
-from conftest import MINIMAL, SLIME_DATA, SLIME_HEAD, SLIME_PIN, SpecWriter, merge
+from conftest import KUBERAY_TABLE, MINIMAL, SLIME_DATA, SLIME_HEAD, SLIME_PIN, SpecWriter, merge
 
 # overrides of MINIMAL (write_spec merges them; None removes [agentcore])
 SLIME: dict[str, Any] = {"agentcore": None, "experiment": {"integration": "slime"}, "cluster": {"colocate": True}}
@@ -253,13 +253,13 @@ def test_custom_needs_one_of_its_functions(write_spec: SpecWriter) -> None:
 # --- kuberay, explain, schema ------------------------------------------------------------------------------------
 
 def test_kuberay_bundle_of_a_slime_run_has_no_config_map(write_spec: SpecWriter) -> None:
-    bundle = compile_spec(write_spec(merge(SLIME, {"kuberay": {"image": "r/slime:1"}})), target="kuberay")
+    bundle = compile_spec(write_spec(merge(SLIME, {"kuberay": KUBERAY_TABLE})), target="kuberay")
     docs = list(yaml.safe_load_all(bundle.files["rayjob.yaml"]))
     assert [d["kind"] for d in docs] == ["RayJob"]
     job = docs[0]["spec"]
     assert "--custom-config-path" not in job["entrypoint"]
     head = job["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
-    assert [v["name"] for v in head["volumes"]] == ["dshm"]
+    assert [v["name"] for v in head["volumes"]] == ["dshm", "models", "data"]
 
 
 def test_explain_shows_profile_values(write_spec: SpecWriter, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from acrl.compiler._pipeline.argv import ArgOrigin, build_argv, runtime_args
 from acrl.compiler._pipeline.compile import compile_source
 from acrl.compiler._pipeline.parse import read_spec
 from acrl.compiler._review.explain import explain_path
-from conftest import SpecWriter
+from conftest import KUBERAY_TABLE, SpecWriter
 
 SPECS = sorted((Path(__file__).parent.parent / "specs").glob("*.toml"))
 RUNTIME_GROUP = "added by train.sh at run time"
@@ -53,7 +53,7 @@ def test_run_time_args_are_the_same_in_train_sh_rayjob_and_explain(
         write_spec: SpecWriter, project: str | None, group: str | None, cuda_home: str | None) -> None:
     wandb: dict[str, Any] = {"key_env": "MY_WANDB_KEY"}
     wandb.update({k: v for k, v in (("project", project), ("group", group)) if v is not None})
-    overrides: dict[str, Any] = {"wandb": wandb, "kuberay": {"image": "registry.example/slime:v1"}}
+    overrides: dict[str, Any] = {"wandb": wandb, "kuberay": KUBERAY_TABLE}
     if cuda_home:
         overrides["cuda"] = {"home": cuda_home}
     path = write_spec(overrides)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import random
 import tomllib
 import typing
@@ -142,6 +143,8 @@ def _values(field: Any) -> list[Any]:
 _FLAGS = ["--use-rollout-logprobs", "--sglang-enable-dp-attention", "--rm-url", "--keep-old-actor",
           "--debug-train-only", "--debug-rollout-only", "--colocate", "--sglang-pp-size", "--use-dynamic-batch-size",
           "--balance-by-flops", "--rollout-external-engine-addrs", "--decoder-first-pipeline-num-layers"]
+_KUBERAY = {"image": "registry.example/slime:v1", "image_paths": ["/data/models"], "service_account": "rl",
+            "volumes": [{"name": "data", "mount_path": "/data", "claim": "data"}]}
 _MODELS = {"default": {"server_groups": [{"worker_type": "prefill", "num_gpus": 2}, {"worker_type": "decode",
                                                                                      "num_gpus": 2}]},
            "ref": {"model_path": "/ref", "server_groups": [{"worker_type": "regular", "num_gpus": 4}]}}
@@ -162,6 +165,8 @@ def _corpus(count: int, seed: int = 17) -> Iterator[str]:
             data.setdefault("extra", {}).setdefault("flags", {})[rng.choice(_FLAGS)] = rng.choice([True, 2])
         if rng.random() < 0.15:
             data.setdefault("sglang", {})["models"] = copy.deepcopy(_MODELS)
+        if rng.random() < 0.3:
+            data["kuberay"] = {**data.get("kuberay", {}), **copy.deepcopy(_KUBERAY)}
         with contextlib.suppress(TypeError, ValueError):
             yield tomli_w.dumps(data)
 
@@ -178,28 +183,35 @@ class _Seen:
 def seen() -> _Seen:
     out = _Seen()
     with _recorded():
-        for text in _corpus(250):
+        for text, rayjob in itertools.product(_corpus(250), (False, True)):  # the default target, --target kuberay
             spec, _ = structure(parse_spec_text(text, "spec.toml"))
             if spec is None:
                 continue
             out.specs += 1
-            placement_spec._last.clear()
-            out.placement |= _reading(lambda s=spec: placement_spec.read(s))
-            source = parse_spec_text(text, "spec.toml")
-            out.argv |= _reading(lambda s=spec, src=source: build_argv(s, supplied_keys(src, s)))
+            token = placement_spec.RAYJOB.set(rayjob)
             try:
-                resolution = resolve_model_args(spec, Path(), None)
-            except ModelArgsError:
-                resolution = None
-            model_args = resolution.model_args if resolution is not None else _NO_MODEL_ARGS
-            groups = build_argv(spec, supplied_keys(source, spec))
-            checked = verify_flags(spec, None, None, {a.flag for g in groups for a in g.args} |
-                                   set(flags_in(model_args.args)))
-            ctx = Context(spec, model_args, groups, checked.check, resolution, checked.where)
-            for r in RULES:
-                engine._SCANNED[:] = [None, ()]  # the strings of the spec, scanned afresh for each rule
-                out.rules[r.id] |= _reading(lambda r=r, c=ctx: list(r.check(c)))
+                _record(out, text, spec)
+            finally:
+                placement_spec.RAYJOB.reset(token)
     return out
+
+
+def _record(out: _Seen, text: str, spec: tables.Spec) -> None:
+    placement_spec._last.clear()
+    out.placement |= _reading(lambda: placement_spec.read(spec))
+    source = parse_spec_text(text, "spec.toml")
+    out.argv |= _reading(lambda: build_argv(spec, supplied_keys(source, spec)))
+    try:
+        resolution = resolve_model_args(spec, Path(), None)
+    except ModelArgsError:
+        resolution = None
+    model_args = resolution.model_args if resolution is not None else _NO_MODEL_ARGS
+    groups = build_argv(spec, supplied_keys(source, spec))
+    checked = verify_flags(spec, None, None, {a.flag for g in groups for a in g.args} | set(flags_in(model_args.args)))
+    ctx = Context(spec, model_args, groups, checked.check, resolution, checked.where)
+    for r in RULES:
+        engine._SCANNED[:] = [None, ()]  # the strings of the spec, scanned afresh for each rule
+        out.rules[r.id] |= _reading(lambda r=r: list(r.check(ctx)))
 
 
 def _covered(key: str, declared: set[tuple[str | int, ...]]) -> bool:
@@ -214,7 +226,7 @@ def _flag_keys(flag: str) -> set[str]:
 
 
 def test_the_corpus_structures(seen: _Seen) -> None:
-    assert seen.specs > 120
+    assert seen.specs > 240  # each at both targets
 
 
 def test_the_placement_reads_what_it_declares(seen: _Seen) -> None:

@@ -17,9 +17,11 @@ from acrl.compiler._pipeline.validate.engine import ORDER, Context, Finding, rul
 # The module of each id prefix (the docs/rules.md sections).
 FAMILY = {"P": "parallel", "C": "cluster", "B": "batch", "A": "algorithm", "E": "eval", "I": "integration",
           "T": "toolkit", "F": "flags", "S": "secrets", "K": "kuberay", "M": "model", "L": "launch",
-          "G": "server_groups", "N": "training", "R": "rollout_features"}
+          "G": "server_groups", "N": "training", "R": "rollout_features", "H": "checkpoint"}
 # Ids of a prefix kept in a second module (the escape hatch's values and deprecations, apart from flags.py's rules).
-SPLIT = {"ACRL-F009": "flag_values", "ACRL-F010": "flag_values", "ACRL-F011": "flag_values"}
+SPLIT = {"ACRL-F009": "flag_values", "ACRL-F010": "flag_values", "ACRL-F011": "flag_values",
+         # what --target kuberay's job needs (paths, CPUs, nodes, size), apart from the [kuberay] table's own values
+         **{f"ACRL-K0{n}": "kuberay_job" for n in ("06", "08", "09", "10", "11", "12")}}
 
 
 def _prefix(rule_id: str) -> str:

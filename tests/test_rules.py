@@ -51,6 +51,30 @@ TRAINING_TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"slime": {"commit": HEAD}, "weight_sync": {"delta_checksum": "blake3"}},
                   {"weight_sync": {"transport": "disk", "disk_dir": "/shared/w"}}],  # colocated at fa3c990
 }
+# [checkpoint] (compiler/_pipeline/validate/checkpoint.py; tests/test_checkpoint.py for keys and quiet cases)
+SAVING = {"save": "/ckpt/run", "save_interval": 1}
+CHECKPOINT_TRIGGERS: dict[str, list[dict[str, Any]]] = {
+    "ACRL-H001": [{"experiment": {"num_rollout": 5}, "checkpoint": {**SAVING, "start_rollout_id": 5}},
+                  {"experiment": {"num_rollout": 5}, "checkpoint": {**SAVING, "ckpt_step": 4}}],
+    "ACRL-H002": [{"checkpoint": {"load": "/ckpt/run/iter_0000010"}}, {"checkpoint": {"load": "/ckpt/conv/release/"}}],
+    "ACRL-H003": [{"checkpoint": {"load": "/models/Qwen2.5-3B-Instruct"}},
+                  {"model": {"ref_load": "/models/ref"}, "checkpoint": {"load": "/models/Qwen2.5-3B-Instruct/"}},
+                  {"model": {"ref_load": "/models/ref"}, "checkpoint": {"save": "/models/ref/", "save_interval": 1}}],
+    "ACRL-H004": [{"experiment": {"num_rollout": 10}, "checkpoint": {**SAVING, "start_rollout_id": 3}},
+                  {"experiment": {"num_rollout": 10}, "checkpoint": {"start_rollout_id": 3}}],
+    "ACRL-H005": [{"checkpoint": {"save": "/ckpt/run"}}],
+    "ACRL-H006": [{"checkpoint": {**SAVING, "save_hf": "/hf/{step}"}}, {"checkpoint": {**SAVING, "save_hf": "/hf/{}"}},
+                  {"checkpoint": {**SAVING, "save_hf": "/hf/{rollout_id"}}],
+    "ACRL-H007": [{"checkpoint": {**SAVING, "save_hf": "/hf"}}],
+    "ACRL-H008": [{"checkpoint": {**SAVING, "scheduler": "override", "load_optimizer": False}}],
+    "ACRL-H009": [{"checkpoint": {"format": "torch_dcp"}}, {"checkpoint": {"format": "fsdp_dtensor"}}],
+    "ACRL-H010": [{"checkpoint": {"resume": "required"}},
+                  {"checkpoint": {**SAVING, "resume": "never", "load": "/ckpt/other"}}],
+    "ACRL-H011": [{"checkpoint": {"load_optimizer": False}},
+                  {"checkpoint": {**SAVING, "resume": "never", "ckpt_step": 3}}],
+    "ACRL-H012": [{"slime": {"commit": "bf14dc21f"}, "checkpoint": SAVING, "extra": {"flags": {"--async-save": True}}}],
+    "ACRL-H013": [{"checkpoint": {"save": "ckpt/run", "save_interval": 1}}, {"checkpoint": {"load": "~/ckpt"}}],
+}
 TRIGGERS: dict[str, list[dict[str, Any]]] = {
     "ACRL-P001": [{"cluster": {"gpus_per_node": 6}, "parallel": {"tensor": 4}}],
     "ACRL-P002": [{"cluster": {"colocate": False}}],
@@ -203,10 +227,13 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"experiment": {"integration": "custom"}, "rollout": {"custom_rm_path": "my.rm.score"}}],
     "ACRL-I003": [{"experiment": {"integration": "custom"}, "agentcore": None}],
     **TRAINING_TRIGGERS,
+    **CHECKPOINT_TRIGGERS,
 }
 # F004 needs a slime checkout on disk; it is tested in test_verify_flags.py.
 # M005 needs a config.json and M008 a slime model script: tests/test_model_sources.py.
 UNTESTED_HERE = {"ACRL-F004", "ACRL-M005", "ACRL-M008"}
+# The [kuberay] table's rules, several of them about --target kuberay's job: tests/test_kuberay_rules.py.
+UNTESTED_HERE |= {f"ACRL-K0{n:02d}" for n in range(2, 13)}
 
 
 def test_every_rule_has_a_trigger_and_ids_are_unique() -> None:

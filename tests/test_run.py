@@ -112,10 +112,10 @@ class RayHead:
     temp_dir: str
 
 
-@pytest.fixture(scope="session")
-def ray_head() -> Iterator[RayHead]:
+def start_ray_head() -> Iterator[RayHead]:
     """A Ray head on 127.0.0.1 only, in its own temp dir; its processes (found by that dir) are ended
-    by id afterwards, never with `ray stop` (which would stop every Ray of this user)."""
+    by id afterwards, never with `ray stop` (which would stop every Ray of this user). The session's
+    one is conftest.py's ``ray_head`` fixture, shared by every test module that runs jobs."""
     if shutil.which("ray", path=VENV_BIN) is None:
         pytest.skip("the ray CLI is not installed: pip install 'ray[default]' (the test extra has it)")
     temp_dir = tempfile.mkdtemp(prefix="acrl-ray-", dir="/tmp")  # short: Ray's socket paths have a length limit
@@ -352,7 +352,7 @@ def test_dry_run_prints_what_it_would_run_and_records_nothing(tmp_path: Path) ->
     lines = proc.stdout.splitlines()
     assert lines[0].startswith(f"{project.bundle}: intact, bundle sha256:")
     assert re.search(r"^sglang +skipped .*sglang is not installed in ", proc.stdout, re.M), proc.stdout
-    assert any(line.startswith("preflight: 8 passed, 0 failed, 8 skipped") for line in lines)
+    assert any(line.startswith("preflight: 8 passed, 0 failed, 10 skipped") for line in lines)
     (would,) = [line for line in lines if line.startswith("would run: ")]
     assert would.endswith(f"ACRL_RAY_ADDRESS=http://10.0.0.1:8265 bash {project.bundle / 'train.sh'}")
     assert "ACRL_RUN_ID=" in would and not project.runs.exists()

@@ -3,6 +3,7 @@ states the attrs defaults, ranges and flags, and agrees with acrl's own converte
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -21,7 +22,14 @@ from hypothesis import strategies as st
 from acrl.compiler import parse_spec_text
 from acrl.compiler._cli.main import acrl_main
 from acrl.compiler._pipeline.structure import structure
-from acrl.compiler._spec.schema import FLAG_KEYWORD, OMIT_IF_KEYWORD, default_value, schema_json, spec_schema
+from acrl.compiler._spec.schema import (
+    FLAG_KEYWORD,
+    OMIT_IF_KEYWORD,
+    default_value,
+    plain,
+    schema_json,
+    spec_schema,
+)
 from acrl.compiler._spec.tables import table_types
 from conftest import EXAMPLE_SPECS, MINIMAL, REPO, merge
 
@@ -81,14 +89,20 @@ def test_minimal_spec_is_valid() -> None:
 
 
 def fields_with_schema() -> list[tuple[str, attrs.Attribute[Any], dict[str, Any], bool]]:
-    """(dotted key, attrs field, its schema, required) for every key of every table."""
+    """(dotted key, attrs field, its schema, required) for every key of every table, and of the tables inside a
+    table ([kuberay.head]) instead of the table itself."""
     schema = spec_schema()
     out = []
-    for name, table in table_types().items():
-        table_schema = schema["properties"][name]
+
+    def add(name: str, table: Any, table_schema: dict[str, Any]) -> None:
         for field in attrs.fields(table):
+            if attrs.has(field.type):
+                add(f"{name}.{field.name}", field.type, table_schema["properties"][field.name])
+                continue
             out.append((f"{name}.{field.name}", field, table_schema["properties"][field.name],
                         field.name in table_schema.get("required", ())))
+    for name, table in table_types().items():
+        add(name, table, schema["properties"][name])
     return out
 
 
@@ -111,12 +125,11 @@ def test_schema_default_is_the_attrs_default(key: str, field: attrs.Attribute[An
 def test_defaults_are_what_the_converter_fills_in() -> None:
     spec, diagnostics = structure(parse_spec_text(tomli_w.dumps(MINIMAL), "minimal.toml"))
     assert spec is not None and diagnostics == []
-    schema = spec_schema()
-    for name, table in table_types().items():
-        for field in attrs.fields(table):
-            prop = schema["properties"][name]["properties"][field.name]
-            if field.name not in MINIMAL.get(name, {}):
-                assert prop.get("default") == getattr(getattr(spec, name), field.name), (name, field.name)
+    for key, _, prop, _required in FIELDS:
+        *path, name = key.split(".")
+        if path[0] not in MINIMAL or name not in MINIMAL[path[0]]:
+            value = functools.reduce(getattr, path, spec)
+            assert prop.get("default") == plain(getattr(value, name)), key
 
 
 @pytest.mark.parametrize(("key", "field", "prop", "required"), FIELDS, ids=[f[0] for f in FIELDS])

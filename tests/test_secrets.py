@@ -679,10 +679,18 @@ def _placed(key: str, hint: Any, secret: str) -> dict[str, Any]:
         model: dict[str, Any] = {"server_groups": [group]}
         (model if key.count(".") == 2 else group)[key.rsplit(".", 1)[1]] = value
         return {"sglang": {"models": {"default": model}}}
-    table, leaf = key.split(".")
-    return {table: {leaf: value}}
+    *tables, leaf = key.split(".")
+    node: Any = {leaf: value}
+    for i in range(len(tables) - 1, 0, -1):  # a key of a table inside [kuberay], or of an array of tables there
+        within = ".".join(tables[:i + 1])
+        node = {tables[i]: [{**ARRAY_ITEMS[within], **node}] if within in ARRAY_ITEMS else node}
+    return {tables[0]: node}
 
 
+# The arrays of tables of [kuberay], and the keys an item needs besides the one tested.
+ARRAY_ITEMS: dict[str, dict[str, Any]] = {"kuberay.volumes": {"name": "v", "mount_path": "/v", "claim": "c"},
+                                          **{f"kuberay.{pod}.tolerations": {} for pod in ("head", "worker",
+                                                                                          "submitter")}}
 STRING_SETTINGS = _string_settings()
 
 

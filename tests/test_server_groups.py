@@ -109,7 +109,7 @@ def test_no_models_no_file_no_flag(write_spec: SpecWriter) -> None:
 
 
 def test_the_rayjob_mounts_and_passes_it(write_spec: SpecWriter) -> None:
-    text = spec_text(PD) + '\n[kuberay]\nimage = "registry.example/slime:v1"\n'
+    text = spec_text(PD) + ('\n[kuberay]\nimage = "registry.example/slime:v1"\nimage_paths = ["/models", "/data"]\n')
     bundle = compile_spec(write_spec(text=text), target="kuberay", display_name="spec.toml")
     config_map, rayjob = yaml.safe_load_all(bundle.files["rayjob.yaml"])
     assert set(config_map["data"]) == {"sglang_config.yaml"}  # integration "slime": no custom config

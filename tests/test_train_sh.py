@@ -654,7 +654,9 @@ KITCHEN_SINK: dict[str, Any] = {
     "eval": {"interval": 2, "datasets": {"a b": "/e/a b.jsonl"}},
     # values shellcheck would question if they were code: `$`, backticks, `~` inside quotes
     "data": {"path": "~/data/train.jsonl", "input_key": "`x` $y ${z} !a"},
-    "checkpoint": {"save": "/c/*.x?", "save_hf": "a{b,c}/$HOME"},
+    "checkpoint": {"save": "/c/*.x?", "save_interval": 1, "save_hf": "/a{{b,c}}/$HOME/{rollout_id}",
+                   "load": "/l/$(x) 'y'", "ckpt_step": 3, "start_rollout_id": 4},
+    "experiment": {"num_rollout": 10},
 }
 
 

@@ -25,7 +25,7 @@ from acrl.compiler._pipeline.compile import Bundle
 from acrl.compiler._review.shell_files import FORWARDED, flag_occurrences
 from acrl.compiler._review.view import bash_arrays, read_view
 from acrl.templates import train_sh_structure as structure
-from conftest import MINIMAL, NO_FACTS, merge
+from conftest import KUBERAY_TABLE, MINIMAL, NO_FACTS, merge
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -54,6 +54,13 @@ def expected_arrays(seen: Mapping[str, Mapping[str, Any]]) -> dict[str, list[tup
     appended = [list(t["extra_args"]), custom_config, ["--use-wandb", *t["wandb_args"]]]
     if t["cuda_home"]:
         appended.append(["--train-env-vars", "$TRAIN_ENV_VARS"])
+    resume = t["resume"]  # the checkpoint block: --load, the first launch's flags, a start rollout without a load
+    if resume is not None:
+        appended.append(["--load", "$FROM"])
+        if resume.ckpt_step is not None:
+            appended.append(["--ckpt-step", "$CKPT_STEP"])
+        if resume.start_rollout_id is not None:
+            appended += [["--start-rollout-id", "$START_ROLLOUT_ID"]] * 2
     slime += [(None, words) for words in appended if words]
     model = [(None, [tok for line in seen["model_args.sh.jinja"]["lines"] for tok in line])]
     return {"SLIME_ARGS": slime, "MODEL_ARGS": model}
@@ -131,6 +138,8 @@ BRANCHES: dict[str, Any] = {
     "extends": st.booleans(),
     "nodes": st.booleans(),  # two: with a local head, join.sh, and train.sh waits for the other node
     "head": st.booleans(),  # dashboard_host 0.0.0.0, head_port 6380
+    # [checkpoint]: none, save alone (train.sh's checkpoint block), a continuation with the first launch's flags
+    "checkpoint": st.sampled_from([None, "save", "continuation"]),
 }
 # Text with every character that means something to bash or to the readers, and a letter or two.
 HOSTILE = st.text(st.sampled_from(list("a b'\"$`\\#(){};|&<>*?~!=\n\t-é")), min_size=1, max_size=10)
@@ -169,10 +178,16 @@ def overrides_for(choice: Mapping[str, Any], text: str) -> dict[str, Any]:
     if choice["extra"]:
         out["extra"] = {"args": ["--extra-flag", text, "--other"]}
         out.setdefault("slime", {})["commit"] = NO_FACTS  # made-up flags: no flag facts apply
-    if choice["kuberay"]:
-        out["kuberay"] = {"image": "registry.example/slime:1"}
+    if choice["kuberay"]:  # and a volume for the checkpoints (every path the RayJob uses is mounted: ACRL-K006)
+        out["kuberay"] = {**KUBERAY_TABLE, "volumes": [*KUBERAY_TABLE["volumes"],
+                                                       {"name": "ckpt", "mount_path": "/ckpt", "claim": "ckpt"}]}
     if choice["env"]:
         out["env"] = {"vars": {"MY_VAR": text}, "forward": ["HF_HOME"]}
+    if choice["checkpoint"]:
+        out["checkpoint"] = {"save": f"/ckpt/{text}", "save_interval": 2}
+    if choice["checkpoint"] == "continuation":
+        out["experiment"] = {"num_rollout": 20}
+        out["checkpoint"].update(load=f"/other/{text}", ckpt_step=3, start_rollout_id=4, scheduler="override")
     return out
 
 
@@ -192,7 +207,9 @@ def write_spec(folder: Path, choice: Mapping[str, Any], text: str) -> Path:
 def test_every_declared_name_reads_back_over_the_template_branches(choice: dict[str, Any], text: str,
                                                                    tmp_path_factory: pytest.TempPathFactory) -> None:
     folder = tmp_path_factory.mktemp("branch")
-    bundle, seen = compile_and_capture(write_spec(folder, choice, text), "kuberay" if choice["kuberay"] else "ray")
+    # a continuation is train.sh's alone: the RayJob loads no checkpoint (ACRL-K012)
+    kuberay = choice["kuberay"] and choice["checkpoint"] != "continuation"
+    bundle, seen = compile_and_capture(write_spec(folder, choice, text), "kuberay" if kuberay else "ray")
     check_read_back(bundle, seen)
 
 
@@ -209,7 +226,7 @@ def test_every_example_spec_reads_back(spec: Path) -> None:
 def test_the_checks_see_a_changed_file(tmp_path: Path) -> None:
     """The read-back check is not vacuous: a train.sh whose array lost a word, or whose scalar
     changed, fails it."""
-    choice = dict.fromkeys(BRANCHES, False) | {"wandb": None, "colocate": True}
+    choice = dict.fromkeys(BRANCHES, False) | {"wandb": None, "colocate": True, "checkpoint": None}
     bundle, seen = compile_and_capture(write_spec(tmp_path, choice, "x"))
     train = bundle.files["train.sh"].decode()
     for old, new in (("--custom-config-path custom_config.yaml", "--custom-config-path other.yaml"),

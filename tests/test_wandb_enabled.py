@@ -15,7 +15,7 @@ from test_train_sh import Toolbox, compile_into, run_train_sh, toolbox
 from acrl.compiler import compile_spec
 from acrl.compiler._importers.train_sh import import_train_sh
 from acrl.compiler._review.explain import explain_path
-from conftest import SpecWriter
+from conftest import KUBERAY_TABLE, SpecWriter
 
 __all__ = ["toolbox"]  # the fixture, shared with test_train_sh
 
@@ -41,7 +41,7 @@ def test_default_turns_wandb_on_with_the_key(write_spec: SpecWriter, tmp_path: P
 
 
 def test_rayjob_entrypoint_has_no_wandb_switch(write_spec: SpecWriter) -> None:
-    bundle = compile_spec(write_spec({**OFF, "kuberay": {"image": "registry.example/slime:v1"}}), target="kuberay")
+    bundle = compile_spec(write_spec({**OFF, "kuberay": KUBERAY_TABLE}), target="kuberay")
     _, rayjob = yaml.safe_load_all(bundle.files["rayjob.yaml"])
     words = shlex.split(rayjob["spec"]["entrypoint"])
     assert words[:2] == ["python3", "/root/slime/train.py"]

@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from .._pipeline.validate import RULES
-from .._spec.schema import CUSTOM_CONFIG_KEYWORD, FLAG_KEYWORD, OMIT_IF_KEYWORD, schema_json, spec_schema, toml_literal
+from .._spec.schema import (
+    AT_LAUNCH_KEYWORD,
+    CUSTOM_CONFIG_KEYWORD,
+    FLAG_KEYWORD,
+    OMIT_IF_KEYWORD,
+    SWITCHES_KEYWORD,
+    schema_json,
+    spec_schema,
+    toml_literal,
+)
 
 REGENERATE = "python -m acrl.compiler._cli.docs"
 _SECTIONS = {
@@ -24,6 +33,7 @@ _SECTIONS = {
     "G": "SGLang server groups ([sglang.models], slime's --sglang-config)",
     "N": "Training features: on-policy distillation, weight sync ([opd], [weight_sync])",
     "R": "Rollout features: external engines, fully-async, sample hooks, balance-by-flops",
+    "H": "History: saving, resuming and continuing ([checkpoint]; docs/spec.md, Resuming and continuing)",
 }
 
 
@@ -90,12 +100,15 @@ def _rows(table: Mapping[str, Any]) -> list[str]:
 
 
 def _nested(path: str, table: Mapping[str, Any]) -> list[str]:
-    """A subsection for each table inside a table: a table of tables (``[sglang.models.NAME]``) or an array of
-    tables (``[[sglang.models.NAME.server_groups]]``), with its keys, recursively."""
+    """A subsection for each table inside a table: a table (``[kuberay.head]``), a table of tables
+    (``[sglang.models.NAME]``) or an array of tables (``[[sglang.models.NAME.server_groups]]``), with its keys,
+    recursively."""
     out: list[str] = []
     for key, prop in table["properties"].items():
         inner, header = prop.get("additionalProperties"), f"[{path}.{key}.NAME]"
-        if prop.get("type") == "array":
+        if "properties" in prop:
+            inner, header = prop, f"[{path}.{key}]"
+        elif prop.get("type") == "array":
             inner, header = prop.get("items"), f"[[{path}.{key}]]"
         if not isinstance(inner, Mapping) or "properties" not in inner:
             continue
@@ -137,6 +150,10 @@ def _default(prop: Mapping[str, Any], required: bool) -> str:
 
 def _flag(prop: Mapping[str, Any]) -> str:
     flag = prop.get(FLAG_KEYWORD)
+    if prop.get(SWITCHES_KEYWORD):
+        return "; ".join(f"`{switch}` when `{toml_literal(value)}`" for value, switch in prop[SWITCHES_KEYWORD])
+    if flag and prop.get(AT_LAUNCH_KEYWORD):
+        return f"`{flag}` (train.sh decides at launch)"
     if not flag:
         written_to = prop.get(CUSTOM_CONFIG_KEYWORD)
         return f"custom_config.yaml: `{written_to}`" if written_to else ""

@@ -232,11 +232,15 @@ def _flag_keys() -> dict[str, tuple[str, str, Any]]:
             # key's flag through); the eval datasets are a table, read apart; --num-epoch is left out (noted).
             if flag and table_name != "wandb" and field.name not in ("datasets", "num_epoch"):
                 out[flag] = (table_name, field.name, field.type)
+            for value, switch in (field.metadata.get("switches") or {}).items():  # --no-load-optim: load_optimizer
+                out[switch] = (table_name, field.name, Literal[value])
     return out
 
 
 def _typed(kind: Any, values: list[str]) -> Any:
     """The spec value of a flag's argv words, or None when they do not fit its key."""
+    if typing.get_origin(kind) is Literal and len(typing.get_args(kind)) == 1:  # one of a key's switches
+        return typing.get_args(kind)[0] if not values else None
     if kind is bool:
         return True if not values else None
     if typing.get_origin(kind) is list:  # nargs="+" ([rollout] external_engine_addrs)

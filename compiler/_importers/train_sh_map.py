@@ -277,7 +277,7 @@ class SpecBuilder:
                 self.set(key.path, slime_value)
                 self.note("default", faithful_note(key, slime_value, default))
             elif key.kind == "switch":
-                if default is True:
+                if default is True and key.sets is True:  # not --no-load-optim's [checkpoint] load_optimizer
                     self.set(key.path, False)
             elif default is attrs.NOTHING:
                 if flag != "--hf-checkpoint" or "dir" not in self.spec["model"]:

@@ -15,11 +15,19 @@ from typing import Any, Literal
 import attrs
 
 from .._slime.sglang_stack import slime_flag, slime_flag_names
+from .._spec.checkpoint import LAUNCH_FLAGS
 from .._spec.flags import flag_tokens, known_absent_flags, normalize_flag
 from .._spec.rollout_features import APPEND_FLAGS
 from .._spec.server_groups import SGLANG_CONFIG
+from .._spec.setting import key_flags, switch_for
 from .._spec.tables import Spec
 from . import placement_spec
+from .derived import Derived as Derived  # re-exported, with the five below: they lived here first
+from .derived import actor_gpus as actor_gpus
+from .derived import derived as derived
+from .derived import global_batch_size as global_batch_size
+from .derived import rollout_gpus as rollout_gpus
+from .derived import samples_per_rollout as samples_per_rollout
 from .model_args.resolve import ModelArgs
 
 
@@ -79,6 +87,11 @@ class ArgGroup:
 def _field(obj: Any, table: str, name: str, profile: Mapping[str, str], commit: str) -> Iterator[Arg]:
     field = attrs.fields_dict(type(obj))[name]
     value = getattr(obj, name)
+    if field.metadata.get("switches"):  # the value picks a store-true flag, or none ([checkpoint] load_optimizer)
+        switch = switch_for(field, value)
+        if switch is not None:
+            yield Arg(switch, (), from_key(f"{table}.{name}"))
+        return
     if "omit_if" in field.metadata and field.metadata["omit_if"] is not attrs.NOTHING \
             and value == field.metadata["omit_if"]:
         return
@@ -93,68 +106,6 @@ def _field(obj: Any, table: str, name: str, profile: Mapping[str, str], commit: 
 
 def _fields(obj: Any, table: str, names: Sequence[str], profile: Mapping[str, str], commit: str) -> list[Arg]:
     return [arg for name in names for arg in _field(obj, table, name, profile, commit)]
-
-
-def actor_gpus(spec: Spec) -> int:
-    """GPUs of the training actor (actor_num_nodes x actor_num_gpus_per_node, after their defaults)."""
-    actor = placement_spec.read(spec).actor
-    return actor.num_nodes * actor.gpus_per_node
-
-
-def rollout_gpus(spec: Spec) -> int | None:
-    """GPUs of the rollout engines as slime counts them (the actor's when colocated and not given, slime's
-    default); None when not colocated and not given (ACRL-P002)."""
-    c = spec.cluster
-    return placement_spec.read(spec).placement.rollout_gpus if c.colocate or c.rollout_num_gpus is not None else None
-
-
-def samples_per_rollout(spec: Spec) -> int:
-    """Samples one rollout produces."""
-    return spec.rollout.batch_size * spec.rollout.n_samples_per_prompt
-
-
-def global_batch_size(spec: Spec) -> int:
-    """Samples per optimizer step: the rollout's samples split into num_steps_per_rollout steps."""
-    return samples_per_rollout(spec) // spec.train.num_steps_per_rollout
-
-
-def _int_tuple(value: Sequence[int] | None) -> tuple[int, ...] | None:
-    return None if value is None else tuple(value)
-
-
-@attrs.frozen
-class Derived:
-    """The quantities derived from a spec, as the manifest's ``derived`` section records them; computed
-    once by :func:`derived` for the compile (manifest.json) and the review (a bundle's spec.toml)."""
-
-    actor_gpus: int
-    rollout_gpus: int | None
-    samples_per_rollout: int
-    global_batch_size: int
-    optimizer_steps_per_rollout: int
-    # slime's placement (compiler/_pipeline/placement.py): the machines, the placement group's GPUs, the
-    # rollout's first slot in it and the GPUs `ray start` advertises on each node. None in a manifest written
-    # before acrl modelled placement.
-    nodes: int | None = None
-    gpus_per_node: int | None = None
-    placement_gpus: int | None = None
-    rollout_offset: int | None = None
-    node_gpus: tuple[int, ...] | None = attrs.field(default=None, converter=_int_tuple)
-
-    def as_json(self) -> dict[str, Any]:
-        """The manifest's ``derived`` section, keys in field order (tuples as JSON arrays)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(self).items()}
-
-
-def derived(spec: Spec) -> Derived:
-    """The one computation of the derived quantities (ZeroDivisionError when num_steps_per_rollout is 0,
-    which validation rejects in a spec and only a hand-edited spec.toml can hold)."""
-    p = placement_spec.read(spec).placement
-    return Derived(actor_gpus=actor_gpus(spec), rollout_gpus=rollout_gpus(spec),
-                   samples_per_rollout=samples_per_rollout(spec), global_batch_size=global_batch_size(spec),
-                   optimizer_steps_per_rollout=spec.train.num_steps_per_rollout, nodes=p.nodes,
-                   gpus_per_node=p.gpus_per_node, placement_gpus=p.group.num_gpus,
-                   rollout_offset=p.group.rollout_offset, node_gpus=p.node_gpus)
 
 
 def hf_mode(spec: Spec) -> Literal["bridge", "raw"] | None:
@@ -296,7 +247,9 @@ LAYOUT = (
                                             "custom_generate_function_path", "custom_rm_path", "sample_hook_paths"),)),
     _Group("evaluation", ROLLOUT, (_keys("eval", "interval"), _Computed("--eval-prompt-data", _eval_datasets),
                                    _keys("eval", "n_samples_per_prompt", "temperature", "max_response_len"))),
-    _Group("checkpoints", OTHER, (_keys("checkpoint", "save", "save_interval", "save_hf"),)),
+    # [checkpoint] load, ckpt_step and start_rollout_id: train.sh adds their flags at launch (RUNTIME_REVIEW)
+    _Group("checkpoints", OTHER, (_keys("checkpoint", "save", "save_interval", "save_hf", "load_optimizer", "load_rng",
+                                        "scheduler", "format"),)),
     _Group("on-policy distillation", ALGORITHM, (_keys("opd", "enabled", "type", "kl_coef", "teacher_load",
                                                        "teacher_ckpt_step"),)),
     _Group("weight sync", ROLLOUT, (_keys("weight_sync", "mode", "transport", "disk_dir", "disk_keep_files",
@@ -339,8 +292,8 @@ def flags_by_review_group() -> Mapping[str, str]:
                 continue
             if isinstance(entry, _Keys):
                 fields = attrs.fields_dict(tables[entry.table])
-                out.update({flag: review for name in entry.names
-                            for flag in slime_flag_names(fields[name].metadata["flag"])})
+                out.update({flag: review for name in entry.names for key_flag in key_flags(fields[name])
+                            for flag in slime_flag_names(key_flag)})
             elif entry.flag is not None:
                 out[entry.flag] = review
     return {**out, **RUNTIME_REVIEW}
@@ -353,7 +306,8 @@ def argv_titles() -> Mapping[str, str | None]:
 
 # The review groups of the flags train.sh (and the RayJob's entrypoint) add at run time (RuntimeArgs).
 RUNTIME_REVIEW = {"--custom-config-path": INTEGRATION, "--sglang-config": ROLLOUT, "--use-wandb": ENVIRONMENT,
-                  "--wandb-project": ENVIRONMENT, "--wandb-group": ENVIRONMENT, "--train-env-vars": ENVIRONMENT}
+                  "--wandb-project": ENVIRONMENT, "--wandb-group": ENVIRONMENT, "--train-env-vars": ENVIRONMENT,
+                  **dict.fromkeys(LAUNCH_FLAGS, MODEL)}  # [checkpoint]: which weights, decided at launch
 
 
 def flat_argv(model_args: ModelArgs, groups: tuple[ArgGroup, ...], spec: Spec) -> list[str]:

@@ -18,6 +18,7 @@ from .._slime.commit_facts import commit_facts
 from .._slime.verify_flags import verify_flags
 from .._spec import profiles
 from .._spec.flags import flags_in
+from .._spec.kuberay import written_when_set
 from .._spec.profiles import DEFAULT_INTEGRATION
 from .._spec.server_groups import SGLANG_CONFIG
 from .._spec.tables import Spec
@@ -254,6 +255,8 @@ WRITTEN_WHEN_SET: dict[str, dict[str, Any]] = {
     "weight_sync": {"disk_keep_files": False, "delta_keep_files": False, "release_train": False},
     "rollout": {"external_engine_addrs": [], "external": False, "sample_hook_paths": []},
     "train": {"balance_by_flops": False},
+    "checkpoint": {"resume": "auto", "load_optimizer": True, "load_rng": True},  # issue 16 (None-valued keys: unset)
+    "kuberay": written_when_set(),  # its pods, volumes and job settings (issue 18), by dotted key: "head.cpu"
 }
 # Tables added after bundles were first committed: left out of spec.toml while none of their keys is set.
 TABLES_WRITTEN_WHEN_SET = ("opd", "weight_sync")
@@ -264,8 +267,15 @@ def resolved_spec_data(spec: Spec, model_args: ModelArgs) -> dict[str, Any]:
     data = unstructure(resolved_spec(spec, model_args))
     for table, keys in WRITTEN_WHEN_SET.items():
         for key, default in keys.items():
-            if data[table].get(key, default) == default:
-                data[table].pop(key, None)
+            *inner, leaf = key.split(".")  # a key of a table inside the table ([kuberay.head] cpu)
+            nodes = [data[table]]
+            for name in inner:
+                nodes.append(nodes[-1].get(name, {}))
+            if nodes[-1].get(leaf, default) == default:
+                nodes[-1].pop(leaf, None)
+            for parent, name, node in reversed(list(zip(nodes[:-1], inner, nodes[1:], strict=True))):
+                if not node:  # a table left empty is left out
+                    parent.pop(name, None)
     for table in TABLES_WRITTEN_WHEN_SET:
         if not data.get(table, True):
             del data[table]

@@ -1,14 +1,24 @@
-"""rayjob.yaml for `acrl-compile --target kuberay`: a ConfigMap holding custom_config.yaml and a
-KubeRay RayJob (ray.io/v1) whose entrypoint runs the same slime command train.sh submits.
+"""rayjob.yaml for `acrl-compile --target kuberay`: a ConfigMap holding custom_config.yaml (and sglang_config.yaml)
+and a KubeRay RayJob (ray.io/v1) whose entrypoint runs the same slime command train.sh submits.
 
-The head runs no GPU work; one worker group holds the training actor's nodes (plus the rollout
-engines' nodes when they are not colocated), each with the spec's GPUs per node. Secrets reach the
-pods only as ``env[].valueFrom.secretKeyRef`` entries naming a Kubernetes Secret: no value is ever
-written into the file. Serialized with PyYAML, never assembled by hand.
+The head runs no GPU work; one worker group holds the nodes of slime's placement group as acrl's placement model
+lays it out (placement_spec.read: [cluster] num_nodes, or the fewest nodes of gpus_per_node GPUs that hold the
+group), one pod per node with the node's GPUs, so that Ray has exactly the GPUs, nodes and GPUs per node slime asks
+for. The pods are compiler/_pipeline/kuberay_pods.py. Serialized with PyYAML, never assembled by hand.
+
+Names. KubeRay derives the RayCluster's name from the RayJob's (``NAME-xxxxx``, utils/util.go:369-371 at v1.7.0),
+its head Service (``NAME-head-svc``, util.go:316-320) and the submitter Job (``NAME``, rayjob_controller.go:724),
+and refuses a RayJob name over 47 characters or not a DNS-1035 label (utils/validation.go:533-541, constant.go:375-381:
+53 for the cluster's ``-serve-svc`` suffix, less the 6 of ``-xxxxx``). The RayJob is named ``STEM-HASH``: STEM is the
+experiment id as a DNS-1035 label cut to 38 characters, HASH the first 8 hex digits of the sha256 of the experiment id
+and the documents themselves (drawn with a placeholder name): unique per bundle (two ids that share their first 38
+characters, or two bundles of one id that run anything differently, get different names), the same for the same
+bundle, so that `kubectl apply` of one bundle twice is one RayJob. The ConfigMap is ``NAME-config``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
@@ -18,21 +28,33 @@ from .._spec.server_groups import SGLANG_CONFIG
 from .._spec.tables import Spec
 from . import placement_spec
 from .argv import CUSTOM_CONFIG, actor_gpus, runtime_args
+from .kuberay_pods import CONFIG_MOUNT, ray_pod, submitter_pod
 from .render import comment_text, yaml_dumper  # comment_text: spec values on a comment line, escaped
 
-CONFIG_MOUNT = "/acrl/config"
-# Secrets the toolkit and slime read from the environment: AWS for the rollout integration's boto3
-# (unless the pods get a role another way, hence optional), W&B's key, and the spec's forwarded names.
-AWS_SECRET_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+__all__ = ["CONFIG_MOUNT", "DOCUMENT_MAX", "MAX_NAME", "documents_size", "entrypoint", "name_stem", "pythonpath",
+           "rayjob_documents", "rayjob_yaml", "worker_replicas"]
+
+MAX_NAME = 47  # KubeRay's MaxRayJobNameLength (constant.go:381 at v1.7.0)
+HASH_DIGITS = 8
+MANAGED_BY = {"app.kubernetes.io/managed-by": "acrl"}
+EXPERIMENT_ANNOTATION = "acrl/experiment-id"
+TTL_DEFAULT = 3600
+# The most bytes one document may have: `kubectl apply` (client-side) stores the whole object in the
+# kubectl.kubernetes.io/last-applied-configuration annotation, and an object's annotations may hold 256 KiB in all
+# (apimachinery api/validation/objectmeta.go: TotalAnnotationSizeLimitB); a ConfigMap's data may hold 1 MiB
+# (core/v1 validation: MaxSecretSize), and etcd takes 1.5 MiB per request. The smallest, less room for the object's
+# own annotations, bounds every document.
+DOCUMENT_MAX = 256 * 1024 - 4 * 1024
+_PLACEHOLDER = "acrl-name"
 
 
-def k8s_name(exp_id: str) -> str:
-    """A DNS-1035 label from the experiment id (KubeRay names the head Service after it): lowercase
-    letters, digits and '-', starting with a letter, at most 50 characters so KubeRay's suffixes fit."""
+def name_stem(exp_id: str, room: int = MAX_NAME - HASH_DIGITS - 1) -> str:
+    """The experiment id as the start of a DNS-1035 label (KubeRay names Services after the RayJob): lowercase
+    letters, digits and '-', starting with a letter, at most ``room`` characters."""
     name = re.sub(r"[^a-z0-9-]+", "-", exp_id.lower()).strip("-")
     if not name[:1].isalpha():
-        name = f"acrl-{name}"
-    return name[:50].rstrip("-")
+        name = f"acrl-{name}".rstrip("-")
+    return name[:room].rstrip("-")
 
 
 def worker_replicas(spec: Spec) -> int:
@@ -71,87 +93,95 @@ def pythonpath(spec: Spec) -> str:
     return ":".join([*spec.env.pythonpath_before_megatron, spec.slime.megatron_dir, *spec.env.pythonpath])
 
 
-def _secret_env(spec: Spec) -> list[dict[str, Any]]:
-    # With a service account (IRSA on EKS) AWS credentials come from its role: keys from the Secret would
-    # take precedence over it in boto3's credential chain, so none are referenced.
-    aws = () if spec.kuberay.service_account else AWS_SECRET_NAMES
-    names = [spec.wandb.key_env, *spec.env.forward, *aws]
-    unique = list(dict.fromkeys(names))
-    return [{"name": name, "valueFrom": {"secretKeyRef": {"name": spec.kuberay.secret, "key": name,
-                                                          "optional": True}}}
-            for name in unique]
+def _metadata(spec: Spec, name: str) -> dict[str, Any]:
+    k = spec.kuberay
+    return {"name": name, **({"namespace": k.namespace} if k.namespace else {}),
+            "labels": {**MANAGED_BY, **k.labels},
+            "annotations": {EXPERIMENT_ANNOTATION: spec.experiment.id, **k.annotations}}
 
 
-def _pod(spec: Spec, config_map: str | None, role: str, gpus: int) -> dict[str, Any]:
-    config = [{"name": "acrl-config", "mountPath": CONFIG_MOUNT, "readOnly": True}] if config_map else []
-    container: dict[str, Any] = {
-        "name": f"ray-{role}",
-        "image": spec.kuberay.image,
-        # [cluster] env first: the environment of the pod's Ray processes, as train.sh gives its head's
-        "env": [*({"name": name, "value": value} for name, value in spec.cluster.env.items()), *_secret_env(spec)],
-        "volumeMounts": [*config, {"name": "dshm", "mountPath": "/dev/shm"}],
+def _documents(spec: Spec, argv: list[str], files: dict[str, str], name: str) -> list[dict[str, Any]]:
+    k = spec.kuberay
+    config_map = f"{name}-config" if files else None
+    env_vars = {"PYTHONPATH": pythonpath(spec), "CUDA_DEVICE_MAX_CONNECTIONS": "1", **spec.env.vars}
+    gpus = spec.cluster.gpus_per_node
+    replicas = worker_replicas(spec)
+    ttl = k.ttl_seconds_after_finished if k.ttl_seconds_after_finished is not None else \
+        TTL_DEFAULT if k.shutdown_after_job_finishes else None
+    job: dict[str, Any] = {
+        "entrypoint": entrypoint(spec, argv),
+        "runtimeEnvYAML": json.dumps({"env_vars": env_vars}, sort_keys=True),  # JSON is YAML
+        "shutdownAfterJobFinishes": k.shutdown_after_job_finishes,
+        **({"ttlSecondsAfterFinished": ttl} if ttl is not None else {}),
+        **({"activeDeadlineSeconds": k.active_deadline_seconds} if k.active_deadline_seconds is not None else {}),
+        **({"preRunningDeadlineSeconds": k.pre_running_deadline_seconds}
+           if k.pre_running_deadline_seconds is not None else {}),
+        "backoffLimit": k.backoff_limit,
+        "submitterPodTemplate": submitter_pod(spec),
+        "rayClusterSpec": {
+            **({"rayVersion": k.ray_version} if k.ray_version else {}),
+            "headGroupSpec": {
+                "rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"},
+                "template": ray_pod(spec, "head", config_map, 0),
+            },
+            "workerGroupSpecs": [{
+                "groupName": "gpu",
+                "replicas": replicas, "minReplicas": replicas, "maxReplicas": replicas,
+                "rayStartParams": {"num-gpus": str(gpus)},
+                "template": ray_pod(spec, "worker", config_map, gpus),
+            }],
+        },
     }
-    if gpus:
-        container["resources"] = {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}}
-    account = {"serviceAccountName": spec.kuberay.service_account} if spec.kuberay.service_account else {}
-    return {"spec": {
-        **account,
-        "containers": [container],
-        "volumes": [*([{"name": "acrl-config", "configMap": {"name": config_map}}] if config_map else []),
-                    # sglang and NCCL need far more shared memory than a container's default 64 MiB
-                    {"name": "dshm", "emptyDir": {"medium": "Memory"}}],
-    }}
+    config = [] if config_map is None else [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata(spec, config_map), "data": files}]
+    return [*config, {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": _metadata(spec, name), "spec": job}]
 
 
 def rayjob_documents(spec: Spec, argv: list[str], custom_config: bytes | None,
                      sglang_config: bytes | None = None) -> list[dict[str, Any]]:
     """The ConfigMap (the custom config with integration "agentcore", the sglang config with [sglang.models]) and
-    the RayJob, as data."""
-    name = k8s_name(spec.experiment.id)
+    the RayJob, as data, named STEM-HASH (the module's docstring)."""
     files = {file: data.decode("utf-8") for file, data in ((CUSTOM_CONFIG, custom_config),
                                                            (SGLANG_CONFIG, sglang_config)) if data is not None}
-    config_map = f"{name}-config" if files else None
-    labels = {"app.kubernetes.io/managed-by": "acrl"}
-    namespace = {"namespace": spec.kuberay.namespace} if spec.kuberay.namespace else {}
-    env_vars = {"PYTHONPATH": pythonpath(spec), "CUDA_DEVICE_MAX_CONNECTIONS": "1", **spec.env.vars}
-    gpus = spec.cluster.gpus_per_node
-    replicas = worker_replicas(spec)
-    config = [] if not files else [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": config_map, **namespace, "labels": labels},
-         "data": files}]
-    return [
-        *config,
-        {"apiVersion": "ray.io/v1", "kind": "RayJob",
-         "metadata": {"name": name, **namespace, "labels": labels},
-         "spec": {
-             "entrypoint": entrypoint(spec, argv),
-             "runtimeEnvYAML": json.dumps({"env_vars": env_vars}, sort_keys=True),  # JSON is YAML
-             "shutdownAfterJobFinishes": True,
-             "ttlSecondsAfterFinished": 3600,
-             "rayClusterSpec": {
-                 "headGroupSpec": {
-                     "rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"},
-                     "template": _pod(spec, config_map, "head", 0),
-                 },
-                 "workerGroupSpecs": [{
-                     "groupName": "gpu",
-                     "replicas": replicas, "minReplicas": replicas, "maxReplicas": replicas,
-                     "rayStartParams": {"num-gpus": str(gpus)},
-                     "template": _pod(spec, config_map, "worker", gpus),
-                 }],
-             },
-         }},
-    ]
+    draft = _documents(spec, argv, files, _PLACEHOLDER)
+    material = json.dumps([spec.experiment.id, draft], sort_keys=True, ensure_ascii=False)
+    digest = hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_DIGITS]
+    return _documents(spec, argv, files, f"{name_stem(spec.experiment.id)}-{digest}")
+
+
+def document_bytes(document: Any) -> int:
+    """The bytes of a document as the API server and `kubectl apply` hold it (compact JSON)."""
+    return len(json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def documents_size(documents: list[dict[str, Any]]) -> list[tuple[str, int, list[tuple[str, int]]]]:
+    """Each document's kind, bytes and its largest parts, largest first: a ConfigMap's files, a RayJob's entrypoint,
+    runtime environment and pod templates."""
+    out = []
+    for doc in documents:
+        if doc["kind"] == "ConfigMap":
+            parts = [(f"data {file}", len(text.encode("utf-8", "surrogatepass"))) for file, text in doc["data"].items()]
+        else:
+            job, cluster = doc["spec"], doc["spec"]["rayClusterSpec"]
+            parts = [("entrypoint (the slime argv)", document_bytes(job["entrypoint"])),
+                     ("runtimeEnvYAML ([env] vars)", document_bytes(job["runtimeEnvYAML"])),
+                     ("head pod template", document_bytes(cluster["headGroupSpec"])),
+                     ("worker pod template", document_bytes(cluster["workerGroupSpecs"])),
+                     ("submitter pod template", document_bytes(job["submitterPodTemplate"]))]
+        out.append((doc["kind"], document_bytes(doc), sorted(parts, key=lambda p: -p[1])))
+    return out
 
 
 def rayjob_yaml(spec: Spec, argv: list[str], custom_config: bytes | None, sglang_config: bytes | None = None) -> bytes:
     """rayjob.yaml: ``kubectl apply -f rayjob.yaml`` creates the ConfigMap and starts the RayJob."""
     import yaml  # lazy: PyYAML is needed only for --target kuberay, after a spec compiled without errors
 
-    header = (f"# KubeRay RayJob of {comment_text(spec.experiment.id)}: {worker_replicas(spec)} worker pod(s) x "
-              f"{spec.cluster.gpus_per_node} GPU(s) ({actor_gpus(spec)} for the training actor).\n"
+    documents = rayjob_documents(spec, argv, custom_config, sglang_config)
+    name = documents[-1]["metadata"]["name"]
+    header = (f"# KubeRay RayJob {name} of {comment_text(spec.experiment.id)}: {worker_replicas(spec)} worker pod(s) "
+              f"x {spec.cluster.gpus_per_node} GPU(s) ({actor_gpus(spec)} for the training actor).\n"
               f"# Secrets come from the Secret '{comment_text(spec.kuberay.secret)}' (keys named as the variables).\n")
-    body = yaml.dump_all(rayjob_documents(spec, argv, custom_config, sglang_config),
-                         Dumper=yaml_dumper(block_multiline=True), sort_keys=False, allow_unicode=True,
+    body = yaml.dump_all(documents, Dumper=yaml_dumper(block_multiline=True), sort_keys=False, allow_unicode=True,
                          default_flow_style=False, width=100)
     return (header + body).encode("utf-8")
+

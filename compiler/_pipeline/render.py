@@ -24,6 +24,7 @@ from .._version import __version__
 from . import placement_spec
 from .argv import ArgGroup, runtime_args
 from .model_args.resolve import ModelArgs
+from .resume import resume_block
 
 if TYPE_CHECKING:
     import jinja2
@@ -35,7 +36,7 @@ TEMPLATE_VARIABLES = {
         "stop_stale_processes", "ray_stop_timeout", "start_ray_head", "head_gpus", "dashboard_port",
         "env_vars_json", "forward", "secret_policy_json", "forward_check", "dashboard_host", "head_port", "join",
         "num_nodes", "group_gpus", "node_ip_address", "ray_start_args", "node_env", "pythonpath_before",
-        "pythonpath_after", "custom_config", "sglang_config",
+        "pythonpath_after", "custom_config", "sglang_config", "resume",
     }),
     "join.sh.jinja": frozenset({
         "acrl_version", "exp_id", "num_nodes", "gpus_per_node", "head_port", "stop_stale_processes",
@@ -231,6 +232,7 @@ def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
         "node_env": list(c.env.items()),
         "pythonpath_before": spec.env.pythonpath_before_megatron,
         "pythonpath_after": spec.env.pythonpath,
+        "resume": resume_block(spec),  # None: no checkpoint directory, no checkpoint block
     })
 
 

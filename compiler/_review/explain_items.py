@@ -19,7 +19,8 @@ from .._pipeline.parse import KeyPath, SpecSource
 from .._spec import profiles
 from .._spec.flags import normalize_flag, parse_flags
 from .._spec.rollout_features import APPEND_FLAGS
-from .._spec.schema import custom_config_keys, toml_literal
+from .._spec.schema import custom_config_keys, plain, toml_literal
+from .._spec.setting import switch_for
 from .._spec.tables import Spec
 
 OriginKind = Literal["spec", "bundle", "set", "default", "profile", "derived", "model_args", "runtime", "unknown"]
@@ -93,7 +94,10 @@ def key_items(source: SpecSource, written: Spec, resolved: Spec, *, in_bundle: b
     integration, profile = resolved.experiment.integration, profiles.by_key()
     for path, value, field in _leaves(resolved, ()):
         name = ".".join(map(str, path))
-        origin = _key_origin(source, path, name, _lookup(written, path), value, in_bundle)
+        given = _lookup(written, path)
+        if isinstance(value, list) and any(attrs.has(type(v)) for v in value):  # an array of tables
+            value, given = plain(value), plain(given)  # as spec.toml holds it ([[kuberay.worker.tolerations]])
+        origin = _key_origin(source, path, name, given, value, in_bundle)
         if origin.kind == "default" and name in profile and integration != profiles.DEFAULT_INTEGRATION:
             # a value the slime or custom profile supplied (agentcore's are the keys' documented defaults)
             origin = Origin("profile", f"default of the {integration} integration profile ({profile[name].where})")
@@ -111,8 +115,15 @@ def _not_passed(field: attrs.Attribute[Any], value: Any) -> str:
     """Why the flag of a key is left out of train.sh, or "" when it is passed."""
     flag = field.metadata.get("flag")
     omit_if = field.metadata.get("omit_if", attrs.NOTHING)
+    if field.metadata.get("switches"):  # [checkpoint] load_optimizer, scheduler: the value picks a flag, or none
+        if switch_for(field, value) is not None:
+            return ""
+        return "no flag is passed while the key is unset" if value is None else \
+            f"no flag is passed at {toml_literal(value)}: slime's own default"
     if not flag:
         return ""
+    if field.metadata.get("at_launch") and value is not None:
+        return f"{flag} is passed by train.sh at launch, as its checkpoint check decides (docs/spec.md, Resuming)"
     if value is None:
         return f"{flag} is not passed while the key is unset: slime's own default applies"
     if value is False:
@@ -280,14 +291,35 @@ def _runtime_items(spec: Spec, keys: Mapping[str, Item]) -> list[Item]:
                              "train.sh: the bundle's sglang_config.yaml, written from [sglang.models]",
                              "slime's SGLang deployment: each model's server groups.", "sglang.models"))
     when = f"train.sh, only when ${env} is set at run time (wandb.key_env)"
-    if not run_time.wandb_enabled:
-        return items + _cuda_item(run_time)
+    if not run_time.wandb_enabled:  # then, as train.sh adds them: --train-env-vars, the checkpoint's
+        return items + _cuda_item(run_time) + _checkpoint_items(spec)
     items.append(runtime("--use-wandb", (), when, "Log to Weights & Biases.", "wandb.key_env"))
     for arg in run_time.wandb:
         key = keys[arg.origin]
         items.append(runtime(arg.flag, arg.values, f"{key.name} ({key.origin.text}); passed by {when}",
                              key.doc, key.name, "wandb.key_env"))
-    return items + _cuda_item(run_time)
+    return items + _cuda_item(run_time) + _checkpoint_items(spec)
+
+
+def _checkpoint_items(spec: Spec) -> list[Item]:
+    """The [checkpoint] flags train.sh adds at launch, as its checkpoint block decides (_pipeline/resume.py)."""
+    c = spec.checkpoint
+    if c.save is None and c.load is None:
+        return []
+    why = "train.sh at launch, when it finds a checkpoint to load"
+    out = [Item("--load", "flag", ("$FROM",), Origin("runtime", f"{why}: checkpoint.save's, else checkpoint.load's "
+                                                                "(checkpoint.resume)"),
+                "The checkpoint slime resumes from.", _RUNTIME_GROUP, ("checkpoint.save", "checkpoint.load",
+                                                                      "checkpoint.resume"))]
+    if c.ckpt_step is not None:
+        out.append(Item("--ckpt-step", "flag", ("$CKPT_STEP",), Origin("runtime", f"checkpoint.ckpt_step; {why} "
+                                                                                   "in the first launch's directory"),
+                        "The iteration to load.", _RUNTIME_GROUP, ("checkpoint.ckpt_step",)))
+    if c.start_rollout_id is not None:
+        out.append(Item("--start-rollout-id", "flag", ("$START_ROLLOUT_ID",), Origin(
+            "runtime", "checkpoint.start_rollout_id; train.sh at launch, unless it resumes the run's own save"),
+            "The first rollout id.", _RUNTIME_GROUP, ("checkpoint.start_rollout_id",)))
+    return out
 
 
 def _cuda_item(run_time: RuntimeArgs) -> list[Item]:

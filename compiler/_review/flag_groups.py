@@ -36,7 +36,7 @@ _NOT_WRITTEN = {
     ALGORITHM: "--gamma --lambd --loss-type --calculate-per-token-loss --use-rollout-logprobs",
     OPTIMIZER: "--min-lr --clip-grad --optimizer --use-distributed-optimizer",
     ROLLOUT: "--tool-key --apply-chat-template --partial-rollout",
-    MODEL: "--load --num-layers --hidden-size --ffn-hidden-size --num-attention-heads --group-query-attention "
+    MODEL: "--num-layers --hidden-size --ffn-hidden-size --num-attention-heads --group-query-attention "
            "--num-query-groups --kv-channels --swiglu --normalization --norm-epsilon --vocab-size "
            "--disable-bias-linear --add-qkv-bias --qk-layernorm --untie-embeddings-and-output-weights "
            "--use-rotary-position-embeddings --position-embedding-type --max-position-embeddings --seq-length "

@@ -38,6 +38,7 @@ class FlagKey:
     type: type
     default: Any  # attrs.NOTHING when the key is required
     omit_if: Any  # attrs.NOTHING when the flag is always passed
+    sets: Any = True  # a switch: the value it gives its key (--no-load-optim: [checkpoint] load_optimizer = false)
 
     @property
     def path(self) -> str:
@@ -46,6 +47,8 @@ class FlagKey:
     @property
     def optional(self) -> bool:
         """True when leaving the key out means leaving the flag out."""
+        if self.kind == "switch" and self.sets is not True:  # one of a key's switches: unset passes none
+            return True
         if self.default is None or self.default is False or self.default == {} or self.default == []:
             return True
         return self.omit_if is not attrs.NOTHING and self.omit_if == self.default
@@ -92,6 +95,11 @@ def flag_index() -> Mapping[str, FlagKey]:
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
                 default = default.factory(None) if default.takes_self else default.factory()
             out[flag] = FlagKey(flag, name, field.name, kind, base, default, field.metadata["omit_if"])
+        for field in attrs.fields(table):  # a key whose values pick switches ([checkpoint] scheduler)
+            default = field.default
+            for value, switch in (field.metadata.get("switches") or {}).items():
+                out[switch] = FlagKey(switch, name, field.name, "switch", _base_type(field.type), default,
+                                      attrs.NOTHING, value)
     for flag, table_name, key, base in _BY_HAND:
         field = attrs.fields_dict(table_types()[table_name])[key]
         out[flag] = FlagKey(flag, table_name, key, "scalar", base, field.default, attrs.NOTHING)
@@ -131,7 +139,7 @@ def coerce(key: FlagKey, words: Sequence[str]) -> Any:
     if key.kind == "switch":
         if words:
             raise CoerceError(f"{key.flag} is a switch, but it is followed by {len(words)} value(s)")
-        return True
+        return key.sets
     if key.kind == "pairs":
         if not words or len(words) % 2:
             raise CoerceError(f"{key.flag} needs name/path pairs, got {len(words)} word(s)")

@@ -1,6 +1,6 @@
 """The spec's tables about where and how the run is launched: the cluster and its roles, the slime checkout,
-the job's environment, CUDA pinning, W&B and the KubeRay RayJob. Same conventions as :mod:`.tables`, which
-re-exports them."""
+the job's environment, CUDA pinning and W&B (the KubeRay RayJob's table is :mod:`.kuberay`). Same conventions as
+:mod:`.tables`, which re-exports them."""
 
 from typing import Literal
 
@@ -122,22 +122,6 @@ class Env:
     pythonpath_before_megatron: list[str] = setting(factory=list, kind="path", doc=(
         "PYTHONPATH entries of the Ray job that come before Megatron-LM's, in order (a script's "
         "\"PYTHONPATH\": \"/root/slime:/root/Megatron-LM/\" is [\"/root/slime\"] here)."))
-
-@attrs.frozen(kw_only=True)
-class KubeRay:
-    """[kuberay]: the KubeRay RayJob that `acrl-compile --target kuberay` writes (rayjob.yaml)."""
-
-    image: str | None = setting(None, kind="name", doc=(
-        "Container image of the Ray head and workers, with slime (at slime.dir), Megatron-LM (at slime.megatron_dir), "
-        "sglang and the rollout integration installed. Required for --target kuberay."))
-    secret: str = setting("acrl-secrets", kind="name", doc=(
-        "Kubernetes Secret the job's secrets are read from, one key per variable (wandb.key_env, env.forward, "
-        "AWS_*); never inlined."))
-    namespace: str | None = setting(None, kind="name", doc=(
-        "Namespace of the ConfigMap and the RayJob (default: the one `kubectl apply` uses)."))
-    service_account: str | None = setting(None, kind="name", doc=(
-        "Service account of the Ray pods. On EKS, one annotated with an IAM role (IRSA) gives the job its AWS "
-        "credentials: the pods then read no AWS_* keys from the Secret."))
 
 @attrs.frozen(kw_only=True)
 class Slime:

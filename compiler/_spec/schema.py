@@ -30,6 +30,8 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # Not in JSON Schema: the slime flag a key maps to, and the value at which acrl leaves it out.
 FLAG_KEYWORD = "x-acrl-flag"
 OMIT_IF_KEYWORD = "x-acrl-omit-if"
+SWITCHES_KEYWORD = "x-acrl-switches"  # [[value, flag], ...]: the store-true flag each value passes (setting switches)
+AT_LAUNCH_KEYWORD = "x-acrl-at-launch"  # true: train.sh decides at launch whether the flag is passed
 CUSTOM_CONFIG_KEYWORD = "x-acrl-custom-config"  # the custom_config.yaml key the value is written to
 
 _PRIMITIVE = {bool: "boolean", int: "integer", float: "number", str: "string"}
@@ -143,6 +145,10 @@ def _property(field: attrs.Attribute[Any], name: str, written_to: Mapping[str, s
         out["default"] = default
     if meta.get("flag"):
         out[FLAG_KEYWORD] = meta["flag"]
+    if meta.get("switches"):
+        out[SWITCHES_KEYWORD] = [[value, flag] for value, flag in meta["switches"].items()]
+    if meta.get("at_launch"):
+        out[AT_LAUNCH_KEYWORD] = True
     if meta.get("omit_if", attrs.NOTHING) is not attrs.NOTHING:
         out[OMIT_IF_KEYWORD] = meta["omit_if"]
     if name in written_to:
@@ -198,14 +204,18 @@ def default_value(field: attrs.Attribute[Any]) -> Any:
     factory = getattr(default, "factory", None) if isinstance(default, attrs.Factory) else None  # type: ignore[arg-type]
     if factory is not None:
         default = factory(None) if default.takes_self else factory()  # the default of a table written empty
-    return default if default is attrs.NOTHING else _plain(default)
+    return default if default is attrs.NOTHING else plain(default)
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """``value`` as TOML/JSON data: a table (an attrs instance) as its keys with None left out, recursively."""
+    if attrs.has(type(value)):  # a table in a default ([kuberay.worker] tolerations): its keys, None left out
+        return {f.name: plain(getattr(value, f.name)) for f in attrs.fields(type(value))
+                if getattr(value, f.name) is not None}
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 

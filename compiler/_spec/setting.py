@@ -1,6 +1,7 @@
 """The vocabulary of the spec's tables (compiler/_spec/tables.py): the ``setting`` field constructor whose
 metadata is the one description of a key, the flag-value types and the enumerations of string keys."""
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
@@ -35,6 +36,19 @@ VISIBLE = rf"^[^\s{_HIDDEN}](?:[^{_HIDDEN}]*[^\s{_HIDDEN}])?(?![\s\S])"
 FUNCTION = r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?![\s\S])"
 
 
+def key_flags(field: "attrs.Attribute[Any]") -> tuple[str, ...]:
+    """Every flag a key can pass: its ``flag``, or the flags of its ``switches``."""
+    flag = field.metadata.get("flag")
+    return (flag,) if flag else tuple(dict.fromkeys((field.metadata.get("switches") or {}).values()))
+
+
+def switch_for(field: "attrs.Attribute[Any]", value: Any) -> str | None:
+    """The store-true flag a key of ``switches`` passes at ``value`` (None: no flag), the value's type included (a
+    0 is not false)."""
+    switches = field.metadata.get("switches") or {}
+    return next((flag for v, flag in switches.items() if v == value and type(v) is type(value)), None)
+
+
 def setting(
     default: Any = attrs.NOTHING,
     *,
@@ -46,13 +60,20 @@ def setting(
     lt: float | None = None,
     omit_if: Any = attrs.NOTHING,
     factory: Any = None,
+    switches: Mapping[Any, str] | None = None,
+    at_launch: bool = False,
     kind: Kind | None = None,
     key_kind: Kind | None = None,
 ) -> Any:
-    """An attrs field with acrl's metadata. Required when neither default nor factory is given. ``kind``: what a
+    """An attrs field with acrl's metadata. Required when neither default nor factory is given.
+
+    ``switches``: for a key whose values pick store-true flags instead of being a flag's value (``flag`` is then
+    None): value -> the flag that value passes; any other value passes none ([checkpoint] load_optimizer = false
+    passes --no-load-optim). ``at_launch``: train.sh, not the argv written at compile time, decides whether ``flag``
+    is passed ([checkpoint] load: only when the directory holds a checkpoint when train.sh runs). ``kind``: what a
     string value (each value of a table, each item of an array) holds; ``key_kind``: what a table key's names hold."""
-    metadata = {"doc": doc, "flag": flag, "ge": ge, "gt": gt, "le": le, "lt": lt, "omit_if": omit_if, "kind": kind,
-                "key_kind": key_kind}
+    metadata = {"doc": doc, "flag": flag, "ge": ge, "gt": gt, "le": le, "lt": lt, "omit_if": omit_if,
+                "switches": dict(switches or {}), "at_launch": at_launch, "kind": kind, "key_kind": key_kind}
     if factory is not None:
         return attrs.field(factory=factory, metadata=metadata)
     return attrs.field(default=default, metadata=metadata)

@@ -13,7 +13,9 @@ from typing import Any, Literal
 
 import attrs
 
-from .launch import MAX_NODE_GPUS, MAX_NODES, TOOLKIT_SLIME_COMMIT, Cluster, Cuda, Env, KubeRay, Slime, Wandb
+from .checkpoint import Checkpoint
+from .kuberay import KubeRay
+from .launch import MAX_NODE_GPUS, MAX_NODES, TOOLKIT_SLIME_COMMIT, Cluster, Cuda, Env, Slime, Wandb
 from .profiles import DEFAULT_INTEGRATION, TOOLKIT_REWARDS, TOOLKIT_ROLLOUT, Integration
 from .server_groups import SglangModel
 from .setting import (
@@ -34,7 +36,7 @@ from .training import Opd, WeightSync
 __all__ = ["MAX_NODES", "MAX_NODE_GPUS", "RUNTIME_ARN", "TOOLKIT_SLIME_COMMIT", "AgentCore", "Algorithm", "Checkpoint",
            "Cluster", "Cuda", "Data", "Env", "Eval", "Experiment", "Extra", "KubeRay", "Model", "Parallel",
            "Rollout", "Sglang", "Slime", "Spec", "Train", "Wandb"]
-__all__ += ["Opd", "WeightSync"]  # .training's tables
+__all__ += ["Opd", "WeightSync"]  # .training's tables (.checkpoint's: Checkpoint)
 
 DEFAULT_ROLLOUT_FUNCTION = TOOLKIT_ROLLOUT  # the agentcore profile's (profiles.py)
 DEFAULT_REWARD_POST_PROCESS = TOOLKIT_REWARDS
@@ -287,16 +289,6 @@ class Eval:
 
 
 @attrs.frozen(kw_only=True)
-class Checkpoint:
-    """[checkpoint]: saving. acrl never deletes or moves existing checkpoints."""
-
-    save: str | None = setting(None, doc="Megatron checkpoint directory.", flag="--save", kind="path")
-    save_interval: int | None = setting(None, doc="Save every N rollouts.", flag="--save-interval", ge=1)
-    save_hf: str | None = setting(None, doc="Hugging Face export path pattern (e.g. "
-                                            "/ckpt/hf/iter_{rollout_id}).", flag="--save-hf", kind="path")
-
-
-@attrs.frozen(kw_only=True)
 class Extra:
     """[extra]: escape hatch for any other slime / Megatron / sglang flag."""
 
@@ -325,7 +317,7 @@ class Spec:
     weight_sync: WeightSync = setting(factory=WeightSync, doc="Weight sync to the rollout engines; releasing the "
                                                               "training actors.")
     eval: Eval = setting(factory=Eval, doc="Periodic evaluation.")
-    checkpoint: Checkpoint = setting(factory=Checkpoint, doc="Saving.")
+    checkpoint: Checkpoint = setting(factory=Checkpoint, doc="Saving, resuming and continuing.")
     cuda: Cuda = setting(factory=Cuda, doc="CUDA toolkit pinning.")
     wandb: Wandb = setting(factory=Wandb, doc="Weights & Biases logging.")
     env: Env = setting(factory=Env, doc="Environment of the Ray job.")

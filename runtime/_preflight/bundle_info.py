@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import tomllib
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -30,6 +31,11 @@ class BundleInfo:
     # unverified, or where acrl had no facts of the slime commit when it compiled)
     megatron_commit: str | None = None
     sglang_version: str | None = None
+    resume: bool = False  # `acrl run --resume`: train.sh gets ACRL_RESUME=required (refuses to start from scratch)
+    runs_dir: Path | None = None  # where run records are (the checkpoint check finds the run that saved there)
+    # what the checks compute once and share (train.sh's argv, the datasets' fingerprints), under its own lock
+    memo: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
+    memo_lock: threading.Lock = attrs.field(factory=threading.Lock, eq=False, repr=False)
 
     def get(self, dotted: str, default: Any = None) -> Any:
         """A value of the resolved spec by dotted key (``slime.dir``), or ``default``."""
@@ -58,14 +64,16 @@ class BundleInfo:
 
 def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None,
                      modified: Collection[str] = (), files: Mapping[str, bytes] | None = None,
-                     manifest: Manifest | None = None) -> BundleInfo:
+                     manifest: Manifest | None = None, resume: bool = False,
+                     runs_dir: str | os.PathLike[str] | None = None) -> BundleInfo:
     """Read spec.toml, manifest.json and model_args.sh of the bundle directory ``path``.
 
     ``files``: the bundle's files as acrl.compiler.read_bundle read them, so that
     the checks see the bytes that were verified, not whatever is on disk a moment later.
     ``manifest``: the manifest as verified, when the bundle is intact (its bundle hash covers
     every field). Without it the manifest is not trusted: its derived section (the GPUs the
-    job needs) is computed from spec.toml instead, and left out when spec.toml is not a spec."""
+    job needs) is computed from spec.toml instead, and left out when spec.toml is not a spec.
+    ``resume``: `acrl run --resume`; ``runs_dir``: where the run records are."""
     where = Path(path)
 
     def text(name: str) -> str:
@@ -93,4 +101,5 @@ def read_bundle_info(path: str | os.PathLike[str], *, address: str | None = None
         derived = None if computed is None else Derived(**computed)
     tokens = tuple(token for _, words in segments for token in words)
     stack = (manifest.slime.megatron_commit, manifest.slime.sglang_version) if manifest is not None else (None, None)
-    return BundleInfo(where, spec, derived, tokens, address, tuple(sorted(modified)), *stack)
+    return BundleInfo(where, spec, derived, tokens, address, tuple(sorted(modified)), *stack, resume=resume,
+                      runs_dir=None if runs_dir is None else Path(runs_dir))

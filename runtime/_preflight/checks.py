@@ -1,7 +1,8 @@
 """Preflight: the checks `acrl run` makes before anything is launched.
 
 Each check is a plain function of the bundle (:class:`BundleInfo`) that returns a one-line detail
-when it passes and raises CheckFailed / CheckSkipped otherwise (runtime/_preflight/outcome.py). Checks are
+when it passes and raises CheckFailed / CheckSkipped / CheckWarning otherwise (runtime/_preflight/outcome.py;
+a warning is a row to read, not a failure: the run goes on). Checks are
 registered in :data:`CHECKS`, by name, with the names of the checks they need: a check runs only
 once those passed, and checks that need nothing of each other run in parallel. To add a check,
 write the function and add one ``Check(...)`` line to CHECKS (or call :func:`register`).
@@ -9,12 +10,11 @@ write the function and add one ``Check(...)`` line to CHECKS (or call :func:`reg
 
 from __future__ import annotations
 
-import errno
+import hashlib
 import importlib.util
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import time
@@ -29,7 +29,6 @@ from acrl.compiler import (
     UsageError,
     compare_model_args,
     derive_model_args,
-    file_kind,
     read_input,
     redact,
     without_credentials,
@@ -38,13 +37,17 @@ from acrl.compiler import (
 from . import aws as _aws
 from .bundle_info import BundleInfo
 from .bundle_info import read_bundle_info as read_bundle_info  # the preflight API: read the bundle, then run_preflight
+from .checkpoint import check_checkpoint
 from .engines import check_external_engines
+from .fingerprint import open_regular, remember
 from .opd_teacher import check_opd_teacher
-from .outcome import CheckFailed, CheckSkipped
+from .outcome import CheckFailed, CheckSkipped, CheckWarning
 from .python import check_rollout_modules, check_slime_parser_of_bundle
 from .stack import check_megatron, check_sglang, check_slime
+from .wandb_key import check_wandb
 
-Status = Literal["passed", "failed", "skipped"]
+Status = Literal["passed", "failed", "skipped", "warning"]
+PASSING = ("passed", "warning")  # what a check that needs another accepts of it
 BAD_LINES_SHOWN = 5
 
 
@@ -128,21 +131,23 @@ LINE_LIMIT = 64 << 20  # the longest dataset line read whole (/dev/zero, or a fi
 
 def scan_jsonl(path: Path, prompt_key: str = "prompt", metadata_key: str = "metadata",
                keep: int = BAD_LINES_SHOWN) -> tuple[int, list[tuple[int, str]], int]:
-    """Stream ``path`` line by line: (lines, the first ``keep`` bad lines with why, bad lines)."""
-    count = bad_count = 0
+    """Stream ``path`` line by line: (lines, the first ``keep`` bad lines with why, bad lines). What it read is
+    hashed on the way, for the run record's fingerprint of the file (fingerprint.py)."""
+    count = bad_count = size = 0
     bad: list[tuple[int, str]] = []
     decode = json.JSONDecoder().decode
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO never makes it wait for a writer
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, f"not a regular file ({file_kind(mode)})")
+    digest = hashlib.sha256()
+    fd, before = open_regular(path)
     with os.fdopen(fd, "rb") as lines:
         while raw := lines.readline(LINE_LIMIT + 1):
             count += 1
+            digest.update(raw)
+            size += len(raw)
             if len(raw) > LINE_LIMIT:
                 while raw and not raw.endswith(b"\n"):  # the rest of the line, a chunk at a time
                     raw = lines.readline(LINE_LIMIT)
+                    digest.update(raw)
+                    size += len(raw)
                 why: str | None = f"too large: a line over {LINE_LIMIT >> 20} MiB"
             else:
                 why = _bad_line(raw, decode, prompt_key, metadata_key)
@@ -150,6 +155,7 @@ def scan_jsonl(path: Path, prompt_key: str = "prompt", metadata_key: str = "meta
                 bad_count += 1
                 if len(bad) < keep:
                     bad.append((count, why))
+        remember(path, before, os.fstat(lines.fileno()), size, digest.hexdigest())
     return count, bad, bad_count
 
 
@@ -266,6 +272,8 @@ CHECKS: list[Check] = [
     Check("opd-teacher", check_opd_teacher, ("bash",)),
     Check("model", check_model),
     Check("datasets", check_datasets),
+    Check("wandb", check_wandb),
+    Check("checkpoint", check_checkpoint),
     Check("gpus", check_gpus),
     Check("cuda-home", check_cuda_home),
     Check("aws-identity", check_aws_identity),
@@ -306,6 +314,8 @@ def run_check(check: Check, info: BundleInfo) -> Result:
         status, detail, hint = "failed", exc.message, exc.hint
     except CheckSkipped as exc:
         status, detail, hint = "skipped", exc.reason, ""
+    except CheckWarning as exc:
+        status, detail, hint = "warning", exc.message, exc.hint
     except Exception as exc:
         status, detail, hint = "failed", f"{type(exc).__name__}: {exc}", "this is a bug in the check; report it"
     # whatever a check reports (an address, a tool's message), a user:password or a token in it is shown as ***
@@ -329,7 +339,7 @@ def run_preflight(info: BundleInfo, skip: Collection[str] = (), checks: Sequence
         while pending or running:
             for check in list(_ready(pending, results)):
                 pending.remove(check)
-                blocked = [n for n in check.needs if n in results and results[n].status != "passed"]
+                blocked = [n for n in check.needs if n in results and results[n].status not in PASSING]
                 if blocked:
                     results[check.name] = Result(check.name, "skipped", f"needs {', '.join(blocked)}, which did "
                                                  "not pass")
@@ -365,6 +375,8 @@ def format_table(results: Sequence[Result]) -> str:
             lines.append(f"{'':<{width}}  {'':<7}  {'':>7}  fix: {r.hint}")
     passed = sum(r.status == "passed" for r in results)
     failed = sum(r.status == "failed" for r in results)
-    skipped = len(results) - passed - failed
-    lines.append(f"preflight: {passed} passed, {failed} failed, {skipped} skipped")
+    warned = sum(r.status == "warning" for r in results)
+    skipped = len(results) - passed - failed - warned
+    lines.append(f"preflight: {passed} passed, {failed} failed, {skipped} skipped"
+                 + (f", {warned} warning{'s' if warned > 1 else ''}" if warned else ""))
     return "\n".join(lines)

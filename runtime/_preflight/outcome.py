@@ -23,3 +23,13 @@ class CheckSkipped(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class CheckWarning(Exception):
+    """A preflight check passed with a warning: the run goes on, but ``message`` is worth reading before it does
+    (the table shows a "warning" row, with ``hint``); not a failure, so nothing is stopped."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint

@@ -37,16 +37,27 @@ FUNCTION_KEYS = (
 
 
 def train_sh_env(info: BundleInfo) -> dict[str, str]:
-    """The environment `acrl run` gives train.sh (--address reaches it as ACRL_RAY_ADDRESS)."""
+    """The environment `acrl run` gives train.sh (--address reaches it as ACRL_RAY_ADDRESS; --resume as
+    ACRL_RESUME=required, which makes train.sh refuse to start when there is no checkpoint to resume)."""
     env = dict(os.environ)
     if info.address:
         env["ACRL_RAY_ADDRESS"] = info.address
+    if info.resume:
+        env["ACRL_RESUME"] = "required"
     return env
 
 
 def entrypoint_argv(info: BundleInfo) -> list[str]:
     """The exact command train.sh would submit (``python3 ENTRYPOINT FLAGS...``), as train.sh prints
-    it with ACRL_PRINT_ARGV=1, before it touches any process or Ray."""
+    it with ACRL_PRINT_ARGV=1, before it touches any process or Ray. Read once per bundle: the checks
+    that need it and the run record share it (``info.memo``)."""
+    with info.memo_lock:
+        if "argv" not in info.memo:
+            info.memo["argv"] = _entrypoint_argv(info)
+        return list(info.memo["argv"])
+
+
+def _entrypoint_argv(info: BundleInfo) -> list[str]:
     edited = sorted({"train.sh", "model_args.sh", "manifest.json"} & set(info.modified))
     if edited:  # a train.sh edited by hand may not honour ACRL_PRINT_ARGV: running it could launch the job
         raise CheckSkipped(f"{', '.join(edited)} modified (--allow-modified): train.sh is not run to read its argv")
@@ -60,6 +71,10 @@ def entrypoint_argv(info: BundleInfo) -> list[str]:
     words = out.stdout.split(b"\0")
     if out.returncode != 0 or len(words) < 3 or words[-1] != b"":
         err = out.stderr.decode("utf-8", "replace").strip().splitlines()
+        errors = [line for line in err if line.startswith("acrl: error: ")]
+        if out.returncode == 2 and errors:  # its checkpoint block refused to start (the checkpoint row says why)
+            raise CheckFailed(f"train.sh refuses to start (exit 2): {errors[-1].removeprefix('acrl: error: ')}",
+                              "see the checkpoint check's row for the fix")
         raise CheckFailed(f"train.sh did not print its argv (exit {out.returncode}"
                           f"{': ' + err[-1] if err else ''})",
                           "compile the bundle again with this acrl (ACRL_PRINT_ARGV is new in train.sh)")

@@ -3,7 +3,7 @@ kept in the order of ``ORDER`` (docs/rules.md and the diagnostics come out in th
 ``validate`` runs them and points each finding at the spec; ``spec_secrets`` masks what looks
 secret in every message. The rules themselves live one module per id prefix: parallel (P),
 batch (B), algorithm (A), eval (E), integration (I), toolkit (T), flags (F), secrets (S), kuberay (K), model (M),
-launch (L), server groups (G), training features (N), rollout features (R).
+launch (L), server groups (G), training features (N), rollout features (R), checkpoints and resuming (H).
 
 Each rule has a stable id, a severity, the spec keys it concerns (the message points at the first
 one the spec wrote), and a check that yields findings with a fix hint. Sources: what slime,
@@ -51,11 +51,14 @@ ORDER = (
     "ACRL-T001", "ACRL-T002", "ACRL-T003", "ACRL-T004", "ACRL-T005",
     "ACRL-N001", "ACRL-N002", "ACRL-N003", "ACRL-N004", "ACRL-N005", "ACRL-N006", "ACRL-N007", "ACRL-N008",
     "ACRL-N009", "ACRL-N010", "ACRL-N011", "ACRL-N012", "ACRL-N013",
+    "ACRL-H001", "ACRL-H002", "ACRL-H003", "ACRL-H004", "ACRL-H005", "ACRL-H006", "ACRL-H007", "ACRL-H008",
+    "ACRL-H009", "ACRL-H010", "ACRL-H011", "ACRL-H012", "ACRL-H013",
     "ACRL-M009",
     "ACRL-F001", "ACRL-F002", "ACRL-F003", "ACRL-F004", "ACRL-F005", "ACRL-F006", "ACRL-F007", "ACRL-F008",
     "ACRL-F009", "ACRL-F010", "ACRL-F011",
     "ACRL-S001", "ACRL-S002", "ACRL-S003", "ACRL-S004",
-    "ACRL-K001",
+    "ACRL-K001", "ACRL-K002", "ACRL-K003", "ACRL-K004", "ACRL-K005", "ACRL-K006", "ACRL-K007", "ACRL-K008",
+    "ACRL-K009", "ACRL-K010", "ACRL-K011", "ACRL-K012",
     "ACRL-M001", "ACRL-M002", "ACRL-M003", "ACRL-M004", "ACRL-M005", "ACRL-M006", "ACRL-M007", "ACRL-M008",
 )
 _POSITION = {rule_id: i for i, rule_id in enumerate(ORDER)}
@@ -273,7 +276,7 @@ def _expanded(name: str) -> tuple[tuple[str | int, ...], ...]:
         return tuple(_path(k) for k in placement_spec.READS)
     if name == ARGV:
         flags = {f"{t}.{f.name}" for t, cls in table_types().items() for f in attrs.fields(cls)
-                 if f.metadata.get("flag")}
+                 if f.metadata.get("flag") or f.metadata.get("switches")}
         return tuple(_path(k) for k in sorted(flags | set(placement_spec.READS) | set(_ARGV_READS)))
     return ((name,),) if name.startswith("(") else (_path(name),)
 

@@ -147,7 +147,7 @@ def _line(owner: FlagKey, words: list[str] | None) -> str | None:
     """``[train] lr = 2e-06``: the key set to what the flag's ``words`` pass, where they are its value (a switch's
     false value: false); None where they are not."""
     if words is None:
-        value: object = False if owner.kind == "switch" else None
+        value: object = False if owner.kind == "switch" and owner.sets is True else None  # not --no-load-optim's
     else:
         try:
             value = coerce(owner, words)
