@@ -62,6 +62,9 @@ class UsageError(AcrlError):
     exit_code = 2
 
 
+SHOWN_LINE = 160  # the most characters of a spec's line an error shows
+
+
 @attrs.frozen
 class Diagnostic:
     """One problem found in a spec: an error or a warning, with where it is and how to fix it."""
@@ -96,8 +99,10 @@ class Diagnostic:
         rule = f" ({self.rule})" if self.rule else ""
         out = [f"{head}: {redact(self.message, code=False)}{rule}"]
         if self.source_line and self.line is not None:
-            out.append(f"  {self.line:>4} | {redact(self.source_line)}")
-            if self.column:
+            line = self.source_line  # a line of 100 KB is shown cut: the message stays readable
+            shown = line if len(line) <= SHOWN_LINE else line[:SHOWN_LINE - 3] + "..."
+            out.append(f"  {self.line:>4} | {redact(shown)}")
+            if self.column and self.column <= len(shown):
                 out.append("       | " + " " * (self.column - 1) + "^")
         if self.hint:
             out.append(f"  fix: {redact(self.hint, code=False)}")

@@ -388,6 +388,7 @@ def test_a_mistake_s_message_passes_the_rubric(mistake: Mistake, tmp_path: Path)
     error = errors_of(text, tmp_path)
     assert grade(mistake, text, error.diagnostics[0]) == []
     assert "Traceback" not in str(error)
+    assert max(len(line) for line in str(error).splitlines()) <= 600  # a 100 KB line is shown cut
 
 
 def test_the_rubric_fails_a_message_in_python_s_words(tmp_path: Path) -> None:

@@ -184,10 +184,10 @@ def overrides_for(choice: Mapping[str, Any], text: str) -> dict[str, Any]:
     if choice["env"]:
         out["env"] = {"vars": {"MY_VAR": text}, "forward": ["HF_HOME"]}
     if choice["checkpoint"]:
-        out["checkpoint"] = {"save": f"/ckpt/{text}", "save_interval": 2}
+        out["checkpoint"] = {"save": f"/ckpt/{named}", "save_interval": 2}
     if choice["checkpoint"] == "continuation":
         out["experiment"] = {"num_rollout": 20}
-        out["checkpoint"].update(load=f"/other/{text}", ckpt_step=3, start_rollout_id=4, scheduler="override")
+        out["checkpoint"].update(load=f"/other/{named}", ckpt_step=3, start_rollout_id=4, scheduler="override")
     return out
 
 
