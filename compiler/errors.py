@@ -141,11 +141,16 @@ class SpecError(AcrlError):
 
 
 class BundleExistsError(AcrlError):
-    """The output directory holds something that differs from what the spec compiles to."""
+    """The output directory holds something a compile will not replace: a bundle modified by hand or
+    another spec's (``forceable``: --force replaces it), or what is no bundle at all. Exit status 3,
+    apart from an invalid spec's 1: nothing was written, and the spec may well be valid."""
 
-    def __init__(self, *, path: str, reason: str) -> None:
+    exit_code = 3
+
+    def __init__(self, *, path: str, reason: str, forceable: bool = True) -> None:
         super().__init__(f"{path}: {reason}; not overwritten.",
-                         hint="pass --force to replace it, or choose another directory with -o.")
+                         hint="pass --force to replace it, or choose another directory with -o." if forceable else
+                         "choose another directory with -o.")
 
 
 class BundleWriteError(AcrlError):

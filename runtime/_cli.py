@@ -37,8 +37,8 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("bundle", metavar="BUNDLE", help="a bundle directory (bundles/<exp_id>)")
     run.add_argument("--dry-run", action="store_true",
                      help="verify and run the checks, print the command; run nothing, record nothing")
-    run.add_argument("--skip", action="append", default=[], metavar="CHECK",
-                     help="skip the preflight check CHECK (repeatable; e.g. --skip gpus)")
+    run.add_argument("--skip", action="append", default=[], metavar="CHECK[,CHECK]",
+                     help="skip these preflight checks (comma-separated or repeated; e.g. --skip gpus,aws)")
     run.add_argument("--allow-modified", action="store_true",
                      help="run a bundle whose files differ from its manifest (recorded in run.json)")
     run.add_argument("--address", metavar="ADDR",
@@ -65,6 +65,19 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
     runs.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
     runs.set_defaults(run=_run_runs)
     _add_record_commands(commands)
+    for name, lines in _EXAMPLES.items():  # every --help ends with examples (tests/test_cli_examples.py)
+        commands.choices[name].epilog = "\n".join(["examples:", *(f"  {line}" for line in lines)])
+
+
+_B = "bundles/gsm8k-qwen2.5-3b-smoke/"
+_EXAMPLES = {
+    "run": (f"acrl run {_B} --dry-run    # verify and check; run nothing",
+            f"ACRL_RAY_ADDRESS=http://head:8265 acrl run {_B} --skip gpus"),
+    "runs": ("acrl runs", "acrl runs --runs-dir /shared/runs --json"),
+    "status": ("acrl status 20260101T120000Z-1a2b3c", "acrl status gsm8k-qwen2.5-3b-smoke/1a2b3c --json"),
+    "logs": ("acrl logs 1a2b3c --follow", "acrl logs gsm8k-qwen2.5-3b-smoke/1a2b3c > job.log"),
+    "diff": ("acrl diff bundles/old/ spec.toml --format markdown", "acrl diff RUN_A RUN_B     # what two runs ran"),
+}
 
 
 _RUN_HELP = ("a run id (or its first or last characters) under --runs-dir, EXP_ID/RUN_ID, a "
@@ -119,7 +132,8 @@ def _add_record_commands(commands: argparse._SubParsersAction[Any]) -> None:
 def _run_run(args: argparse.Namespace) -> int:
     from ._run import RunOptions, run_bundle  # lazy: the executor (attrs, verify, preflight) is not for `acrl --help`
 
-    return run_bundle(RunOptions(args.bundle, dry_run=args.dry_run, skip=tuple(args.skip),
+    skip = tuple(name.strip() for words in args.skip for name in words.split(",") if name.strip())
+    return run_bundle(RunOptions(args.bundle, dry_run=args.dry_run, skip=skip,
                                  allow_modified=args.allow_modified, address=args.address, runs_dir=args.runs_dir,
                                  expect_hash=args.expect_hash, resume=args.resume))
 
@@ -166,13 +180,16 @@ def _run_diff(args: argparse.Namespace) -> int:
     if not (looks_like_record(args.a) or looks_like_record(args.b)):
         code: int = args.bundle_diff(args)
         return code
-    from acrl.compiler import AcrlError, format_diff  # lazy: the compiler's diff reader, for this command only
+    from acrl.compiler import AcrlError, UsageError, format_diff  # lazy: the compiler's diff reader, for this only
 
     from ._record_diff import diff_runs  # lazy: `acrl --help` does not pay for it
 
     args.json = args.format == "json"  # errors as JSON too
+    if args.overrides and not any(path.endswith(".toml") for path in (args.a, args.b)):  # as the compiler's diff
+        raise UsageError("acrl diff: --set applies to a spec (.toml), and neither A nor B is one",
+                         hint="give a spec on one side, e.g. acrl diff RUN spec.toml --set KEY=VALUE")
     try:
-        result = diff_runs(args.a, args.b, args.runs_dir)
+        result = diff_runs(args.a, args.b, args.runs_dir, overrides=args.overrides)
     except AcrlError as exc:  # as acrl diff (diff(1)): 2 is trouble, 1 is "different"
         raise exc.evolve(exit_code=2) from exc.__cause__
     if args.format == "json":

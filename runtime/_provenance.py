@@ -63,7 +63,9 @@ def inputs(info: BundleInfo) -> list[_records.InputFile]:
         try:
             size, digest, why = fingerprint(path)
         except OSError as exc:
-            where = f" (the job runs on {info.cluster_address})" if info.cluster_address else ""
+            # the address as every record shows it: without a user:password (ACRL_RAY_ADDRESS may hold one)
+            shown = _records.public_address(info.cluster_address)
+            where = f" (the job runs on {shown})" if shown else ""
             found.append(_records.InputFile(key, str(path), error=f"not readable on the launching machine{where}: "
                                             f"{exc.strerror or exc}"))
             continue

@@ -63,10 +63,11 @@ class Side:
     missing: Mapping[str, str] = attrs.Factory(dict)  # part -> why it is None (NOT_RECORDED, NOT_SEEN, NOT_WRITTEN)
 
 
-def diff_runs(a: str, b: str, runs_dir: str = "runs") -> BundleDiff:
-    """The diff of ``a`` and ``b``, each a run (see _run_ref) or, for one of them, a bundle or spec."""
-    left = record_side(a, runs_dir) if looks_like_record(a) else bundle_side(a)
-    right = record_side(b, runs_dir) if looks_like_record(b) else bundle_side(b)
+def diff_runs(a: str, b: str, runs_dir: str = "runs", overrides: Sequence[str] = ()) -> BundleDiff:
+    """The diff of ``a`` and ``b``, each a run (see _run_ref) or, for one of them, a bundle or spec (compiled
+    with ``overrides``, `--set KEY=VALUE`)."""
+    left = record_side(a, runs_dir) if looks_like_record(a) else bundle_side(a, overrides)
+    right = record_side(b, runs_dir) if looks_like_record(b) else bundle_side(b, overrides)
     return compare(left, right)
 
 
@@ -110,8 +111,8 @@ def side_of_record(label: str, record: Mapping[str, Any]) -> Side:
     return Side(label, parts, True, stack=parts["stack"], missing=missing)
 
 
-def bundle_side(path: str) -> Side:
-    launch = launch_of(path)
+def bundle_side(path: str, overrides: Sequence[str] = ()) -> Side:
+    launch = launch_of(path, overrides)
     parts: dict[str, Mapping[str, Any] | None] = {
         "bundle": {"exp_id": launch.exp_id, "bundle_hash": launch.bundle_hash}, "flags": dict(launch.flags),
         "runtime_env": dict(launch.env_vars), "target": dict(launch.target)}

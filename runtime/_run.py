@@ -98,10 +98,12 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     print(_preflight.format_table(results), file=out)
     failed = [r.name for r in results if r.status == "failed"]
     if failed:
-        # train.sh's own refusal (its checkpoint block) fails slime-parser too: the check to name is the checkpoint's
-        named = "checkpoint" if "checkpoint" in failed else failed[0]
+        # Every failed check is named: skipping one leaves the others failing (train.sh's own refusal, its
+        # checkpoint block, fails slime-parser too, so a failed checkpoint check comes first).
+        named = sorted(failed, key=lambda name: name != "checkpoint")
         raise PreflightFailed(f"preflight failed ({', '.join(failed)}): nothing was run",
-                              hint=f"fix what the table says, or skip a check with --skip {named}")
+                              hint="fix what the table says, or skip " + ("them" if len(named) > 1 else "it") + ": " +
+                              " ".join(f"--skip {name}" for name in named))
     exp_id = bundle.exp_id  # one safe path component: read_manifest checked it
     run_id = _records.new_run_id()  # --dry-run's; a run takes the first free one (_records.new_run_dir)
     train_sh = str(Path(options.bundle) / "train.sh")
@@ -182,6 +184,8 @@ def _finish_record(run_dir: Path, record: _records.RunRecord, outcome: Outcome, 
         path = f"not written ({exc.strerror or exc})"
         _say(f"acrl: error: cannot write the final record {run_dir / _records.RECORD}: {exc.strerror or exc}")
     _say_to(out, f"run {record.run_id} {status} (exit status {code}); record: {path}")
+    if outcome.details:  # Ray's whole output of a failed ray command, kept off the terminal (runtime/_stream.py)
+        _say_to(out, f"run {record.run_id}: Ray's whole output is in {run_dir / _records.LOG}")
     if may_run:
         _say_to(out, f"run {record.run_id}: {record.note}")
 

@@ -1,7 +1,9 @@
 """How `acrl run` runs train.sh: in its own process group, its output copied as it comes to the terminal and
 to train.log, signals forwarded once and escalated (runtime/_run.py says the policy), and the machine-readable
 lines train.sh writes for the record (``acrl-resume: {json}``: how the launch decided to load a checkpoint)
-picked out of the output on the way.
+picked out of the output on the way. What train.sh puts between ``acrl-detail: begin`` and ``acrl-detail: end``
+lines (Ray's whole output of a failed ray command, a traceback of a hundred lines, before train.sh's one-line
+summary of it) goes to train.log only.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ KILL_AFTER_S = 5.0  # from SIGTERM to the group to SIGKILL
 RESUME_MARKER = "acrl-resume: "  # train.sh's decision about loading a checkpoint, as JSON after it
 MARKERS = (RESUME_MARKER,)  # train.sh's lines for the record: the first of each is kept (Outcome.marked)
 MARKED_LINE_LIMIT = 64 << 10  # a longer line is not one of train.sh's marked lines
+DETAIL_BEGIN, DETAIL_END = b"acrl-detail: begin", b"acrl-detail: end"  # train.sh's ray_failed: for train.log only
 
 
 @attrs.define
@@ -38,6 +41,7 @@ class Outcome:
     log_error: str | None = None  # why train.log stopped being written (the terminal still got all)
     error: str | None = None  # acrl's own failure while running it
     marked: dict[str, str] = attrs.Factory(dict)  # MARKERS -> the rest of the first line that holds it
+    details: int = 0  # blocks of detail kept in train.log and not shown on the terminal
 
 
 def child_signals() -> None:
@@ -102,7 +106,7 @@ def run_streamed(command: Sequence[str], env: dict[str, str], log: IO[bytes], ou
             time.sleep(0.1)
         code = proc.wait()
         return Outcome(128 - code if code < 0 else code, cancelled=bool(state.signals), escalated=state.level > 0,
-                       log_error=copy.log_error, marked=copy.finish())
+                       log_error=copy.log_error, marked=copy.finish(), details=copy.details.blocks)
     finally:
         if state.proc is not None:
             if state.proc.poll() is None:  # acrl's own failure: train.sh's trap stops the job
@@ -178,6 +182,7 @@ class _Copy:
         self.marked: dict[str, str] = {}
         self.partial = b""  # the line being written, for the marked lines (bounded: MARKED_LINE_LIMIT)
         self.skipping = False  # within a line longer than that
+        self.details = DetailFilter()
 
     def finish(self) -> dict[str, str]:
         """The marked lines seen (a last line without its newline included)."""
@@ -212,7 +217,8 @@ class _Copy:
                 self.log = None
                 self.log_error = f"cannot write {LOG}: {exc.strerror or exc}"
                 _say(f"acrl: warning: {self.log_error}; the output goes on to the terminal only")
-        if self.out is not None:
+        chunk = self.details.feed(chunk)
+        if self.out is not None and chunk:
             try:
                 if self.sink is not None:
                     self.out.flush()
@@ -223,6 +229,40 @@ class _Copy:
                     self.out.flush()
             except OSError:  # BrokenPipeError, or EIO from a closed terminal
                 self.out = None
+
+
+class DetailFilter:
+    """What of train.sh's output the terminal gets: all of it as it comes, except the lines from one starting with
+    DETAIL_BEGIN to one starting with DETAIL_END, both included. Only the start of a line that may still become the
+    awaited marker is held back, until its next bytes say."""
+
+    def __init__(self) -> None:
+        self.held = b""  # the start of a line, not yet known to be a marker or not
+        self.inside = False  # within a detail block
+        self.line_start = True  # the next byte starts a line
+        self.dropping = False  # the rest of the current line is not shown (a marker line's, or one in a block)
+        self.blocks = 0
+
+    def feed(self, chunk: bytes) -> bytes:
+        shown = bytearray()
+        data, self.held = self.held + chunk, b""
+        while data:
+            if self.line_start:
+                marker = DETAIL_END if self.inside else DETAIL_BEGIN
+                if len(data) < len(marker) and marker.startswith(data):
+                    self.held = data
+                    break
+                is_marker = data.startswith(marker)
+                if is_marker:
+                    self.inside = not self.inside
+                    self.blocks += self.inside
+                self.dropping = self.inside or is_marker
+            end = data.find(b"\n")
+            line, data = (data, b"") if end < 0 else (data[:end + 1], data[end + 1:])
+            if not self.dropping:
+                shown += line
+            self.line_start = end >= 0
+        return bytes(shown)
 
 
 def _say_to(out: IO[str], message: str) -> None:

@@ -28,6 +28,9 @@ def test_compile_writes_the_bundle_and_prints_its_hash(tmp_path: Path, capsys: p
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert code == 0
     assert out == f"created {tmp_path / 'b'}{os.sep}  bundle sha256:{manifest['bundle_hash']}\n"
+    assert err == ""  # the compile's notes only with --verbose
+    code, out, err = run(capsys, str(SMOKE), "-o", str(tmp_path / "b"), "--verbose")
+    assert out.startswith("unchanged ")
     assert err.startswith("note: flags checked against acrl's facts of slime fa3c990 (generated from its code and "
                           "Megatron-LM's, python -m acrl.compiler._slime.flag_facts)")  # a note's wording (golden)
 
@@ -93,20 +96,23 @@ def test_strict_turns_warnings_into_errors(write_spec: SpecWriter, tmp_path: Pat
     assert not (tmp_path / "s").exists()
 
 
-def test_existing_bundles_are_kept_unless_forced(write_spec: SpecWriter, tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_another_specs_bundle_is_kept_unless_forced(write_spec: SpecWriter, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "b"
     assert run(capsys, str(write_spec()), "-o", str(out))[0] == 0
     assert run(capsys, str(write_spec()), "-o", str(out))[1].startswith("unchanged ")
-    before = (out / "train.sh").read_bytes()
-    changed = write_spec({"rollout": {"batch_size": 64}})
-    code, stdout, _ = run(capsys, str(changed), "-o", str(out), "--json")
-    error = json.loads(stdout)["error"]
-    assert (code, error["kind"]) == (1, "BundleExistsError") and "--force" in error["hint"]
-    assert (out / "train.sh").read_bytes() == before
-    code, stdout, _ = run(capsys, str(changed), "-o", str(out), "--force")
+    changed = write_spec({"rollout": {"batch_size": 64}})  # the same spec, edited: the edit loop
+    code, stdout, _ = run(capsys, str(changed), "-o", str(out))
     assert code == 0 and stdout.startswith("replaced ")
-    assert b"--rollout-batch-size 64" in (out / "train.sh").read_bytes()
+    before = (out / "train.sh").read_bytes()
+    other = write_spec({"experiment": {"id": "another-exp"}})
+    code, stdout, _ = run(capsys, str(other), "-o", str(out), "--json")
+    error = json.loads(stdout)["error"]
+    assert (code, error["kind"]) == (3, "BundleExistsError") and "--force" in error["hint"]
+    assert (out / "train.sh").read_bytes() == before
+    code, stdout, _ = run(capsys, str(other), "-o", str(out), "--force")
+    assert code == 0 and stdout.startswith("replaced ")
+    assert b"another-exp" in (out / "train.sh").read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "spec.toml"]
 
 
@@ -115,7 +121,7 @@ def test_hand_edited_bundle_is_not_overwritten(write_spec: SpecWriter, tmp_path:
     out = tmp_path / "b"
     run(capsys, str(write_spec()), "-o", str(out))
     (out / "notes.txt").write_text("mine")
-    assert run(capsys, str(write_spec()), "-o", str(out))[0] == 1
+    assert run(capsys, str(write_spec({"rollout": {"batch_size": 64}})), "-o", str(out))[0] == 3
     assert (out / "notes.txt").read_text() == "mine"
 
 
@@ -125,10 +131,11 @@ def test_force_never_replaces_a_directory_that_is_not_a_bundle(write_spec: SpecW
     precious.mkdir()
     (precious / "thesis.tex").write_text("years of work")
     code, out, _ = run(capsys, str(write_spec()), "-o", str(precious), "--force", "--json")
-    assert (code, json.loads(out)["error"]["kind"]) == (1, "BundleExistsError")
+    error = json.loads(out)["error"]
+    assert (code, error["kind"]) == (3, "BundleExistsError") and "--force" not in error["hint"]
     assert (precious / "thesis.tex").read_text() == "years of work"
     (tmp_path / "file").write_text("x")
-    assert run(capsys, str(write_spec()), "-o", str(tmp_path / "file"), "--force")[0] == 1
+    assert run(capsys, str(write_spec()), "-o", str(tmp_path / "file"), "--force")[0] == 3
 
 
 def test_unwritable_output_is_a_clear_error(write_spec: SpecWriter, tmp_path: Path,

@@ -66,6 +66,14 @@ def _preflight_failed() -> AcrlError:
     return PreflightFailed("preflight failed (gpu): nothing was run", hint="skip it with --skip gpu")
 
 
+def _init_refused() -> AcrlError:
+    from acrl.compiler._cli.init_fit import InitRefused
+
+    return InitRefused("acrl init: kimi-k2 does not fit 1 node x 8 GPUs of 80 GiB: no SGLang engine of these GPUs "
+                       "holds it; with the largest engine tried:\n  weights ... (ACRL-M007)\nnothing was written",
+                       hint="more GPUs (--nodes 2), or a smaller model (`acrl models`)")
+
+
 def _runtime(module: str) -> ModuleType:
     return importlib.import_module(f"acrl.runtime.{module}")
 
@@ -76,12 +84,13 @@ EXAMPLES: dict[str, tuple[Callable[[], AcrlError], int]] = {
     "UsageError": (lambda: UsageError("--skip nope: no such check", hint="use one of gpu"), 2),
     "SpecError": (lambda: SpecError([Diagnostic("error", "bad", file="s.toml", hint="good")]), 1),
     "SweepSpecError": (_sweep_spec_error, 1),
-    "BundleExistsError": (lambda: BundleExistsError(path="out", reason="differs"), 1),
+    "BundleExistsError": (lambda: BundleExistsError(path="out", reason="differs"), 3),
     "BundleWriteError": (lambda: BundleWriteError(path="out", reason="disk full"), 1),
     "BundleReadError": (lambda: BundleReadError(path="m.json", reason="not JSON", fix="compile again"), 2),
     "ImportInputError": (_import_input_error, 1),
     "ModifiedBundleError": (_modified_bundle_error, 1),
     "PreflightFailed": (_preflight_failed, 1),
+    "InitRefused": (_init_refused, 1),
     "RecordReadError": (lambda: _runtime("_run_ref").RecordReadError("runs/e/r/run.json: not a run record: not JSON",
                                                                     hint="give the run.json acrl run wrote"), 2),
     "RayUnavailable": (lambda: _runtime("_ray_jobs").RayUnavailable("http://head:8265", "nothing answers there"), 1),
@@ -204,6 +213,7 @@ FORMATTERS = {
     ("compiler/_pipeline/model_args/hf_config.py", "Mismatch.message"),  # a MODEL_ARGS note: problem and fix
     ("runtime/_preflight/checks.py", "format_table"),  # the preflight table: a CheckFailed's hint under its row
     ("compiler/_review/diff.py", "format_check"),  # acrl-compile --check's report (not an error)
+    ("compiler/_cli/colour.py", "paint"),  # colours the printed text's "fix:" on a terminal (reads no field)
 }
 _FIX = re.compile(r"\bfix:", re.IGNORECASE)
 _PARSERS = {"split", "rsplit", "splitlines", "partition", "rpartition", "removesuffix", "removeprefix", "index",

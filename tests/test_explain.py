@@ -362,17 +362,17 @@ def test_cli_two_keys_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and error["kind"] == "UsageError" and error["hint"] and "diagnostics" not in error
 
 
-def test_cli_invalid_or_missing_spec_exits_1(write_spec: SpecWriter, tmp_path: Path,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_invalid_spec_exits_1_and_a_missing_one_2(write_spec: SpecWriter, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     spec = write_spec({"rollout": {"batch_size": 0}})
     code, out, err = run(capsys, str(spec))
     assert (code, out) == (1, "") and err.startswith(f"{spec}:") and ": error: [rollout] batch_size: " in err
     code, out, _ = run(capsys, str(spec), "--json")
     assert code == 1 and [d["key"] for d in json.loads(out)["error"]["diagnostics"]] == ["rollout.batch_size"]
     code, out, _ = run(capsys, str(tmp_path / "nope.toml"), "--json")
-    error = json.loads(out)["error"]
-    assert code == 1 and error["kind"] == "SpecError"
-    assert [(d["file"], d["line"], d["key"]) for d in error["diagnostics"]] == [(str(tmp_path / "nope.toml"), None, "")]
+    error = json.loads(out)["error"]  # the command line names no file: a usage error
+    assert (code, error["kind"]) == (2, "UsageError")
+    assert error["message"].startswith(f"{tmp_path / 'nope.toml'}: no such spec file or bundle directory\n")
 
 
 def test_cli_bundle_json(capsys: pytest.CaptureFixture[str]) -> None:

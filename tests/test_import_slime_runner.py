@@ -446,7 +446,7 @@ def test_bad_files(tmp_path: Path, text: str, where: str, names: list[str]) -> N
 
 def test_missing_and_unreadable_file(tmp_path: Path) -> None:
     proc = acrl("import", "slime-runner", "nope.yaml", "-o", "spec.toml", cwd=tmp_path)
-    assert proc.returncode == 1 and proc.stderr.startswith("nope.yaml: no such file"), proc.stderr  # golden wording
+    assert proc.returncode == 2 and proc.stderr.startswith("nope.yaml: no such "), proc.stderr  # a usage error
     binary = tmp_path / "bin.yaml"
     binary.write_bytes(b"\xff\xfe\x00bad")
     with pytest.raises(ImportInputError) as caught:
@@ -475,7 +475,7 @@ def test_existing_output_is_refused_without_force(tmp_path: Path, slime_dir: Pat
     (tmp_path / "spec.toml").write_text("# mine\n", encoding="utf-8")
     proc = acrl("import", "slime-runner", str(config), "-o", "spec.toml", "--json", cwd=tmp_path)
     error = json.loads(proc.stdout)["error"]
-    assert proc.returncode == 1 and error["kind"] == "AcrlError" and error["message"].startswith("spec.toml: ")
+    assert proc.returncode == 3 and error["kind"] == "AcrlError" and error["message"].startswith("spec.toml: ")
     assert "--force" in error["hint"]
     assert (tmp_path / "spec.toml").read_text(encoding="utf-8") == "# mine\n"
     proc = acrl("import", "slime-runner", str(config), "-o", "spec.toml", "--force", cwd=tmp_path)
@@ -516,7 +516,7 @@ def test_output_that_is_the_input_or_a_directory(tmp_path: Path, slime_dir: Path
         assert config.read_text(encoding="utf-8") == before
     (tmp_path / "out").mkdir()
     proc = acrl("import", "slime-runner", "run.yaml", "-o", "out", cwd=tmp_path)
-    assert proc.returncode == 1 and proc.stderr.startswith("out: ") and "--force" not in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith("out: ") and "--force" not in proc.stderr
 
 
 def test_each_problem_is_followed_by_its_own_fix(tmp_path: Path, slime_dir: Path) -> None:

@@ -169,6 +169,7 @@ def test_the_slime_checkout_option_or_variable_is_the_fallback(tmp_path: Path,
 def test_cli_refuses_an_unknown_target_with_exit_2(tmp_path: Path) -> None:
     script = tmp_path / "run.sh"
     script.write_text(SCRIPT, encoding="utf-8")
+    (tmp_path / "c.yaml").write_text("{}\n", encoding="utf-8")  # there: a missing input is its own usage error
     for kind, source in (("train-sh", script), ("slime-runner", tmp_path / "c.yaml")):
         proc = subprocess.run([sys.executable, "-m", "acrl.compiler._cli.main", "import", kind, str(source), "-o",
                                str(tmp_path / "s.toml"), "--target-commit", "v0.2", "--json"], cwd=tmp_path,

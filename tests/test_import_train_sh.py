@@ -285,7 +285,7 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
     compile_spec(tmp_path / "spec.toml")
     again = _acrl("import", "train-sh", str(UPSTREAM), "-o", "spec.toml", "--json", cwd=tmp_path)
     error = json.loads(again.stdout)["error"]  # --json: the error as JSON
-    assert again.returncode == 1 and error["message"].startswith("spec.toml: ") and "--force" in error["hint"]
+    assert again.returncode == 3 and error["message"].startswith("spec.toml: ") and "--force" in error["hint"]
     forced = _acrl("import", "train-sh", str(UPSTREAM), "-o", "spec.toml", "--json", "--force", cwd=tmp_path)
     result = json.loads(forced.stdout)
     assert forced.returncode == 1 and result["ok"] is False
@@ -295,7 +295,7 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
     parsed = tomllib.loads((tmp_path / "spec.toml").read_text(encoding="utf-8"))
     assert parsed["model"]["type"] == "qwen2.5-3B"
     missing = _acrl("import", "train-sh", "nope.sh", "-o", "x.toml", cwd=tmp_path)
-    assert missing.returncode == 1 and missing.stderr.startswith("nope.sh: ") and "\n  fix: " in missing.stderr
+    assert missing.returncode == 2 and missing.stderr.startswith("nope.sh: ") and "\n  fix: " in missing.stderr
     assert "Traceback" not in missing.stderr and not (tmp_path / "x.toml").exists()
 
 

@@ -178,12 +178,12 @@ def test_output_file_is_written_once_and_replaced_with_force(write_spec: SpecWri
     assert target.read_text().startswith("### `acrl layout`")
     assert run(capsys, str(spec), "--format", "markdown", "-o", str(target))[0] == 0  # the same text: kept
     code, _, err = run(capsys, str(spec), "-o", str(target))
-    assert code == 1 and "exists; not overwritten" in err and "--force" in err
+    assert code == 3 and "exists; not overwritten" in err and "--force" in err
     assert run(capsys, str(spec), "-o", str(target), "--force")[0] == 0
     assert target.read_text().startswith("acrl layout ")
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
     code, _, err = run(capsys, str(spec), "-o", str(tmp_path))
-    assert code == 1 and "is a directory" in err
+    assert code == 2 and "is a directory" in err
 
 
 HOSTILE_ADDRESS = 'http://<script>alert(1)</script>&amp;"\x1b[31m\x01:8265'
@@ -238,7 +238,7 @@ def test_a_bundle_with_set_and_a_missing_target(tmp_path: Path, capsys: pytest.C
     code, out, err = run(capsys, str(tmp_path / "empty"))
     assert (code, out) == (2, "") and "is not an acrl bundle" in err
     code, out, err = run(capsys, str(tmp_path / "nope.toml"))
-    assert (code, out) == (1, "") and "Traceback" not in err
+    assert (code, out) == (2, "") and "no such spec file or bundle directory" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("argv", [[], ["--format", "png", "spec.toml"], ["a.toml", "b.toml"], ["--nope", "a.toml"]])

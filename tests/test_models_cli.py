@@ -36,7 +36,7 @@ def test_models_show_json_is_the_frozen_args(capsys: pytest.CaptureFixture[str])
 
 
 def test_unknown_model_suggests_names(capsys: pytest.CaptureFixture[str]) -> None:
-    assert acrl_main(["models", "show", "qwen3-5B"]) == 1
+    assert acrl_main(["models", "show", "qwen3-5B"]) == 2  # a name the command line got wrong: a usage error
     assert "did you mean 'qwen3-8B'" in capsys.readouterr().err
 
 

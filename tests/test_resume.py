@@ -80,7 +80,8 @@ def test_save_interrupt_resume_refuse_continue(ray_head: RayHead, tmp_path: Path
                      r"rollout 7 of \[experiment\] num_rollout 8", proc.stdout, re.M), proc.stdout
     assert re.search(r"^slime-parser +failed .*train.sh refuses to start \(exit 2\): the checkpoint at ", proc.stdout,
                      re.M), proc.stdout  # its ACRL_PRINT_ARGV run goes through the same checkpoint block
-    assert proc.stderr.splitlines()[-1] == "  fix: fix what the table says, or skip a check with --skip checkpoint"
+    assert proc.stderr.splitlines()[-1] == ("  fix: fix what the table says, or skip them: --skip checkpoint "
+                                            "--skip slime-parser")  # every failed check, the checkpoint's first
     assert len(records(project.runs)) == 2
 
     # 4. a continuation: num_rollout raised, the optimizer loaded, no [checkpoint] scheduler: refused with the fix

@@ -43,7 +43,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def test_the_option_reads_the_script_and_train_sh_keeps_the_cluster_path(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, str(write(tmp_path)), "-o", str(tmp_path / "b"), "--slime-checkout", str(SLIME),
-                       "--no-cache")
+                       "--no-cache", "--verbose")  # --verbose: the notes
     assert code == 0, err
     model_args = (tmp_path / "b" / "model_args.sh").read_text()
     assert "  --num-layers 36\n" in model_args and "  --vocab-size 151936\n" in model_args
@@ -128,9 +128,9 @@ def test_the_compile_cache_keys_on_the_checkout(tmp_path: Path, monkeypatch: pyt
     spec = write(tmp_path, merge(MINIMAL, {"slime": {"dir": CLUSTER_SLIME,
                                                      "commit": "1234567890abcdef1234567890abcdef12345678"}}))
     for _ in range(2):  # the second is a hit
-        code, _, err = run(capsys, str(spec), "-o", str(tmp_path / "a"))
+        code, _, err = run(capsys, str(spec), "-o", str(tmp_path / "a"), "--verbose")  # --verbose: the notes
         assert code == 0 and "flags not checked" in err
-    code, _, err = run(capsys, str(spec), "-o", str(tmp_path / "a"), "--slime-checkout", str(SLIME))
+    code, _, err = run(capsys, str(spec), "-o", str(tmp_path / "a"), "--slime-checkout", str(SLIME), "--verbose")
     assert code == 0 and "flags not checked" not in err and "flags checked against" in err
 
 

@@ -189,8 +189,9 @@ def test_an_existing_different_bundle_is_kept_without_force(tmp_path: Path,
     spec.write_text(spec.read_text().replace("[32, 64]", "[32, 64, 128]"))
     code, stdout, _ = run(capsys, str(spec), "-o", str(out), "--json")
     error = json.loads(stdout)["error"]
-    assert (code, error["kind"]) == (1, "BundleExistsError") and "--force" in error["hint"]
-    assert str(out / "batch_size-64_lr-3e-06") in error["message"]  # the bundle that differs, by path
+    assert (code, error["kind"]) == (3, "BundleExistsError") and "--force" in error["hint"]
+    assert f"{out / 'batch_size-64_lr-3e-06'} was modified by hand since it was compiled (modified: train.sh)" \
+        in error["message"]  # the bundle that differs, by path, and how
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # not one file written
     assert run(capsys, str(spec), "-o", str(out), "--force")[0] == 0
     assert len(json.loads((out / "sweep.json").read_text())["points"]) == 6
@@ -251,7 +252,7 @@ def test_a_point_directory_that_cannot_hold_a_bundle_stops_the_sweep_before_any_
     (out / "batch_size-64_lr-3e-06").mkdir()
     (out / "batch_size-64_lr-3e-06" / "notes.txt").write_text("mine\n")  # no manifest: not a bundle
     code, _, err = run(capsys, str(spec), "-o", str(out), *(["--force"] if force else []))
-    assert code == 1 and "batch_size-64_lr-1e-06" in err and "batch_size-64_lr-3e-06" in err
+    assert code == 3 and "batch_size-64_lr-1e-06" in err and "batch_size-64_lr-3e-06" in err
     assert sorted(p.name for p in out.iterdir()) == ["batch_size-64_lr-1e-06", "batch_size-64_lr-3e-06"]
 
 

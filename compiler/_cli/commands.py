@@ -8,9 +8,10 @@ what it calls.
 
 from __future__ import annotations
 
+import os
 import sys
 
-from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, require_input
 from .output import print_json as _print_json
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy treats it the same
@@ -26,6 +27,7 @@ def run_import(args: argparse.Namespace) -> int:
     from .._importers.base import printable
     from .._importers.base import run_import as convert
 
+    require_input(args.file, "SlimeRunner YAML" if args.kind == "slime-runner" else "launch script")
     options = {"num_rollout": args.num_rollout} if args.kind == "slime-runner" else {"env": args.env}
     options["target_commit"] = args.target_commit
     report = convert(args.kind, args.file, args.output, force=args.force, **options)
@@ -37,7 +39,9 @@ def run_import(args: argparse.Namespace) -> int:
         if report.compiled:
             print(f"wrote {args.output}: it compiles (acrl-compile {args.output})")
         else:
-            print(report.problems, file=sys.stderr)
+            from .colour import enabled, paint  # lazy: only problems printed need it
+
+            print(paint(report.problems) if enabled(sys.stderr) else report.problems, file=sys.stderr)
             print(f"wrote {args.output}, but it does not compile yet: fix what is listed above", file=sys.stderr)
     return EXIT_OK if report.compiled else EXIT_FAILED
 
@@ -48,8 +52,9 @@ def run_diff(args: argparse.Namespace) -> int:
     from ..errors import AcrlError
 
     args.json = args.format == "json"  # errors as JSON too
+    check_set_targets(args)
     try:
-        result = _diff.diff_paths(args.a, args.b)
+        result = _diff.diff_paths(args.a, args.b, overrides=args.overrides)
     except AcrlError as exc:  # as diff(1): 2 is trouble (an invalid spec included), 1 is "different"
         raise exc.evolve(exit_code=EXIT_USAGE) from exc.__cause__
     if args.format == "json":
@@ -59,6 +64,15 @@ def run_diff(args: argparse.Namespace) -> int:
     else:
         print(_diff.format_text(result))
     return EXIT_OK if result.equivalent else EXIT_FAILED
+
+
+def check_set_targets(args: argparse.Namespace) -> None:
+    """`acrl diff --set`: a UsageError when neither A nor B is a spec (.toml) the overrides could apply to."""
+    from ..errors import UsageError  # lazy: only a wrong command line needs it
+
+    if args.overrides and not any(path.endswith(".toml") and not os.path.isdir(path) for path in (args.a, args.b)):
+        raise UsageError("acrl diff: --set applies to a spec (.toml), and neither A nor B is one",
+                         hint="give a spec on one side, e.g. acrl diff bundles/exp spec.toml --set KEY=VALUE")
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -92,8 +106,8 @@ def run_models(args: argparse.Namespace) -> int:
                   f"{r['experts'] or '-':>7}  {r['source']}")
         return EXIT_OK
     found = entry(args.name)
-    if found is None:
-        raise AcrlError(lookup_error(args.name))
+    if found is None:  # a name the command line got wrong: a usage error
+        raise AcrlError(lookup_error(args.name), exit_code=EXIT_USAGE)
     if found.script_args is not None:
         return _print_script_entry(found, args.json)
     derived = found.derived()
@@ -173,6 +187,9 @@ def run_schema(args: argparse.Namespace) -> int:
     # lazy: as above
     from ..errors import AcrlError
 
+    if os.path.isdir(args.output):
+        raise AcrlError(f"{args.output}: is a directory", hint="give the file to write with -o, e.g. -o "
+                        "acrl-spec.schema.json", exit_code=EXIT_USAGE)
     try:
         Path(args.output).write_text(text, encoding="utf-8")
     except OSError as exc:
@@ -223,6 +240,7 @@ def run_explain(args: argparse.Namespace) -> int:
     if len(words) > 1:
         raise UsageError(f"acrl explain: one KEY at a time, got {len(words)}: {' '.join(words)}",
                          hint="run acrl explain once per key, or without KEY for everything")
+    require_input(args.target, "spec file or bundle directory", directory_ok=True)
     explanation = explain_path(Path(args.target), [*args.overrides, *overrides])
     if words:
         explanation = explanation.select(words[0])
@@ -235,14 +253,15 @@ def run_explain(args: argparse.Namespace) -> int:
 
 def run_layout(args: argparse.Namespace) -> int:
     # lazy: --help names this handler and must not load what it runs (tests/test_performance_cli.py)
-    import os
     from pathlib import Path
 
     # lazy: as above
     from .._importers.base import write_new_file
     from .._review import layout_format, layout_svg
     from .._review.layout_read import layout_path
+    from .colour import enabled
 
+    require_input(args.target, "spec file or bundle directory", directory_ok=True)
     picture, error = layout_path(Path(args.target), args.overrides)
     if picture is not None and (args.output is None or error is None):
         if args.format == "svg":
@@ -250,7 +269,7 @@ def run_layout(args: argparse.Namespace) -> int:
         elif args.format == "markdown":
             text = layout_format.format_markdown(picture)
         else:
-            colour = args.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+            colour = args.output is None and enabled(sys.stdout, args.color)
             text = layout_format.format_text(picture, colour=colour)
         if args.output is None:
             sys.stdout.write(text)

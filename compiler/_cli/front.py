@@ -20,14 +20,14 @@ from __future__ import annotations
 import os
 
 from .._fast import cache as _cache
-from .._pipeline.bundle import read_file, write_bundle
+from .._pipeline.bundle import BundleWriter, read_file
 from .._slime.checkout import requested
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy treats it the same
 if TYPE_CHECKING:
     from .._pipeline.compile import Target
     from .._pipeline.parse import SpecSource
-    from .._pipeline.sweep import PointResult
+    from .._pipeline.sweep import Point, PointResult
     from .._review.diff import CheckResult
 
 
@@ -87,27 +87,37 @@ class CompileOptions(_Frozen):
 
 class BundleResult(_Frozen):
     """One bundle written to ``out``: "created", "unchanged" or "replaced", and what the compile said
-    (``warnings``: each as printed and as JSON)."""
+    (``warnings``: each as printed and as JSON). ``files``: the bundle's; ``previous``: the files of
+    the bundle it replaced (None unless "replaced"), for the summary of what changed; ``cached``:
+    whether it came from the compile cache. A preview (:func:`preview`) has the status "preview" and
+    writes nothing; a [sweep] spec's preview names its files ``<point>/<file>`` and sweep.json, and
+    has no bundle hash."""
 
-    __slots__ = ("bundle_hash", "notes", "out", "status", "warnings")
+    __slots__ = ("bundle_hash", "cached", "files", "notes", "out", "previous", "status", "warnings")
     out: str
     status: str
     bundle_hash: str
     warnings: tuple[tuple[str, dict[str, object]], ...]
     notes: tuple[str, ...]
+    files: dict[str, bytes]
+    previous: dict[str, bytes] | None
+    cached: bool
 
 
 class SweepResult(_Frozen):
     """A [sweep] spec's bundles written under ``out``: ``written`` (each point and its status), the
-    ``invalid`` points (written only with keep_going), the warnings of all points, and the index."""
+    ``invalid`` points (written only with keep_going), the warnings and notes of all points, and the
+    index; ``previous``: the files of each point bundle replaced, by its directory (as BundleResult's)."""
 
-    __slots__ = ("index", "invalid", "out", "points", "warnings", "written")
+    __slots__ = ("index", "invalid", "notes", "out", "points", "previous", "warnings", "written")
     out: str
     index: str
     points: int
     written: tuple[tuple[PointResult, str], ...]
     invalid: tuple[PointResult, ...]
     warnings: tuple[str, ...]
+    notes: tuple[str, ...]
+    previous: dict[str, dict[str, bytes]]
 
 
 class SweepCheckResult(_Frozen):
@@ -130,15 +140,43 @@ def compile_to(spec: str, out: str | None, options: CompileOptions) -> BundleRes
     raw = read_file(spec)  # once: the spec may be a pipe (/dev/stdin, <(...)); None: the compile says why
     entry = _cache.lookup(spec, raw, strict=options.strict, overrides=options.overrides, checkouts=requested()) \
         if cached and raw is not None else None
+    cached_entry = entry is not None
     if entry is None:
         compiled = _compile(spec, raw, options, keep=cached)
         if not isinstance(compiled, _cache.Entry):
             return _compile_sweep(spec, out, compiled, options)
         entry = compiled
     where = _directory(out, "bundles", entry.exp_id)
-    status = write_bundle(where, entry.files, force=options.force)
+    writer = BundleWriter(force=options.force)
+    status = writer.write(where, entry.files)
+    previous = writer.replaced.get(where)
     return BundleResult(out=where, status=status, bundle_hash=entry.bundle_hash, warnings=entry.warnings,
-                        notes=entry.notes)
+                        notes=entry.notes, files=entry.files, previous=dict(previous) if previous else None,
+                        cached=cached_entry)
+
+
+def preview(spec: str, options: CompileOptions) -> BundleResult:
+    """Compile ``spec`` as :func:`compile_to` would, and write nothing (`--print FILE`, `-o -`): the
+    compile cache is read but not written. A [sweep] spec gives every valid point's files as
+    ``<point directory>/<file>``, and sweep.json; an invalid point is an error, as without
+    keep_going."""
+    raw = read_file(spec)
+    entry = _cache.lookup(spec, raw, strict=options.strict, overrides=options.overrides, checkouts=requested()) \
+        if options.cache and options.target == "ray" and raw is not None else None
+    compiled = entry if entry is not None else _compile(spec, raw, options, keep=False)
+    if isinstance(compiled, _cache.Entry):
+        return BundleResult(out="-", status="preview", bundle_hash=compiled.bundle_hash, warnings=compiled.warnings,
+                            notes=compiled.notes, files=compiled.files, previous=None, cached=entry is not None)
+    from .._pipeline import sweep as _sweep  # lazy: only a [sweep] spec needs the sweep stages
+
+    _, _, results = _sweep_results(compiled, options)
+
+    files = {f"{r.point.directory}/{name}": data for r in results if r.bundle for name, data in r.bundle.files.items()}
+    files[_sweep.INDEX] = _sweep.sweep_index(compiled.name, results)
+    warnings = tuple(dict.fromkeys((w.format(), w.as_json()) for r in results if r.bundle for w in r.bundle.warnings))
+    notes = tuple(dict.fromkeys(n for r in results if r.bundle for n in r.bundle.notes))
+    return BundleResult(out="-", status="preview", bundle_hash="", warnings=warnings, notes=notes, files=files,
+                        previous=None, cached=False)
 
 
 def check_to(spec: str, out: str | None, options: CheckOptions, *, bundles_dir: str = "bundles",
@@ -199,6 +237,26 @@ def _compile_sweep(spec: str, out: str | None, source: SpecSource, options: Comp
 
     # lazy: as above
     from .._pipeline import sweep as _sweep
+
+    base, _, results = _sweep_results(source, options)
+    invalid = tuple(r for r in results if r.bundle is None)
+    experiment = base.data.get("experiment")
+    name = experiment.get("id") if isinstance(experiment, dict) else None
+    where = _directory(out, "bundles", name if isinstance(name, str) else Path(spec).stem)
+    writer = BundleWriter.for_folder(where, force=options.force)
+    statuses = _sweep.write_sweep(where, source.name, results, force=options.force, writer=writer)
+    warnings = tuple(dict.fromkeys(w.format() for r in results if r.bundle for w in r.bundle.warnings))
+    notes = tuple(dict.fromkeys(n for r in results if r.bundle for n in r.bundle.notes))
+    previous = {os.path.basename(path): dict(files) for path, files in writer.replaced.items()}
+    return SweepResult(out=where, index=os.path.join(where, _sweep.INDEX), points=len(results),
+                       written=tuple(statuses), invalid=invalid, warnings=warnings, notes=notes, previous=previous)
+
+
+def _sweep_results(source: SpecSource, options: CompileOptions) -> tuple[SpecSource, tuple[Point, ...],
+                                                                         tuple[PointResult, ...]]:
+    """Every point of a [sweep] spec compiled; SpecError listing the invalid points' errors unless keep_going."""
+    # lazy: only a [sweep] spec needs the sweep stages (a cache hit must not load the pipeline)
+    from .._pipeline import sweep as _sweep
     from ..errors import SpecError
 
     base, points = _sweep.sweep_points(source)
@@ -208,13 +266,7 @@ def _compile_sweep(spec: str, out: str | None, source: SpecSource, options: Comp
         error = SpecError([d for r in invalid for d in r.diagnostics])
         raise error.evolve(message=f"{error.message}\n{len(invalid)} of {len(results)} sweep points are invalid "
                            "(--keep-going writes the others)")
-    experiment = base.data.get("experiment")
-    name = experiment.get("id") if isinstance(experiment, dict) else None
-    where = _directory(out, "bundles", name if isinstance(name, str) else Path(spec).stem)
-    statuses = _sweep.write_sweep(where, source.name, results, force=options.force)
-    warnings = tuple(dict.fromkeys(w.format() for r in results if r.bundle for w in r.bundle.warnings))
-    return SweepResult(out=where, index=os.path.join(where, _sweep.INDEX), points=len(results),
-                       written=tuple(statuses), invalid=invalid, warnings=warnings)
+    return base, points, results
 
 
 def _check_sweep(spec: str, out: str | None, source: SpecSource, options: CheckOptions) -> SweepCheckResult:

@@ -19,9 +19,28 @@ if TYPE_CHECKING:
 def HelpFormatter(prog: str) -> argparse.HelpFormatter:
     """argparse's formatter, given the width argparse would compute itself: argparse finds it with
     shutil.get_terminal_size, and importing shutil (with zlib, bz2 and lzma) is ~3 ms of `acrl --help`."""
-    import argparse  # lazy: only a parser being built needs it, never a kept --help
+    return formatter_class()(prog, width=terminal_columns() - 2)
 
-    return argparse.HelpFormatter(prog, width=terminal_columns() - 2)
+
+_FORMATTER: type[argparse.HelpFormatter] | None = None
+EXAMPLES_HEADING = "examples:"  # an epilog that starts so is printed as written (examples.py writes them)
+
+
+def formatter_class() -> type[argparse.HelpFormatter]:
+    """argparse.HelpFormatter, except that an epilog of examples (EXAMPLES_HEADING, then one command a line) keeps
+    its lines: argparse would fill them into one paragraph. Descriptions and help are wrapped as argparse does."""
+    global _FORMATTER
+    if _FORMATTER is None:
+        import argparse  # lazy: only a parser being built needs it, never a kept --help
+
+        class Formatter(argparse.HelpFormatter):
+            def _fill_text(self, text: str, width: int, indent: str) -> str:
+                if text.startswith(EXAMPLES_HEADING):
+                    return "\n".join(indent + line if line else line for line in text.splitlines())
+                return super()._fill_text(text, width, indent)
+
+        _FORMATTER = Formatter
+    return _FORMATTER
 
 
 def terminal_columns() -> int:

@@ -18,10 +18,14 @@ import sys
 from .._version import __version__
 from . import commands as _commands
 from . import compile_cmd as _compile_cmd
+from . import completion as _completion
+from . import init_cmd as _init_cmd
+from .examples import apply_examples as _apply_examples
 from .help import HelpFormatter as _HelpFormatter
 from .help import help_words, print_help_and_keep_it, print_kept_help
-from .output import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
+from .output import COMPILE_EXIT_STATUS, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 from .output import print_json as _print_json
+from .suggest import parser_class as _parser_class
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy treats it the same
 if TYPE_CHECKING:
@@ -35,10 +39,22 @@ def _compile_arguments(parser: argparse.ArgumentParser) -> None:
                         "compiles to a bundle per point)")
     parser.add_argument("-o", "--output", metavar="DIR",
                         help="bundle directory (default: bundles/<exp_id>); for a sweep, the directory of its "
-                        "point bundles and sweep.json")
+                        "point bundles and sweep.json; -o - writes nothing and lists the bundle's files (name, "
+                        "size, sha256)")
+    parser.add_argument("--print", dest="print_file", metavar="FILE",
+                        help="write nothing; print the bundle's FILE (train.sh, spec.toml, manifest.json, "
+                        "model_args.sh, ...; a sweep's POINT/FILE or sweep.json) on stdout")
     parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
-    parser.add_argument("--force", action="store_true", help="replace an existing, different bundle")
+    parser.add_argument("--force", action="store_true",
+                        help="replace a bundle that was modified by hand or compiled from another spec (the "
+                        "intact bundle of the same spec is replaced without it, and what changed is said)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    verbosity = parser.add_mutually_exclusive_group()
+    verbosity.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+    verbosity.add_argument("-v", "--verbose", action="store_true",
+                           help="also print the compile's notes (what acrl supplied or checked the flags against) "
+                           "and how long it took")
+    _colour_argument(parser)
     parser.add_argument("--no-cache", action="store_true",
                         help="compile even if this spec's compile is cached (and do not cache it)")
     parser.add_argument("--check", action="store_true",
@@ -55,6 +71,11 @@ def _compile_arguments(parser: argparse.ArgumentParser) -> None:
                         "(the exit status is still 1)")
     _checkout_arguments(parser)
     parser.set_defaults(run=_compile_cmd.run_compile)
+
+
+def _colour_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour errors and warnings: auto (default) on a terminal unless NO_COLOR is set")
 
 
 def _checkout_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,7 +111,10 @@ def _handle(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) 
                 except BrokenPipeError:  # `--json | head`: the error's exit status still tells
                     _stdout_to_devnull()
             else:
-                print(exc, file=sys.stderr)
+                from .colour import enabled, paint  # lazy: only an error printed needs it
+
+                colour = enabled(sys.stderr, getattr(args, "color", "auto"))
+                print(paint(str(exc), default="error") if colour else exc, file=sys.stderr)
             return exc.exit_code
         if os.environ.get("ACRL_DEBUG"):  # a bug in acrl, not in the input: say so, without a traceback
             raise
@@ -118,8 +142,8 @@ def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None, help_key:
         print_help_and_keep_it(parser, words, help_key or parser.prog)
     args = parser.parse_args(argv)
     run = getattr(args, "run", None)
-    if run is None:
-        parser.print_help(sys.stderr)
+    if run is None:  # a command that needs a subcommand (`acrl import`), or none at all: its help, as usage
+        getattr(args, "usage_of", parser).print_help(sys.stderr)
         return EXIT_USAGE
     return _handle(run, args)
 
@@ -128,14 +152,18 @@ def compile_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``acrl-compile``."""
     if print_kept_help("acrl-compile", argv):
         raise SystemExit(0)
-    import argparse  # lazy: not when the help printed last time is kept (help.py)
+    return _main(compile_parser(), argv)
 
-    parser = argparse.ArgumentParser(
-        prog="acrl-compile", description="Compile an experiment spec into a run bundle.",
-        formatter_class=_HelpFormatter)
+
+def compile_parser() -> argparse.ArgumentParser:
+    """The parser of ``acrl-compile`` (also read by `acrl completion`)."""
+    parser = _parser_class()(prog="acrl-compile",
+                             description=f"Compile an experiment spec into a run bundle. {COMPILE_EXIT_STATUS}",
+                             formatter_class=_HelpFormatter)
     parser.add_argument("--version", action="version", version=f"acrl {__version__}")
     _compile_arguments(parser)
-    return _main(parser, argv)
+    _apply_examples(parser)
+    return parser
 
 
 def acrl_main(argv: Sequence[str] | None = None, *,
@@ -148,13 +176,14 @@ def acrl_main(argv: Sequence[str] | None = None, *,
         raise SystemExit(0)
     import argparse  # lazy: not when the help printed last time is kept (help.py)
 
-    parser = argparse.ArgumentParser(prog="acrl", description="Compile and run slime RL bundles "
-                                     "for agents on Amazon Bedrock AgentCore Runtime.", formatter_class=_HelpFormatter)
+    parser = _parser_class()(prog="acrl", description="Compile and run slime RL bundles "
+                             "for agents on Amazon Bedrock AgentCore Runtime.", formatter_class=_HelpFormatter)
     parser.add_argument("--version", action="version", version=f"acrl {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    _init_cmd.add_parser(commands)
     _compile_arguments(commands.add_parser("compile", help="compile a spec into a bundle (= acrl-compile)",
-                                           description="Compile an experiment spec into a run bundle.",
-                                           formatter_class=_HelpFormatter))
+                                           description="Compile an experiment spec into a run bundle. "
+                                           f"{COMPILE_EXIT_STATUS}", formatter_class=_HelpFormatter))
     models = commands.add_parser("models", help="list the built-in model catalog, or show one model's MODEL_ARGS",
                                  description="The built-in catalog of model architectures (args_source = "
                                  "\"catalog\"), written from the models' published config.json.",
@@ -202,12 +231,17 @@ def acrl_main(argv: Sequence[str] | None = None, *,
     layout.add_argument("--force", action="store_true", help="replace an existing FILE")
     layout.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
                         help="draw the spec with this key set, as acrl-compile --set does")
+    _colour_argument(layout)
     _checkout_arguments(layout)
     layout.set_defaults(run=_commands.run_layout, json=False)
     _review_commands(commands)
     _import_commands(commands)
     if more_commands is not None:
         more_commands(commands)
+    _completion.add_parser(commands)
+    # it completes every command, the executor's too, and acrl-compile's
+    commands.choices["completion"].set_defaults(root=parser, more_roots=(compile_parser,))
+    _apply_examples(parser)
     return _main(parser, argv, help_key)
 
 
@@ -218,12 +252,13 @@ def _import_commands(commands: Any) -> None:
                                   "did not carry over as it was, and compile the spec in memory to show whether it "
                                   "is valid (docs/migration.md).", formatter_class=_HelpFormatter)
     kinds = imports.add_subparsers(title="sources", metavar="SOURCE")
+    imports.set_defaults(usage_of=imports)
     runner = kinds.add_parser("slime-runner", help="a YAML file of SlimeRunner keyword arguments",
                               description="Convert the YAML file SlimeRunner.from_yaml reads into a spec whose "
                               "train.sh passes slime the same flags and values.", formatter_class=_HelpFormatter)
     runner.add_argument("file", metavar="CONFIG.yaml", help="the SlimeRunner YAML")
     runner.add_argument("--num-rollout", type=int, metavar="N",
-                        help="the num_rollout SlimeRunner.run() was called with (default: the YAML's, if any)")
+                        help="the num_rollout SlimeRunner.train() was called with (default: the YAML's, if any)")
     script = kinds.add_parser("train-sh", help="a hand-written launch script of slime's example shape",
                               description="Map every flag of a train.sh (ray job submit ... -- python3 train.py "
                               "FLAGS) onto spec keys, put the rest in [extra], and report what cannot be resolved "
@@ -259,6 +294,10 @@ def _review_commands(commands: Any) -> None:
     diff.add_argument("b", metavar="B", help="a bundle directory or a spec (.toml)")
     diff.add_argument("--format", choices=("text", "markdown", "json"), default="text",
                       help="text (default), markdown (for a pull request) or json")
+    diff.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
+                      help="compile A and B, where they are specs, with this key set, as acrl-compile --set does "
+                      "(repeatable; e.g. acrl diff bundles/exp spec.toml --set train.lr=2e-6: what that compile "
+                      "would change)")
     _checkout_arguments(diff)
     diff.set_defaults(run=_commands.run_diff)
     verify = commands.add_parser("verify", help="check a bundle's files against its manifest (exit 1 if modified)",

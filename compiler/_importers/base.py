@@ -184,12 +184,15 @@ def _plain(value: Any) -> Any:
 
 def write_new_file(path: Path, text: str, *, force: bool, what: str = "the spec", example: str = "spec.toml") -> None:
     """Write ``text`` to ``path`` atomically; an existing file is replaced only with ``force``. ``what`` and
-    ``example`` name the file in messages (`acrl import` writes a spec, `acrl layout -o` a picture)."""
+    ``example`` name the file in messages (`acrl import` writes a spec, `acrl layout -o` a picture). A
+    directory given as the file is a usage error (exit 2); a file that is there is refused with exit 3, as
+    acrl-compile refuses a bundle it would not replace."""
     if path.is_dir():
-        raise AcrlError(f"{path}: is a directory", hint=f"give the file to write with -o, e.g. -o {example}")
+        raise AcrlError(f"{path}: is a directory", hint=f"give the file to write with -o, e.g. -o {example}",
+                        exit_code=2)
     if path.exists() and not path.is_file():  # /dev/null, a FIFO: --force would rename a file over it
         raise AcrlError(f"{path}: exists and is not a regular file; not replaced, even with --force.",
-                        hint="choose another file with -o")
+                        hint="choose another file with -o", exit_code=3)
     if path.exists() and not force:
         try:
             same = read_input(path).decode("utf-8", errors="replace") == text
@@ -198,7 +201,7 @@ def write_new_file(path: Path, text: str, *, force: bool, what: str = "the spec"
         if same:
             return
         raise AcrlError(f"{path}: exists; not overwritten.",
-                        hint="pass --force to replace it, or choose another file with -o.")
+                        hint="pass --force to replace it, or choose another file with -o.", exit_code=3)
     folder = path.parent if str(path.parent) else Path(".")
     _remove_stale_temporaries(folder, path.name)
     try:

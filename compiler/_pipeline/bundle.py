@@ -78,11 +78,14 @@ if TYPE_CHECKING:
 class BundleWriter:
     """Writes bundles into one folder, each atomically (:func:`write_bundle`). Made by
     :meth:`for_folder`, which first recovers what killed writers left anywhere in the folder (a
-    sweep's points), so that each write need not list the folder again (quadratic in the points)."""
+    sweep's points), so that each write need not list the folder again (quadratic in the points).
+    ``replaced`` keeps the files of every bundle it replaced, by path, for the caller to say what
+    changed (the compile's summary)."""
 
     def __init__(self, *, force: bool, folder_recovered: bool = False) -> None:
         self.force = force
         self.folder_recovered = folder_recovered
+        self.replaced: dict[str, Mapping[str, bytes]] = {}
 
     @classmethod
     def for_folder(cls, folder: StrPath, *, force: bool) -> BundleWriter:
@@ -95,12 +98,17 @@ class BundleWriter:
         path = os.fspath(path)
         if not self.folder_recovered:
             recover(path)
-        return _write(path, files, force=self.force)
+        status, previous = _write(path, files, force=self.force)
+        if previous is not None:
+            self.replaced[path] = previous
+        return status
 
 
 def write_bundle(path: StrPath, files: Mapping[str, bytes], *, force: bool) -> str:
     """Write ``files`` into directory ``path`` atomically. Returns "created", "unchanged" or
-    "replaced". Raises BundleExistsError when ``path`` differs and ``force`` is false.
+    "replaced". An existing bundle is replaced when it is the intact bundle of the same spec
+    (ownership.refusal: the edit loop), or with ``force``; otherwise BundleExistsError says what
+    differs. A directory that is not an acrl bundle (no manifest.json) is never replaced.
 
     The bundle is written into a temporary sibling ``.<name>.<pid>.<random>.tmp`` and renamed into
     place; an existing bundle is swapped with it in one renameat2(RENAME_EXCHANGE) where the system
@@ -116,19 +124,24 @@ def write_bundle(path: StrPath, files: Mapping[str, bytes], *, force: bool) -> s
     return BundleWriter(force=force).write(path, files)
 
 
-def _write(path: str, files: Mapping[str, bytes], *, force: bool) -> str:
-    """:func:`write_bundle` once ``path``'s leftovers are recovered."""
+def _write(path: str, files: Mapping[str, bytes], *, force: bool) -> tuple[str, Mapping[str, bytes] | None]:
+    """:func:`write_bundle` once ``path``'s leftovers are recovered; with the files it replaced."""
     parent = os.path.dirname(os.path.abspath(path))
     existing = read_files(path)
     if existing is not None:
         if existing == dict(files) and _modes_ok(path):
-            return "unchanged"
-        if not force:
-            _raise_exists(path, "exists and differs from the compiled bundle")
+            return "unchanged", None
         if existing and MANIFEST not in existing:
-            _raise_exists(path, "is not empty and is not an acrl bundle (no manifest.json), so even --force keeps it")
+            _raise_exists(path, "is not empty and is not an acrl bundle (no manifest.json), so even --force keeps it",
+                          forceable=False)
+        if not force:
+            from .ownership import refusal  # lazy: only a bundle that differs is asked whose it is
+
+            reason = refusal(existing, files)
+            if reason is not None:
+                _raise_exists(path, reason)
     elif os.path.lexists(path):
-        _raise_exists(path, "exists and is not a directory")
+        _raise_exists(path, "exists and is not a directory", forceable=False)
     try:
         os.makedirs(parent, exist_ok=True)
         staging = _fresh_dir(parent, os.path.basename(path), ".tmp")
@@ -143,15 +156,15 @@ def _write(path: str, files: Mapping[str, bytes], *, force: bool) -> str:
         os.chmod(staging, 0o755)
         if existing is None:
             os.rename(staging, path)
-            return "created"
+            return "created", None
         if _exchange(staging, path):  # staging now holds the old bundle
             _remove_tree(staging)
-            return "replaced"
+            return "replaced", existing
         old = _fresh_dir(parent, os.path.basename(path), ".old")
         os.rename(path, os.path.join(old, "bundle"))
         os.rename(staging, path)
         _remove_tree(old)
-        return "replaced"
+        return "replaced", existing
     except OSError as exc:
         _remove_tree(staging)
         _raise_write(path, exc)
@@ -289,10 +302,10 @@ def _remove_tree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _raise_exists(path: str, reason: str) -> NoReturn:
+def _raise_exists(path: str, reason: str, *, forceable: bool = True) -> NoReturn:
     from ..errors import BundleExistsError  # lazy: errors imports attrs; the cache's hit path never errs
 
-    raise BundleExistsError(path=path, reason=reason)
+    raise BundleExistsError(path=path, reason=reason, forceable=forceable)
 
 
 def _raise_write(path: str, exc: OSError) -> NoReturn:

@@ -23,6 +23,7 @@ touches the output directory.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,6 +37,7 @@ from .bundle import MANIFEST, BundleWriter, _writer_gone, read_bundle, read_file
 from .compile import Bundle, Target, compile_source, manifest_file_name
 from .layers import dotted, overlay
 from .manifest import ManifestWarning
+from .ownership import refusal
 from .parse import NO_LINE, KeyPath, Position, SpecSource, Written
 from .sweep_index import IndexPoint, InvalidPoint, PointValue, SweepIndex
 from .sweep_points import MAX_POINTS, Point, Value, sweep_points
@@ -115,13 +117,16 @@ def sweep_index(source_name: str, results: tuple[PointResult, ...]) -> bytes:
 
 
 def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
-                force: bool = False) -> list[tuple[PointResult, str]]:
+                force: bool = False, writer: BundleWriter | None = None) -> list[tuple[PointResult, str]]:
     """Write every compiled point's bundle into ``out/<directory>`` (each atomically), then the index
-    ``out/sweep.json``. Nothing is written when an existing bundle (or index) differs and ``force`` is
-    false, or a point's directory cannot hold a bundle even with ``force``: BundleExistsError names
-    them. An index that will change is removed first, so a write failing half-way (a full disk) leaves
-    no index of other bundles. Returns (point, "created"|"unchanged"|"replaced")."""
-    writer = BundleWriter.for_folder(out, force=force)  # what killed sweeps left: put back, removed
+    ``out/sweep.json``. As for one bundle (ownership.py), an existing point bundle is replaced when it
+    is the intact bundle of the same point of the same spec, and the index when it is this sweep's and
+    lists the bundles that are there; otherwise nothing is written without ``force``, nor when a point's
+    directory cannot hold a bundle even with ``force``: BundleExistsError names them and says why. An
+    index that will change is removed first, so a write failing half-way (a full disk) leaves no index
+    of other bundles. Returns (point, "created"|"unchanged"|"replaced"); ``writer`` (made for ``out``
+    by BundleWriter.for_folder) keeps the files of the bundles it replaced."""
+    writer = writer or BundleWriter.for_folder(out, force=force)  # what killed sweeps left: put back, removed
     _remove_stale_indexes(os.path.join(out, INDEX))
     written = [r for r in results if r.bundle is not None]
     index = sweep_index(source_name, results)
@@ -136,12 +141,10 @@ def write_sweep(out: str, source_name: str, results: tuple[PointResult, ...], *,
                                 "index (a file, or a directory that is not an acrl bundle), "
                                 "so even --force keeps them")
     if not force:
-        stale = [os.path.join(out, r.point.directory) for r in written
-                 if _differs(read_bundle(os.path.join(out, r.point.directory)), r)]
-        if os.path.lexists(index_path) and read_file(index_path) != index:
-            stale.append(index_path)
-        if stale:
-            raise BundleExistsError(path=_listed(stale), reason="exist(s) and differ(s) from the compiled sweep")
+        refused = _refused(out, written, index_path, index, source_name)
+        if refused:
+            raise BundleExistsError(path=out, reason="; ".join(refused[:5]) + (
+                f"; and {len(refused) - 5} more" if len(refused) > 5 else ""))
     _make_dir(out)
     if read_file(index_path) not in (None, index):  # a write that fails half-way leaves no index of other bundles
         try:
@@ -199,7 +202,59 @@ def _listed(paths: list[str]) -> str:
     return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
 
 
-def _differs(existing: Mapping[str, bytes] | None, result: PointResult) -> bool:
-    return existing is not None and result.bundle is not None and existing != dict(result.bundle.files)
+def _refused(out: str, written: list[PointResult], index_path: str, index: bytes, source_name: str) -> list[str]:
+    """What in ``out`` a sweep may not replace without --force, each as "DIR modified by hand ...":
+    the point bundles ownership.refusal refuses, and an index that is not this sweep's or does not
+    list the bundles that are there (edited by hand)."""
+    refused = []
+    hashes: dict[str, object] = {}  # point directory -> the bundle hash its manifest records
+    for r in written:
+        assert r.bundle is not None
+        path = os.path.join(out, r.point.directory)
+        existing = read_bundle(path)
+        if existing is None:
+            continue
+        hashes[r.point.directory] = _recorded_hash(existing)
+        reason = refusal(existing, r.bundle.files)
+        if reason is not None:
+            refused.append(f"{path} {reason}")
+    old = read_file(index_path) if os.path.lexists(index_path) else None
+    if old is not None and old != index:
+        why = _index_refusal(old, Path(source_name).name, out, hashes)
+        if why:
+            refused.append(f"{index_path} {why}")
+    return refused
+
+
+def _index_refusal(old: bytes, spec: str, out: str, hashes: dict[str, object]) -> str | None:
+    """Why the existing sweep.json ``old`` may not be replaced without --force: it is not a sweep index,
+    it is another spec's, or a point it lists has another bundle hash than the bundle in its directory."""
+    try:
+        data = json.loads(old)
+    except (ValueError, RecursionError):
+        data = None
+    points = data.get("points") if isinstance(data, dict) else None
+    if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
+        return "is not a sweep index acrl writes"
+    if data.get("spec") != spec:
+        return f"is the index of another sweep spec ({data.get('spec')!r}), not of {spec}"
+    for point in points:
+        directory = point.get("directory")
+        if not isinstance(directory, str) or directory in ("", ".", "..") or os.sep in directory:
+            return "is not a sweep index acrl writes"
+        on_disk = hashes.get(directory) if directory in hashes else \
+            _recorded_hash(read_bundle(os.path.join(out, directory)))
+        if on_disk is not None and on_disk != point.get("bundle_hash"):
+            return f"was modified by hand (it lists {directory} with another bundle hash than its bundle's)"
+    return None
+
+
+def _recorded_hash(files: Mapping[str, bytes] | None) -> object:
+    """The bundle hash the manifest of ``files`` records (None: no bundle, or no readable manifest)."""
+    try:
+        manifest = json.loads(files[MANIFEST]) if files is not None else None
+    except (KeyError, ValueError, RecursionError):
+        return None
+    return manifest.get("bundle_hash") if isinstance(manifest, dict) else None
 
 

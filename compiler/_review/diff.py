@@ -11,7 +11,7 @@ import json
 import os
 import shlex
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +33,10 @@ __all__ = ["ABSENT", "DERIVED_LABELS", "GROUPS", "SECTIONS", "BundleDiff", "Chan
 
 # --- inputs ----------------------------------------------------------------------------------
 
-def load(path: str) -> BundleView:
-    """Read a bundle directory, or compile a spec (.toml) in memory, into a view. A bundle that
-    does not match its own manifest is read as it is, with a note saying so."""
+def load(path: str, overrides: Sequence[str] = ()) -> BundleView:
+    """Read a bundle directory, or compile a spec (.toml) in memory (with ``overrides``, ``KEY=VALUE``
+    as `--set` gives them), into a view. A bundle that does not match its own manifest is read as it
+    is, with a note saying so."""
     if os.path.isdir(path):
         files = read_bundle(path) or {}
         if not set(files) & set(KNOWN_FILES):
@@ -43,7 +44,7 @@ def load(path: str) -> BundleView:
                                   fix="give a bundle directory (e.g. bundles/<exp_id>) or a spec file (.toml)")
         return attrs.evolve(read_view(path, files), integrity=tuple(_integrity_notes(path, files)))
     if os.path.isfile(path) and path.endswith(".toml"):
-        return read_view(path, compile_spec(Path(path)).files)
+        return read_view(path, compile_spec(Path(path), overrides=overrides).files)
     reason = "no such file or directory"
     if os.path.lexists(path):
         reason = "is neither a bundle directory nor a spec (.toml)"
@@ -68,9 +69,9 @@ def _integrity_notes(path: str, files: Mapping[str, bytes]) -> list[str]:
             f"(see `acrl verify {path}`)"]
 
 
-def diff_paths(a: str, b: str) -> BundleDiff:
-    """The semantic diff of two bundles or specs (see :func:`load`)."""
-    return diff_views(load(a), load(b))
+def diff_paths(a: str, b: str, overrides: Sequence[str] = ()) -> BundleDiff:
+    """The semantic diff of two bundles or specs (see :func:`load`); ``overrides`` apply to each spec."""
+    return diff_views(load(a, overrides), load(b, overrides))
 
 
 # --- --check ---------------------------------------------------------------------------------
@@ -154,9 +155,10 @@ def format_check(result: CheckResult) -> str:
     if result.diff is None:
         return (f"{result.byte_differences[0]}: it should hold the bundle {result.spec} compiles to\n"
                 f"fix: acrl-compile {spec} -o {out} (and commit the result)")
+    force = " --force" if result.diff.unverified else ""  # a stale bundle of the spec is replaced without it
     return "\n\n".join([
         format_text(result.diff),
         "\n".join([f"{result.out} is not what {result.spec} compiles to; files that differ byte for byte:",
                    *(f"  {line}" for line in result.byte_differences)]),
-        f"fix: acrl-compile {spec} -o {out} --force (and commit the result), or undo the edit in {out}",
+        f"fix: acrl-compile {spec} -o {out}{force} (and commit the result), or undo the edit in {out}",
     ])

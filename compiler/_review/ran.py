@@ -44,10 +44,10 @@ class Launch:
     notes: tuple[str, ...] = ()  # the reader's notes and why a bundle does not match its manifest
 
 
-def launch_of(path: str) -> Launch:
-    """Read a bundle directory, or compile a spec (.toml) in memory, as :class:`Launch`; BundleReadError or
-    SpecError as `acrl diff` raises them."""
-    view = load(path)
+def launch_of(path: str, overrides: Sequence[str] = ()) -> Launch:
+    """Read a bundle directory, or compile a spec (.toml) in memory with ``overrides`` (`--set`), as
+    :class:`Launch`; BundleReadError or SpecError as `acrl diff` raises them."""
+    view = load(path, overrides)
     manifest = view.manifest or {}
     flags: dict[str, tuple[str, ...]] = {}
     entrypoint = _entrypoint(view.launch)

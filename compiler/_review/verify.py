@@ -40,7 +40,7 @@ from .._pipeline.reading import (
     written_mode,
 )
 from .._version import __version__
-from ..errors import BundleReadError
+from ..errors import BundleReadError, UsageError
 
 # Manifest layouts this acrl reads. _compile.BUNDLE_FORMAT must be one of them (a test checks).
 # Format 1's bundle hash covered only the file list, so a format-1 manifest's other fields (exp_id,
@@ -230,6 +230,10 @@ def verify_files(files: Mapping[str, bytes], *, where: str, check_derived: bool 
         mismatch, note = _derived_mismatch(files, manifest)
         notes += [note] if note else []
     expected = None if expect_hash is None else expect_hash.strip().lower().removeprefix("sha256:")
+    if expected is not None and not re.fullmatch(r"[0-9a-f]{64}", expected):  # the command line is wrong: exit 2
+        raise UsageError(f"--expect-hash {expect_hash!r}: not a bundle hash",
+                         hint="give the 64 hex digits of a sha256, as `acrl verify` prints them (a `sha256:` "
+                         "prefix is allowed)")
     return Verification(where, manifest["acrl_version"], manifest["bundle_format"], manifest["bundle_hash"],
                         tuple(added), tuple(removed), tuple(modified),
                         None if recomputed == manifest["bundle_hash"] else recomputed, tuple(notes),

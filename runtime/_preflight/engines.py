@@ -32,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from acrl.compiler import without_credentials
+
 from .engine_probe import Probe, probe
 from .outcome import CheckFailed, CheckSkipped
 from .python import entrypoint_argv
@@ -136,9 +138,9 @@ def _host_of(url: str) -> str | None:
 
 def remote_cluster(info: BundleInfo) -> str | None:
     """The address of the existing cluster the job runs on, when it is not this machine (its host is not a
-    loopback one); None for a local head."""
+    loopback one), as messages and records show it (without a user:password); None for a local head."""
     address = info.cluster_address
-    return address if address and not _is_loopback(_host_of(address)) else None
+    return without_credentials(address) if address and not _is_loopback(_host_of(address)) else None
 
 
 def timeout_s() -> float:

@@ -277,6 +277,34 @@ last_words() {
   text=${text%%+([[:space:]])}
   redact "${text##*$'\n'}"
 }
+# The ray command $1 failed with exit status $2, its output in $SCRATCH. Ray's whole output (a traceback of a
+# hundred lines), redacted, goes between acrl-detail lines when stderr is not a terminal (`acrl run` keeps it in
+# train.log and off the terminal); then one line: what failed, with the fix when Ray was not reached or refused.
+ray_failed() {
+  local what=$1 rc=$2 text fix
+  text=$(<"$SCRATCH")
+  text=${text//$'\e'\[*([0-9;])m/}
+  if [[ ! -t 2 ]]; then printf 'acrl-detail: begin %s\n%s\nacrl-detail: end\n' "$what" "$(redact "$text")" >&2; fi
+  fix="start it, or set ACRL_RAY_ADDRESS (acrl run --address, [cluster] address) to its dashboard, http://HEAD:8265"
+  if [[ $SHOWN_ADDRESS != http://* && $SHOWN_ADDRESS != https://* ]]; then
+    fix+=" (Ray takes an address without http:// for a GCS or Ray Client address, not the dashboard's)"
+  fi
+  case $text in
+    *"Failed to connect to Ray"* | *"Connection refused"* | *"Timed out while waiting for GCS"* | \
+    *"ray client connection timeout"* | *"Name or service not known"* | *"Temporary failure in name resolution"* | \
+    *"No route to host"* | *"Max retries exceeded"*)
+      die "cannot reach the Ray cluster at $SHOWN_ADDRESS ($(last_words)); nothing was submitted; fix: $fix" ;;
+    *"Version check returned 404"* | *"Jobs API is not supported"*)
+      die "$SHOWN_ADDRESS answers but is not a Ray dashboard with the Jobs API ($(last_words)); nothing was" \
+        "submitted; fix: set ACRL_RAY_ADDRESS (acrl run --address, [cluster] address) to the dashboard's address," \
+        "http://HEAD:8265 (Ray 1.9 or later)" ;;
+    *AuthenticationError* | *"Authentication required"* | *"401 Client Error"* | *"403 Client Error"*)
+      die "$SHOWN_ADDRESS refused the request: it wants credentials; nothing was submitted; fix: export" \
+        "ACRL_RAY_ADDRESS with the user:password of a proxy in front of the dashboard (read -rs ACRL_RAY_ADDRESS;" \
+        "export ACRL_RAY_ADDRESS), or Ray's token (RAY_AUTH_TOKEN, Ray's token authentication)" ;;
+  esac
+  die "'$what' failed (exit status $rc): $(last_words)"
+}
 unknown() {  # the job's state is unknown: say so, with the commands to look and to stop it
   log "error: $*"
   log "the job may still be running; see it with: ray job status --address $SHOWN_ADDRESS $SUBMISSION_ID"
@@ -390,7 +418,7 @@ RAY_API_SERVER_ADDRESS=$CLUSTER_ADDRESS bounded "$RAY_START_TIMEOUT" "$SCRATCH" 
 case $rc in
   0) redact "$(<"$SCRATCH")" >&2; echo >&2 ;;
   124 | 137) unknown "'ray job submit' took over $RAY_START_TIMEOUT s; the job may have been submitted" ;;
-  *) SUBMITTED=""; die "'ray job submit' failed (exit status $rc): $(last_words)" ;;
+  *) SUBMITTED=""; ray_failed "ray job submit" "$rc" ;;
 esac
 RAY_API_SERVER_ADDRESS=$CLUSTER_ADDRESS ray job logs --follow "$SUBMISSION_ID" 2>"$SCRATCH" &
 LOGS_PID=$!
