@@ -374,6 +374,21 @@ def test_a_path_no_file_system_can_name_is_a_located_error(key: tuple[str | int,
         [".".join(map(str, (*tables, last, *((0,) if item else ()))))], caught.value.message[:2000]
 
 
+NAME_KEYS = keys_of_kind("name")  # every key whose setting() says kind="name" (ids, addresses, images, W&B names)
+
+
+@pytest.mark.parametrize("key", NAME_KEYS, ids=[".".join(map(str, k)) for k in NAME_KEYS])
+@pytest.mark.parametrize("value", ["", " \t", "a" * 257, "x\ny"], ids=["empty", "blank", "long", "line-break"])
+def test_an_empty_or_absurd_name_is_a_located_error_of_its_key(key: tuple[str, ...], value: str,
+                                                               write_spec: SpecWriter) -> None:
+    table, last = key
+    with pytest.raises(SpecError) as caught:
+        compile_spec(write_spec({table: {last: value}}))
+    errors = [d for d in caught.value.diagnostics if d.severity == "error"]
+    assert [d.key for d in errors] == [f"{table}.{last}"], caught.value.message[:2000]
+    assert errors[0].line is not None and errors[0].hint, caught.value.message[:2000]
+
+
 def test_import_never_replaces_what_is_not_a_regular_file(tmp_path: Path) -> None:
     """-o FIFO --force: the spec is not renamed over it (as root, -o /dev/null --force would have
     replaced the device)."""

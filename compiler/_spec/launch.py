@@ -58,7 +58,7 @@ class Cluster:
     gpu_memory_gib: float = setting(80.0, doc="Memory of one GPU in GiB, for acrl's static memory estimate "
                                               "(ACRL-M007, docs/memory.md); e.g. 80 for an 80 GB A100/H100, 141 "
                                               "for an H200. Not passed to slime.", gt=0, le=4096)
-    address: str | None = setting(None, doc="Dashboard address of an existing Ray cluster "
+    address: str | None = setting(None, kind="name", doc="Dashboard address of an existing Ray cluster "
                                             "(e.g. http://head:8265); then no local head is started.")
     stop_stale_processes: bool = setting(True, doc="Kill stale sglang processes and stop Ray first "
                                                    "(local head only).")
@@ -71,7 +71,7 @@ class Cluster:
     head_port: int = setting(6379, ge=1, le=65535, doc="GCS port of the local Ray head, where other nodes join "
                                                        "(join.sh); passed as --port when num_nodes > 1 or not 6379.")
     ray_stop_timeout: int = setting(60, doc="Seconds to wait for stale Ray processes to exit.", ge=1)
-    node_ip_address: str | None = setting(None, doc=(
+    node_ip_address: str | None = setting(None, kind="name", doc=(
         "Address of the local head (`ray start --head --node-ip-address`, as slime's scripts pass "
         "${MASTER_ADDR:-127.0.0.1}); MASTER_ADDR at run time overrides it. Set, train.sh exports MASTER_ADDR (that "
         "value) before `ray start --head`, adds it to no_proxy and puts it in the job's runtime env, as slime's "
