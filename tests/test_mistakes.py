@@ -195,6 +195,14 @@ MISTAKES = [
             "datasets = [", "datasets", 'datasets = { gsm8k = "/data/gsm8k/test.jsonl" }', (
                 "32:1 [eval] datasets: expected a table of name = value pairs, got an array "
                 "(['/data/gsm8k/test.jsonl']) | write it as datasets = { gsm8k = \"/data/gsm8k/test.jsonl\" }",)),
+    Mistake("environment variables as NAME=VALUE strings", ("[eval]", '[env]\nvars = ["HF_HOME=/cache/hf"]\n\n[eval]'),
+            "vars = [", "vars", 'vars = { HF_HOME = "/cache/hf" }', (
+                "30:1 [env] vars: expected a table of name = value pairs, got an array (['HF_HOME=/cache/hf']) "
+                '| write it as vars = { HF_HOME = "/cache/hf" }',)),
+    Mistake("a fractional batch size", ("batch_size = 32", "batch_size = 32.5"), "batch_size = 32.5", "batch_size",
+            "32 or 33", (
+                "23:1 [rollout] batch_size: expected an integer, got a float (32.5) | write it as a whole number: 32 "
+                "or 33",)),
     Mistake("one extra argument as a string",
             ("[eval]", '[extra]\nargs = "--no-gradient-accumulation-fusion"\n\n[eval]'),
             "args = ", "args", 'args = ["--no-gradient-accumulation-fusion"]', (

@@ -108,7 +108,9 @@ def _str(value: object, _: object) -> str:
 
 
 def _int(value: object, _: object) -> int:
-    _expect(value, type(value) is int, "an integer", "a whole number without quotes", _as_number(value, True))
+    whole = f"a whole number: {math.floor(value)} or {math.ceil(value)}" if isinstance(value, float) and \
+        math.isfinite(value) and abs(value) < 2 ** 53 else "a whole number without quotes"
+    _expect(value, type(value) is int, "an integer", whole, _as_number(value, True))
     assert isinstance(value, int)
     return value
 
@@ -186,25 +188,14 @@ def _table_factory(tp: Any, conv: cattrs.Converter) -> Callable[[object, Any], d
 
     def structure_table(value: object, cl: Any) -> dict[Any, Any]:
         if not isinstance(value, Mapping):
-            named = {_stem(v): v for v in value} if isinstance(value, list) and value and \
-                all(isinstance(v, str) for v in value) else {}
-            example = toml_value(named) if len(named) == len(value) else None  # type: ignore[arg-type]
+            from .suggest import table_example  # lazy: only an error's fix writes an example
+
             raise _Mismatch(f"expected a table of name = value pairs, got {_toml_type(value)} "
                             f"({shown_value(value)})", "write it as a table: one name = value per line under "
-                            "its [table] header, or inline as { name = value }", example)
+                            "its [table] header, or inline as { name = value }", table_example(value))
         return pairs(value, cl)
 
     return structure_table
-
-
-def _stem(path: str) -> str:
-    """A name for a dataset path: its file name without extensions, or its directory's where that is a split's name
-    (/data/aime.jsonl -> aime, /data/gsm8k/test.jsonl -> gsm8k)."""
-    parts = [p for p in path.split("/") if p]
-    name = parts[-1].split(".")[0] if parts else ""
-    if name.lower() in ("test", "train", "eval", "val", "valid", "validation", "dev", "data") and len(parts) > 1:
-        name = parts[-2]
-    return name if name.replace("_", "").replace("-", "").isalnum() else "name"
 
 
 @functools.cache

@@ -139,3 +139,30 @@ def _owners() -> dict[str, tuple[str, ...]]:
 @functools.cache
 def _all_keys() -> list[str]:
     return [f"{t}.{f.name}" for t, cls in table_types().items() for f in attrs.fields(cls)]
+
+
+def table_example(value: object) -> str | None:
+    """An array of strings written as the table of name = value pairs it was meant to be, or None: ``NAME=VALUE``
+    items split at '=' (["A=1"] is { A = "1" }), a path named by its stem (["/data/gsm8k/test.jsonl"] is
+    { gsm8k = "/data/gsm8k/test.jsonl" })."""
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        return None
+    pairs = dict(_pair(v) for v in value)
+    return toml_value(pairs) if len(pairs) == len(value) else None
+
+
+def _pair(item: str) -> tuple[str, str]:
+    name, equals, rest = item.partition("=")
+    if equals and name.strip() and name.strip().replace("_", "").replace("-", "").isalnum():
+        return name.strip(), rest.strip()
+    return _stem(item), item
+
+
+def _stem(path: str) -> str:
+    """A name for a dataset path: its file name without extensions, or its directory's where that is a split's name
+    (/data/aime.jsonl -> aime, /data/gsm8k/test.jsonl -> gsm8k)."""
+    parts = [p for p in path.split("/") if p]
+    name = parts[-1].split(".")[0] if parts else ""
+    if name.lower() in ("test", "train", "eval", "val", "valid", "validation", "dev", "data") and len(parts) > 1:
+        name = parts[-2]
+    return name if name.replace("_", "").replace("-", "").isalnum() else "name"
