@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -210,8 +210,25 @@ def entry(name: str) -> CatalogEntry | None:
     return CATALOG.get(name) or _FOLDED.get(name.lower())
 
 
+def close_names(name: str, others: Iterable[str] = ()) -> list[str]:
+    """The catalog's names (and ``others``: a checkout's model scripts) closest to ``name``, closest first."""
+    names = {n.lower(): n for n in (*others, *CATALOG)}
+    return [names[n] for n in difflib.get_close_matches(name.lower(), list(names), n=3, cutoff=0.6)]
+
+
 def lookup_error(name: str) -> str:
     """Why ``name`` is not in the catalog, with the closest names."""
-    close = [_FOLDED[n].name for n in difflib.get_close_matches(name.lower(), list(_FOLDED), n=3, cutoff=0.6)]
+    close = close_names(name)
     hint = f"; did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
     return f"{name!r} is not in acrl's model catalog{hint} (known: {', '.join(CATALOG)})"
+
+
+def lookup_hint(name: str, others: Iterable[str] = (), *, checkout: bool = False) -> str:
+    """The fix of a [model] type the catalog lacks: the closest name written out, `acrl models`, the other sources
+    (``checkout``: a slime checkout was read, and lacks the script too)."""
+    close = close_names(name, others)
+    first = f'write type = "{close[0]}"' if close else "name a model of the catalog"
+    script = "name one of the checkout's scripts/models" if checkout else \
+        "read slime's scripts/models/<type>.sh with --slime-checkout DIR"
+    return f"{first} (`acrl models` lists the catalog); for a model it lacks, give the architecture in [model.args], " \
+        f"or {script}"
