@@ -481,8 +481,7 @@ def _row(result: dict[str, Any]) -> tuple[int, int, object]:
     return result["import_rc"], result["compile_rc"], found
 
 
-@pytest.mark.skipif(not SLIME_DIR, reason="set ACRL_SLIME_DIR to a slime tree (scripts/, slime/) or git directory "
-                    "to run slime's own run-*.sh through the harness (about 10 s)")
+@pytest.mark.upstream("ACRL_SLIME_DIR")  # slime's own run-*.sh through the harness (about 10 s)
 def test_slimes_scripts_through_the_harness(tmp_path: Path) -> None:
     """Every run-*.sh launches under the stand-ins (the harness's own correctness) and gets a row; the table is
     printed (`pytest -s`). At the targeted commit, each row is today's exact result (SLIME_RESULT); no run leaks
