@@ -87,7 +87,7 @@ def resolve_model_args(spec: Spec, spec_dir: Path = Path(), checkout: Checkout |
     elif source == "catalog":
         found = entry(spec.model.type)
         if found is None:
-            raise ModelArgsError(lookup_error(spec.model.type), lookup_hint(spec.model.type))
+            raise ModelArgsError(lookup_error(spec.model.type, listing=False), lookup_hint(spec.model.type))
         base = ModelArgs(found.model_args(), "catalog", _catalog_shown(found),
                          hashlib.sha256(found.digest_source().encode()).hexdigest())
     elif source == "hf":
