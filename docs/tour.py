@@ -35,14 +35,15 @@ STEPS: list[tuple[str, str]] = [
      "parallel sizes by compiling the spec in memory.",
      "acrl init --model qwen3-8B --data /data/train.jsonl --eval gsm8k=/data/gsm8k/test.jsonl --integration slime "
      "-o qwen3-8b-grpo.toml"),
-    ("Three typical mistakes: a model type that is not in the catalog, SlimeRunner's `tp_size` where acrl says "
-     "`tensor`, and an eval dataset with no path.",
-     "sed -e 's/^type = \"qwen3-8B\"/type = \"qwen3-8b-instruct\"/' -e 's/^tensor = 1 /tp_size = 2 /' "
-     "-e 's|^gsm8k = \"/data/gsm8k/test.jsonl\"|gsm8k = \"\"|' qwen3-8b-grpo.toml > broken.toml"),
+    ("Three typical mistakes while editing it: a model type that is not in the catalog, SlimeRunner's `tp_size` "
+     "where acrl says `tensor`, and an eval dataset with no path.",
+     "sed -i -e 's/^type = \"qwen3-8B\"/type = \"qwen3-8b-instruct\"/' -e 's/^tensor = 1 /tp_size = 2 /' "
+     "-e 's|^gsm8k = \"/data/gsm8k/test.jsonl\"|gsm8k = \"\"|' qwen3-8b-grpo.toml"),
     ("One compile reports all of them, each where it is in the file, with a fix; nothing is written.",
-     "acrl-compile broken.toml; echo \"exit $?\""),
-    ("The spec as `acrl init` wrote it compiles.",
-     "acrl-compile qwen3-8b-grpo.toml"),
+     "acrl-compile qwen3-8b-grpo.toml; echo \"exit $?\""),
+    ("Fixed as the messages say, the spec compiles into its bundle.",
+     "sed -i -e 's/^type = \"qwen3-8b-instruct\"/type = \"qwen3-8B\"/' -e 's/^tp_size = 2 /tensor = 2 /' "
+     "-e 's|^gsm8k = \"\"|gsm8k = \"/data/gsm8k/test.jsonl\"|' qwen3-8b-grpo.toml && acrl-compile qwen3-8b-grpo.toml"),
     ("Edit, recompile: the bundle the spec produced is replaced, and the compile says what changed.",
      "sed -i 's/^lr = 1e-06 /lr = 2e-06 /' qwen3-8b-grpo.toml && acrl-compile qwen3-8b-grpo.toml"),
     ("What a change would do before making it: the semantic diff of the bundle against the spec compiled with "
