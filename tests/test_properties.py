@@ -165,6 +165,14 @@ JUNK = st.recursive(SCALAR, lambda inner: st.one_of(st.lists(inner, max_size=4),
                                                     st.dictionaries(KEY, inner, max_size=4)), max_leaves=12)
 
 
+def as_toml(value: Any) -> Any:
+    """A value hypothesis built for a field's type, as a spec writes it: a table's attrs instance (a [kuberay.head]
+    Head) as its table, None left out."""
+    if attrs.has(type(value)):
+        return attrs.asdict(value, filter=lambda _, v: v is not None)
+    return value
+
+
 @st.composite
 def mutated_specs(draw: st.DrawFn) -> dict[str, Any]:
     """MINIMAL (or nothing) with values set, replaced or deleted at known and unknown key paths."""
@@ -178,7 +186,7 @@ def mutated_specs(draw: st.DrawFn) -> dict[str, Any]:
             if draw(st.integers(0, 3)) == 0:
                 path.append(draw(KEY))
             elif path[-1] in KNOWN.get(table, {}) and draw(st.booleans()):  # a value of the right type
-                typed = draw(st.from_type(KNOWN[table][path[-1]]).filter(lambda v: v is not None))
+                typed = as_toml(draw(st.from_type(KNOWN[table][path[-1]]).filter(lambda v: v is not None)))
         node = data
         for key in path[:-1]:
             if not isinstance(node.get(key), dict):
