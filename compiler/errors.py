@@ -62,6 +62,9 @@ class UsageError(AcrlError):
     exit_code = 2
 
 
+SHOWN_LINE = 160  # the most characters of a spec's line an error shows
+
+
 @attrs.frozen
 class Diagnostic:
     """One problem found in a spec: an error or a warning, with where it is and how to fix it."""
@@ -96,8 +99,10 @@ class Diagnostic:
         rule = f" ({self.rule})" if self.rule else ""
         out = [f"{head}: {redact(self.message, code=False)}{rule}"]
         if self.source_line and self.line is not None:
-            out.append(f"  {self.line:>4} | {redact(self.source_line)}")
-            if self.column:
+            line = self.source_line  # a line of 100 KB is shown cut: the message stays readable
+            shown = line if len(line) <= SHOWN_LINE else line[:SHOWN_LINE - 3] + "..."
+            out.append(f"  {self.line:>4} | {redact(shown)}")
+            if self.column and self.column <= len(shown):
                 out.append("       | " + " " * (self.column - 1) + "^")
         if self.hint:
             out.append(f"  fix: {redact(self.hint, code=False)}")
@@ -117,17 +122,22 @@ class Diagnostic:
 
 
 class SpecError(AcrlError):
-    """A spec is invalid. Holds every problem found, not only the first."""
+    """A spec is invalid. Holds every problem found, not only the first. ``unchecked``: what was not checked because
+    of these errors (the checks that read a key with an error, or everything after a syntax error), said on the
+    closing line; empty when everything was checked."""
 
-    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
+    def __init__(self, diagnostics: Sequence[Diagnostic], *, unchecked: str = "") -> None:
         self.diagnostics = tuple(diagnostics)
+        self.unchecked = unchecked
         errors = [d for d in self.diagnostics if d.severity == "error"]
         body = "\n".join(d.format() for d in self.diagnostics)
         noun = "error" if len(errors) == 1 else "errors"
-        super().__init__(f"{body}\n{len(errors)} {noun}; nothing was written.")
+        closing = f"\n{unchecked}: fixing {'it' if len(errors) == 1 else 'these'} may reveal more." if unchecked else ""
+        super().__init__(f"{body}\n{len(errors)} {noun}; nothing was written.{closing}")
 
     def as_json(self) -> dict[str, object]:
-        return {**super().as_json(), "kind": "SpecError", "diagnostics": [d.as_json() for d in self.diagnostics]}
+        return {**super().as_json(), "kind": "SpecError", "diagnostics": [d.as_json() for d in self.diagnostics],
+                "unchecked": self.unchecked or None}
 
 
 class BundleExistsError(AcrlError):

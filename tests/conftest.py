@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,33 @@ def ray_head() -> Iterator[Any]:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true",
                      help="rewrite tests/golden/ from the example specs instead of comparing")
+    parser.addoption("--upstream", action="store_true",
+                     help="also run the checks of the generated facts against upstream checkouts (tests marked "
+                          "upstream; each names the ACRL_* variables it needs, and a missing one is an error)")
+
+
+# The checks that regenerate facts from upstream sources (slime, Megatron-LM, sglang wheels, KubeRay) and compare them
+# with the committed ones: they need those sources, which a clone of acrl does not have, so the default run deselects
+# them (no skips) and `pytest --upstream` runs them. Which variables each needs is the marker's arguments.
+UPSTREAM_HELP = {
+    "ACRL_SLIME_DIR": "slime's git directory (git clone --mirror https://github.com/THUDM/slime)",
+    "ACRL_MEGATRON_DIR": "Megatron-LM's git directory (git clone --mirror https://github.com/NVIDIA/Megatron-LM)",
+    "ACRL_SGLANG_WHEELS": "a folder of the sglang wheels the facts name (pip download sglang==V --no-deps -d DIR)",
+    "ACRL_KUBERAY_DIR": "a clone of https://github.com/ray-project/kuberay",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    upstream = [item for item in items if item.get_closest_marker("upstream")]
+    if not config.getoption("--upstream"):
+        if upstream:
+            config.hook.pytest_deselected(items=upstream)
+            items[:] = [item for item in items if not item.get_closest_marker("upstream")]
+        return
+    missing = sorted({name for item in upstream for marker in item.iter_markers("upstream") for name in marker.args
+                      if not os.environ.get(name)})
+    if missing:
+        raise pytest.UsageError("--upstream: set " + "; ".join(f"{name} to {UPSTREAM_HELP[name]}" for name in missing))
 
 
 def forge_manifest(bundle: Path, **changes: Any) -> dict[str, Any]:

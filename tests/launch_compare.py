@@ -283,6 +283,8 @@ def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default],
     if alias is not None:
         theirs, renamed = same_dest(theirs, ours, alias)
         out += renamed
+    theirs, unloaded = _load_without_checkpoint(theirs, ours)
+    out += unloaded
     out += _compare_flags(theirs, ours, defaults, (original.custom_config, bundle.custom_config),
                           (original.sglang_config, bundle.sglang_config))
     out += _compare_env(original.runtime_env, bundle.runtime_env, dict(bundle.start_env))
@@ -298,6 +300,22 @@ def compare(original: Launch, bundle: Launch, defaults: Mapping[str, Default],
             out.append(Mismatch("start-env", name, value, ours_env.get(name)))
     order = list(CATEGORIES)
     return sorted(out, key=lambda m: order.index(m.category))
+
+
+def _load_without_checkpoint(theirs: Mapping[str, list[str]],
+                             ours: Mapping[str, list[str]]) -> tuple[dict[str, list[str]], list[Mismatch]]:
+    """The original's --load where the bundle passes none because no checkpoint is there: train.sh decides --load at
+    launch (templates/train.sh.jinja's checkpoint block) and passes it only for a checkpoint to resume from. slime
+    reads a --load with neither latest_checkpointed_iteration.txt nor an HF config.json in it as no --load: it loads
+    --ref-load instead, without the optimizer and RNG (slime/utils/arguments.py:1817-1830 at 624b824), as it does
+    when --load is not given. Allowed only where the original's directory has neither, here."""
+    words = theirs.get("--load")
+    if words is None or "--load" in ours or len(words) != 1 or \
+            any(Path(words[0], name).exists() for name in ("latest_checkpointed_iteration.txt", "config.json")):
+        return dict(theirs), []
+    why = ("no checkpoint there: slime loads --ref-load as without --load (arguments.py:1817-1830 at 624b824); "
+           "train.sh passes --load only to resume")
+    return {k: v for k, v in theirs.items() if k != "--load"}, [Mismatch(ALLOWED, "--load", words, None, why)]
 
 
 def same_dest(theirs: Mapping[str, list[str]], ours: Mapping[str, list[str]],

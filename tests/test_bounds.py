@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from acrl.compiler import SpecError, compile_spec
 from acrl.compiler._pipeline.bundle import INPUT_LIMIT, YAML_LIMIT, read_file, read_input, write_bundle
 from acrl.compiler._pipeline.parse import MAX_DIGITS, MAX_NESTING, parse_spec_text, toml_bounds
-from acrl.compiler._pipeline.structure import PATH_KEYS
+from acrl.compiler._pipeline.values import keys_of_kind
 from acrl.compiler._spec.tables import Spec
 from conftest import MINIMAL, SpecWriter, merge
 
@@ -350,22 +350,43 @@ def _depth(value: object) -> int:
     return deepest
 
 
-@pytest.mark.parametrize("key", PATH_KEYS, ids=[".".join(k) for k in PATH_KEYS])
+PATH_KEYS = keys_of_kind("path")  # every key whose setting() says kind="path"
+
+
+@pytest.mark.parametrize("key", PATH_KEYS, ids=[".".join(map(str, k)) for k in PATH_KEYS])
 @pytest.mark.parametrize("value", ["/x/" + "a" * 256, "/" + "ab/" * 1400], ids=["component", "whole"])
-def test_a_path_no_file_system_can_name_is_a_located_error(key: tuple[str, ...], value: str,
+def test_a_path_no_file_system_can_name_is_a_located_error(key: tuple[str | int, ...], value: str,
                                                           write_spec: SpecWriter) -> None:
-    path = tuple("ds" if step == "*" else step for step in key)
+    *tables, last = ("ds" if step == "*" else step for step in key)
+    item = last == 0  # an item of an array
+    if item:
+        *tables, last = tables
     spec: dict[str, object] = {}
     table = spec
-    for step in path[:-1]:
-        table = table.setdefault(step, {})  # type: ignore[assignment]
-    table[path[-1]] = value
-    if path[0] == "checkpoint":
+    for step in tables:
+        table = table.setdefault(str(step), {})  # type: ignore[assignment]
+    table[str(last)] = [value] if item else value
+    if (*tables, last) == ("checkpoint", "save"):
         table["save_interval"] = 10
     with pytest.raises(SpecError) as caught:
         compile_spec(write_spec(spec))
-    assert [d.key for d in caught.value.diagnostics if d.severity == "error"] == [".".join(path)], \
-        caught.value.message[:2000]
+    assert [d.key for d in caught.value.diagnostics if d.severity == "error"] == \
+        [".".join(map(str, (*tables, last, *((0,) if item else ()))))], caught.value.message[:2000]
+
+
+NAME_KEYS = keys_of_kind("name")  # every key whose setting() says kind="name" (ids, addresses, images, W&B names)
+
+
+@pytest.mark.parametrize("key", NAME_KEYS, ids=[".".join(map(str, k)) for k in NAME_KEYS])
+@pytest.mark.parametrize("value", ["", " \t", "a" * 257, "x\ny"], ids=["empty", "blank", "long", "line-break"])
+def test_an_empty_or_absurd_name_is_a_located_error_of_its_key(key: tuple[str, ...], value: str,
+                                                               write_spec: SpecWriter) -> None:
+    table, last = key
+    with pytest.raises(SpecError) as caught:
+        compile_spec(write_spec({table: {last: value}}))
+    errors = [d for d in caught.value.diagnostics if d.severity == "error"]
+    assert [d.key for d in errors] == [f"{table}.{last}"], caught.value.message[:2000]
+    assert errors[0].line is not None and errors[0].hint, caught.value.message[:2000]
 
 
 def test_import_never_replaces_what_is_not_a_regular_file(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from acrl.compiler._pipeline.model_args.catalog import CATALOG, CatalogEntry, entry, lookup_error
+from acrl.compiler._pipeline.model_args.catalog import CATALOG, CatalogEntry, close_names, entry, lookup_error
 from acrl.compiler._pipeline.model_args.hf_config import SETTINGS, compare, derive_model_args
 from conftest import slime_model_args
 
@@ -97,8 +97,15 @@ def test_lookup_error_suggests_close_names() -> None:
     assert message.startswith("'qwen2.5-32B-Instrct' is not in acrl's model catalog; did you mean "
                               "'qwen2.5-32B-Instruct'")
     assert "'qwen3-4B-Instruct-2507'" in lookup_error("qwen3-4b-instruct")
-    assert "did you mean" not in lookup_error("zzzzzz")
-    assert "glm4-32B" in lookup_error("zzzzzz")
+    assert "did you mean" not in lookup_error("zzzzzz") and "`acrl models`" in lookup_error("zzzzzz")
+    assert "glm4-32B" not in lookup_error("zzzzzz")  # the catalog is `acrl models`' to list, not every error's
+
+
+def test_close_names_put_typos_then_the_stem_a_suffix_was_added_to_first() -> None:
+    assert close_names("qwen3-8b-instruct")[0] == "qwen3-8B"  # issue 17: it was qwen3-4B-Instruct-2507
+    assert close_names("qwen2.5-3b-instruct")[0] == "qwen2.5-3B"  # not 32B, a letter away but another size
+    assert close_names("qwen2.5-32B-Instrct")[0] == "qwen2.5-32B-Instruct"  # a typo beats the stem qwen2.5-32B
+    assert len(close_names("qwen3")) <= 3
 
 
 def test_entries_are_immutable() -> None:

@@ -249,7 +249,10 @@ def test_no_checkpoint_directory_no_checkpoint_block(write_spec: SpecWriter, tmp
 
 def test_a_hostile_checkpoint_path_is_one_word(write_spec: SpecWriter, tmp_path: Path, toolbox: Toolbox) -> None:
     marker = tmp_path / "MARKER"
-    name = f"c $(touch {marker}) `touch {marker}` ';touch {marker};' \"x\" *\n{{rollout_id}}"
+    name = f"c $(touch {marker}) `touch {marker}` ';touch {marker};' \"x\" * {{rollout_id}}"
+    with pytest.raises(SpecError) as refused:  # a line break: no path has one (compiler/_pipeline/values.py)
+        compile_spec(write_spec({"checkpoint": {"save": f"{tmp_path}/c\n{{rollout_id}}", "save_interval": 1}}))
+    assert [d.key for d in refused.value.diagnostics] == ["checkpoint.save"]
     save = checkpoint(tmp_path / name, "1", 1)
     run = launch(bundle(write_spec, tmp_path, save=str(save)), toolbox, tmp_path / "w")
     assert run.returncode == 0, run.stderr

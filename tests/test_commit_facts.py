@@ -94,8 +94,7 @@ def test_a_checkout_at_another_commit_is_compared_with_the_targets_facts(write_s
     assert set(listed) <= passed and len(listed) == len(set(listed)) > 8
 
 
-@pytest.mark.skipif(not (os.environ.get("ACRL_SLIME_DIR") and os.environ.get("ACRL_MEGATRON_DIR")),
-                    reason="set ACRL_SLIME_DIR and ACRL_MEGATRON_DIR to the slime and Megatron-LM git directories")
+@pytest.mark.upstream("ACRL_SLIME_DIR", "ACRL_MEGATRON_DIR")
 def test_the_shipped_facts_are_what_the_generator_writes(tmp_path: Path) -> None:
     """Each file's recorded command line, run again on the two repositories, writes the same bytes."""
     import json

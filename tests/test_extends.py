@@ -130,7 +130,7 @@ def test_a_base_that_is_not_toml_is_a_syntax_error_in_the_base(tmp_path: Path) -
     base = write(tmp_path / "base.toml", "[rollout]\nbatch_size = = 3\n")
     child = write(tmp_path / "child.toml", 'extends = "base.toml"\n')
     (error,) = errors_of(child)
-    assert error.file == str(base) and error.line == 2 and error.message.startswith("TOML syntax error")
+    assert error.file == str(base) and error.line == 2 and error.message.startswith("expected a value here")
 
 
 @pytest.mark.parametrize(("value", "shown"), [("3", "int 3"), ('""', "an empty string"), ('["a.toml"]', "list")])

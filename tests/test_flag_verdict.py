@@ -116,7 +116,7 @@ def test_the_facts_record_each_commits_parsers() -> None:
     assert registers_router("1234567890abc") is None
 
 
-@pytest.mark.skipif(not os.environ.get("ACRL_SLIME_DIR"), reason="set ACRL_SLIME_DIR to slime's git directory")
+@pytest.mark.upstream("ACRL_SLIME_DIR")
 def test_the_cited_lines_are_slimes() -> None:
     for facts in known_commits():
         parse_line, router_line = facts.parsers["sglang"]["line"], facts.parsers["sglang"]["router_line"]
@@ -129,7 +129,7 @@ def test_the_cited_lines_are_slimes() -> None:
         assert routers == ([router_line] if router_line else [])
 
 
-@pytest.mark.skipif(not os.environ.get("ACRL_MEGATRON_DIR"), reason="set ACRL_MEGATRON_DIR to Megatron-LM's git dir")
+@pytest.mark.upstream("ACRL_MEGATRON_DIR")
 def test_the_cited_megatron_line_is_its_allow_abbrev() -> None:
     for facts in known_commits():
         text = subprocess.run(["git", "-C", os.environ["ACRL_MEGATRON_DIR"], "show",

@@ -33,6 +33,7 @@ from test_train_sh import (
 from acrl.compiler import SpecError, compile_spec, write
 from acrl.compiler._pipeline.kuberay import rayjob_documents
 from acrl.compiler._pipeline.render import custom_config, environment
+from acrl.compiler._pipeline.values import keys_of_kind
 from acrl.compiler._spec.tables import table_types
 from conftest import KUBERAY_TABLE, MINIMAL, NO_FACTS, merge
 
@@ -80,10 +81,12 @@ def test_a_newline_in_model_overrides_runs_nothing_when_model_args_sh_is_sourced
 @pytest.mark.parametrize("model_type", ["qwen\ntouch MARKER", "../../tmp/evil", "a/b", "-x", "x y", "q$(id)",
                                         "qwen2.5-3B\n", "", "a" * 129, "..", "qwen\u2028"])
 def test_model_type_must_be_a_slime_model_name(model_type: str, tmp_path: Path) -> None:
+    """ACRL-M009, or, for what no name holds (empty, a line break), the name check of every name key: one error."""
     spec = write_toml(tmp_path / "spec.toml", merge(MINIMAL, {"model": {"type": model_type}}))
     with pytest.raises(SpecError) as info:
         compile_spec(spec)
-    (d,) = [d for d in info.value.diagnostics if d.rule == "ACRL-M009"]
+    (d,) = [d for d in info.value.diagnostics if d.key == "model.type"]
+    assert d.rule == ("" if not model_type.strip() or "\n" in model_type or "\u2028" in model_type else "ACRL-M009")
     assert (d.severity, d.line, d.hint is not None) == ("error", spec.read_text().splitlines().index("[model]") + 2,
                                                         True)
 
@@ -102,6 +105,10 @@ def test_a_trailing_newline_does_not_pass_a_format_rule(table: str, key: str, ru
     spec = write_toml(tmp_path / "spec.toml", merge(MINIMAL, {table: {key: MINIMAL[table][key] + "\n"}}))
     with pytest.raises(SpecError) as info:
         compile_spec(spec)
+    # refused before the format rule is asked: no name holds a line break (compiler/_pipeline/values.py)
+    assert [(d.key, d.rule) for d in info.value.diagnostics] == [(f"{table}.{key}", "")]
+    with pytest.raises(SpecError) as info:  # the format rule on its own matches the whole value too
+        compile_spec(write_toml(tmp_path / "spec.toml", merge(MINIMAL, {table: {key: MINIMAL[table][key] + "#"}})))
     assert [d.rule for d in info.value.diagnostics] == [rule]
 
 
@@ -384,6 +391,9 @@ CONSTRAINED = {"agentcore.runtime_arn:value", "agentcore.gateway_log_level:value
                "opd.type:value", "weight_sync.mode:value", "weight_sync.transport:value",
                "weight_sync.delta_encoding:value", "weight_sync.delta_checksum:value", "weight_sync.encoding:value",
                "checkpoint.resume:value", "checkpoint.scheduler:value", "checkpoint.format:value"}
+# a Python function as module.function (kind="function", compiler/_pipeline/values.py): "acrl-plain" is none
+CONSTRAINED |= {f"{'.'.join(map(str, key[:2]))}:{'item' if key[-1] == 0 else 'value'}"
+                for key in keys_of_kind("function") if key[0] != "sglang"}
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> Toolbox:
     return make_toolbox(tmp_path_factory.mktemp("toolbox"))
@@ -581,6 +591,11 @@ VALIDATED = {"experiment.id:value", "agentcore.s3_bucket:value", "model.type:val
              "kuberay.secret:value", "kuberay.namespace:value", "kuberay.service_account:value",
              "kuberay.labels:table-value", "kuberay.image:value",
              "cluster.address:value", "slime.commit:value", "cluster.node_ip_address:value"}
+# A path, a name or a function (their setting() says kind=): a line break, blank space around it, an empty value are
+# refused with a located error (compiler/_pipeline/values.py).
+VALIDATED |= {f"{'.'.join(map(str, key[:2]))}:{'table-value' if key[-1] == '*' else 'value'}"
+              for kind in ("path", "name", "function") for key in keys_of_kind(kind) if len(key) <= 3}
+VALIDATED |= {"sglang.models:model-value", "sglang.models:model-key"}  # a path, and the name of a model
 
 
 FRAGMENTS = [*HOSTILE[:-1], "'", '"', "$", "`", "\n", "\r", "\x00", "\t", "#", ";", "|", "&", "(", ")", "{", "}",

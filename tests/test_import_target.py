@@ -221,8 +221,7 @@ def test_a_keys_flag_by_sglangs_other_name_maps_onto_the_key(tmp_path: Path) -> 
     assert runner.spec["extra"]["args"] == ["--sglang-enable-dp-attention"]
 
 
-@pytest.mark.skipif(not os.environ.get("ACRL_SLIME_DIR"), reason="set ACRL_SLIME_DIR to slime's git directory to "
-                    "import its own example from a checkout at 624b824")
+@pytest.mark.upstream("ACRL_SLIME_DIR")
 def test_slimes_own_example_from_a_checkout_at_624b824(tmp_path: Path) -> None:
     """examples/delta_weight_sync/run-glm4.7-30B-A3B-delta.sh at 624b824 passes three flags the pin lacks
     (lines 48-50): read from a checkout of 624b824 they map onto their [weight_sync] keys; at the pin they are left

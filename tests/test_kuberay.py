@@ -12,13 +12,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import yaml
 
 from acrl.compiler import compile_spec
 from acrl.compiler._pipeline.compile import compile_source
-from acrl.compiler._pipeline.kuberay import MAX_NAME, name_stem
+from acrl.compiler._pipeline.kuberay import MAX_NAME, name_stem, rayjob_yaml
 from acrl.compiler._pipeline.parse import read_spec
+from acrl.compiler._pipeline.render import custom_config_yaml
 from acrl.compiler.errors import SpecError
 from conftest import KUBERAY_TABLE, NO_FACTS, SpecWriter, merge
 
@@ -358,12 +360,19 @@ def test_cuda_pinning_is_noted_as_train_sh_only(write_spec: SpecWriter) -> None:
 @pytest.mark.parametrize("text", ["a\x85b", "a\u2028b", "a\rb"])
 def test_a_line_break_yaml_folds_reads_back_as_written(text: str, write_spec: SpecWriter) -> None:
     """YAML 1.1's other line breaks (U+0085, U+2028, \\r) in a spec value survive custom_config.yaml and rayjob.yaml
-    (PyYAML wrote them raw and read U+0085 back as a space; found by tests/test_hostile_values.py)."""
-    bundle, config_map, rayjob = documents(write_spec, {**KUBERAY, "agentcore": {"model_id": text},
-                                                         "model": {"dir": f"/models/{text}"}})
-    assert yaml.safe_load(bundle.files["custom_config.yaml"])["model_id"] == text
-    assert yaml.safe_load(next(iter(config_map["data"].values())))["model_id"] == text
+    (PyYAML wrote them raw and read U+0085 back as a space; found by tests/test_hostile_values.py). A name or a path
+    refuses them now (compiler/_pipeline/values.py); [extra] args may hold them, and the writers keep them for any
+    value of a spec built otherwise."""
+    with pytest.raises(SpecError):
+        documents(write_spec, {**KUBERAY, "agentcore": {"model_id": text}})
+    bundle, _, rayjob = documents(write_spec, {**KUBERAY, "extra": {"args": ["--x-flag", f"/models/{text}"]}})
     assert f"/models/{text}" in rayjob["spec"]["entrypoint"]
+    assert bundle.spec.agentcore is not None
+    spec = attrs.evolve(bundle.spec, agentcore=attrs.evolve(bundle.spec.agentcore, model_id=text))
+    config = custom_config_yaml(spec)
+    assert config is not None and yaml.safe_load(config)["model_id"] == text
+    config_map, _ = yaml.safe_load_all(rayjob_yaml(spec, bundle.argv(), config))
+    assert yaml.safe_load(next(iter(config_map["data"].values())))["model_id"] == text
 
 
 def test_hostile_strings_in_the_kuberay_tables_read_back_verbatim(write_spec: SpecWriter) -> None:

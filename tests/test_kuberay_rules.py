@@ -27,7 +27,7 @@ def volumes(*tables: dict[str, Any]) -> dict[str, Any]:
 # rule id -> (overrides of test_kuberay.KUBERAY, the key the finding points at)
 TRIGGERS: dict[str, list[tuple[dict[str, Any], str | list[str]]]] = {
     "ACRL-K001": [({K: {"namespace": "RL_Team"}}, "kuberay.namespace"),
-                  ({K: {"image": "registry.example/slime:v1\n"}}, "kuberay.image"),
+                  ({K: {"image": "registry.example/slime :v1"}}, "kuberay.image"),  # a line break: every name's error
                   ({K: {"namespace": "a" * 64}}, "kuberay.namespace"),
                   ({K: {"service_account": "-irsa"}}, "kuberay.service_account"),
                   ({K: {"secret": "team secrets"}}, "kuberay.secret"),
@@ -102,7 +102,8 @@ TRIGGERS: dict[str, list[tuple[dict[str, Any], str | list[str]]]] = {
                   ({"cluster": {"gpu": "H100"}, K: {"worker": {"node_selector": {
                       "node.kubernetes.io/instance-type": "p4de.24xlarge"}}}},
                    "kuberay.worker.node_selector.node.kubernetes.io/instance-type")],
-    "ACRL-K010": [({"env": {"vars": {"BIG": "x" * 300_000}}}, "kuberay")],
+    # 19 values of 16,000 characters: no string may be longer than 16,384 (compiler/_spec/setting.py: MAX_STRING)
+    "ACRL-K010": [({"env": {"vars": {f"BIG{i}": "x" * 16_000 for i in range(19)}}}, "kuberay")],
     "ACRL-K011": [({"cluster": {"num_nodes": 2}, "checkpoint": {"save": "/data/ckpt"},
                     K: {"volumes": [{"name": "models", "mount_path": "/models", "claim": "m"},
                                     {"name": "data", "mount_path": "/data", "host_path": "/mnt/data"}]}},
@@ -184,7 +185,7 @@ def test_messages_name_the_value_and_the_fix(write_spec: SpecWriter) -> None:
 
 def test_the_size_error_names_the_largest_parts(write_spec: SpecWriter) -> None:
     with pytest.raises(SpecError) as info:
-        compile_kuberay(write_spec, {"extra": {"args": ["--x", "y" * 300_000]}})
+        compile_kuberay(write_spec, {"extra": {"args": ["--x", *["y" * 16_000] * 19]}})
     (finding,) = [d for d in info.value.diagnostics if d.rule == "ACRL-K010"]
     assert "the RayJob of rayjob.yaml is 30" in finding.message
     assert re.search(r"the largest parts: entrypoint \(the slime argv\) 30\d,\d{3} bytes, ", finding.message)

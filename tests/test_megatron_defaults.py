@@ -109,8 +109,7 @@ def test_the_generated_facts_hold_megatrons_defaults_that_slimes_scripts_restate
 MEGATRON_DIR = os.environ.get("ACRL_MEGATRON_DIR")
 
 
-@pytest.mark.skipif(not MEGATRON_DIR, reason="set ACRL_MEGATRON_DIR to a Megatron-LM git directory holding "
-                    f"{MEGATRON_COMMIT[:8]} to check tests/data/megatron against it")
+@pytest.mark.upstream("ACRL_MEGATRON_DIR")  # a Megatron-LM git directory holding MEGATRON_COMMIT
 def test_the_generated_facts_are_what_the_generator_writes(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "acrl.compiler._slime.megatron_defaults", str(MEGATRON_DIR),
                            "--commit", MEGATRON_COMMIT, "-o", str(tmp_path)], capture_output=True, text=True,

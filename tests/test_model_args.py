@@ -78,7 +78,7 @@ def test_knobs_named_in_the_spec_are_used_and_recorded(write_spec: SpecWriter, s
 
 
 @pytest.mark.parametrize(("model_type", "message"), [
-    ("missing", "does not exist"),
+    ("missing", "neither in acrl.s model catalog nor a script of the slime checkout"),
     ("broken", r"failed \(exit 3\)$"),
     ("empty", "does not define MODEL_ARGS"),
 ])

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from acrl.compiler import RULES, Bundle, SpecError
-from conftest import EXAMPLE_SPECS, NO_FACTS
+from acrl.compiler import RULES, Bundle, SpecError, compile_spec
+from conftest import EXAMPLE_SPECS, NO_FACTS, SpecWriter
 
 
 # rule id -> spec overrides that must trigger it (and only rules of this severity or weaker)
@@ -164,7 +164,8 @@ TRIGGERS: dict[str, list[dict[str, Any]]] = {
                   {"cluster": {"env": {"1BAD": "x"}}}],
     "ACRL-S002": [{"wandb": {"key_env": "sk-abc123"}}, {"model": {"script_env": {"-Sx": "1"}}},
                   {"model": {"script_env": {"BASH_ENV": "/tmp/x"}}}],
-    "ACRL-M009": [{"model": {"type": "../qwen2.5-3B"}}, {"model": {"type": "qwen\ntouch x"}}],
+    # (a line break in it is every name's error: compiler/_pipeline/values.py)
+    "ACRL-M009": [{"model": {"type": "../qwen2.5-3B"}}, {"model": {"type": "qwen;touch x"}}],
     "ACRL-S003": [{"cluster": {"address": "http://admin:hunter2@head:8265"}}],
     "ACRL-S004": [{"wandb": {"key_env": "a3f9c1e7b5d24f6a8c0e1b3d5f7a9c2e4b6d8f0a"}},
                   {"wandb": {"key_env": "wandb_key"}},
@@ -256,12 +257,15 @@ def test_rule_fires(rule_id: str, overrides: dict[str, Any], compile_overrides) 
     assert all(d.severity == rule.severity and d.hint and d.line for d in fired)
 
 
-def test_a_missing_agentcore_table_is_reported_as_the_other_missing_tables(compile_overrides) -> None:  # type: ignore[no-untyped-def]
-    """Without integration written, ACRL-I001 has no line to point at (as a missing [data] has none)."""
+def test_a_missing_agentcore_table_is_reported_as_the_other_missing_tables(write_spec: SpecWriter) -> None:
+    """Without integration written, ACRL-I001 points where the table can be added, the spec's last line, as a
+    missing [data] does."""
+    path = write_spec({"agentcore": None, "data": None})
     with pytest.raises(SpecError) as info:
-        compile_overrides({"agentcore": None, "data": None})
-    assert sorted((d.rule, d.key, d.line) for d in info.value.diagnostics) == [("", "", None),
-                                                                              ("ACRL-I001", "", None)]
+        compile_spec(path)
+    last = len(path.read_text().splitlines())
+    assert sorted((d.rule, d.key, d.line, d.column) for d in info.value.diagnostics) == [
+        ("", "", last, 1), ("ACRL-I001", "", last, 1)]
 
 
 def test_warnings_are_errors_with_strict(compile_overrides) -> None:  # type: ignore[no-untyped-def]
@@ -274,8 +278,6 @@ def test_warnings_are_errors_with_strict(compile_overrides) -> None:  # type: ig
 
 
 def test_message_points_at_the_key_that_was_written(write_spec) -> None:  # type: ignore[no-untyped-def]
-    from acrl.compiler import compile_spec
-
     path = write_spec({"extra": {"flags": {"--lr": 1e-5}}})
     with pytest.raises(SpecError) as info:
         compile_spec(path, display_name="spec.toml")

@@ -31,11 +31,12 @@ CASES = [
 
 
 def t003(arn: str) -> bool:
+    """Whether the compiler refuses ``arn`` at its key: ACRL-T003, or the name check before it (a line break)."""
     text = tomli_w.dumps(merge(MINIMAL, {"agentcore": {"runtime_arn": arn}}))
     try:
         compile_source(parse_spec_text(text, "spec.toml"))
     except SpecError as exc:
-        return "ACRL-T003" in {d.rule for d in exc.diagnostics}
+        return "agentcore.runtime_arn" in {d.key for d in exc.diagnostics if d.rule in ("ACRL-T003", "")}
     return False
 
 

@@ -205,7 +205,7 @@ def test_a_header_after_an_array_of_tables_is_inside_its_last_table() -> None:
     assert positions[("sglang", "models", "default", "server_groups", 1, "overrides", "max_running_requests")][0] == 22
 
 
-@pytest.mark.skipif(not os.environ.get("ACRL_SLIME_DIR"), reason="needs slime's git directory (ACRL_SLIME_DIR)")
+@pytest.mark.upstream("ACRL_SLIME_DIR")
 def test_slimes_own_reader_takes_the_bundles_file(write_spec: SpecWriter, tmp_path: Path) -> None:
     source = subprocess.run(["git", "-C", os.environ["ACRL_SLIME_DIR"], "show",
                              f"{SLIME_HEAD}:slime/backends/sglang_utils/sglang_config.py"],

@@ -436,8 +436,7 @@ def test_the_facts_are_read_only_when_a_compile_needs_them(compile_overrides) ->
     assert sglang_stack._read.cache_info().currsize == 2  # the pin's, for ACRL-G008
 
 
-@pytest.mark.skipif(not (os.environ.get("ACRL_SGLANG_WHEELS") and os.environ.get("ACRL_SLIME_DIR")),
-                    reason="set ACRL_SGLANG_WHEELS (the sglang wheels) and ACRL_SLIME_DIR (a slime checkout)")
+@pytest.mark.upstream("ACRL_SGLANG_WHEELS", "ACRL_SLIME_DIR")
 @pytest.mark.parametrize("facts", FACTS, ids=lambda p: p.stem)
 def test_regenerating_gives_the_same_bytes(facts: Path, tmp_path: Path) -> None:
     words = shlex.split(json.loads(facts.read_text())["provenance"]["generator"])[3:]

@@ -272,7 +272,7 @@ def test_generator_refuses_a_directory_that_is_not_a_checkout(tmp_path: Path, ca
 SLIME_DIR = os.environ.get("ACRL_SLIME_DIR")
 
 
-@pytest.mark.skipif(not SLIME_DIR, reason="set ACRL_SLIME_DIR to a slime checkout or git directory to regenerate")
+@pytest.mark.upstream("ACRL_SLIME_DIR")
 @pytest.mark.parametrize("commit", FOLDERS)
 def test_regenerating_gives_the_same_bytes(commit: str, tmp_path: Path) -> None:
     assert SLIME_DIR

@@ -618,8 +618,7 @@ def test_flag_names_the_metadata_hides_are_a_gap(tmp_path: Path, meta: str) -> N
     assert result.check("--use-cpu-initializatoin").status is FlagStatus.UNVERIFIABLE
 
 
-@pytest.mark.skipif(not (os.environ.get("ACRL_SLIME_DIR") and os.environ.get("ACRL_MEGATRON_DIR")),
-                    reason="set ACRL_SLIME_DIR and ACRL_MEGATRON_DIR to the slime and Megatron-LM git directories")
+@pytest.mark.upstream("ACRL_SLIME_DIR", "ACRL_MEGATRON_DIR")
 def test_the_real_stack_reads_without_gaps_and_names_a_typo(tmp_path: Path) -> None:
     """slime 624b824 with the Megatron-LM it uses (1dcf0daf): every flag definition is read, so a typo of a slime flag
     is unknown with its did-you-mean (issue 15: --use-tiss compiled with exit 0 and was never named)."""

@@ -69,7 +69,8 @@ def test_messages_show_the_line_and_a_fix(write_spec: SpecWriter) -> None:
     text = str(info.value)
     assert "    17 | batch_sise = 3\n       | ^\n  fix: did you mean \"batch_size\"?" in text
     assert 'fix: did you mean "warning"?' in text
-    assert text.endswith("8 errors; nothing was written.")
+    # the rules that read none of these keys ran too (none found anything); those that read one did not
+    assert "\n8 errors; nothing was written.\n" in text and text.endswith("fixing these may reveal more.")
 
 
 def test_toml_syntax_error_has_line_and_column(write_spec: SpecWriter) -> None:
@@ -78,7 +79,7 @@ def test_toml_syntax_error_has_line_and_column(write_spec: SpecWriter) -> None:
         compile_spec(path, display_name="spec.toml")
     (diag,) = info.value.diagnostics
     assert (diag.line, diag.column) == (3, 15)
-    assert diag.message.startswith("TOML syntax error: ")
+    assert diag.message.startswith("expected a value here: ")  # tomllib's "Invalid value", said plainly
     assert diag.source_line == "num_rollout = = 3"
 
 

@@ -151,7 +151,10 @@ HOSTILE = st.text(st.sampled_from(list("a b'\"$`\\#(){};|&<>*?~!=\n\t-é")), min
 
 
 def overrides_for(choice: Mapping[str, Any], text: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"cluster": {}, "train": {}, "cuda": {}, "slime": {"dir": f"/slime/{text}"}}
+    # a path or a name holds no line break or tab and ends in no blank (compiler/_pipeline/values.py): the text goes
+    # there with its shell characters and spaces, and as it is in [env] vars and [extra] args
+    named = text.replace("\n", "n").replace("\t", "t") + "x"
+    out: dict[str, Any] = {"cluster": {}, "train": {}, "cuda": {}, "slime": {"dir": f"/slime/{named}"}}
     if not choice["colocate"]:
         out["cluster"].update(colocate=False, rollout_num_gpus=4)
     if choice["async"]:
@@ -159,13 +162,13 @@ def overrides_for(choice: Mapping[str, Any], text: str) -> dict[str, Any]:
         out["cluster"].update(colocate=False, rollout_num_gpus=4)
     wandb = choice["wandb"]
     if wandb:
-        out["wandb"] = {"project": f"p {text}"}
+        out["wandb"] = {"project": f"p {named}"}
         if wandb == "project+group":
             out["wandb"]["group"] = "g"
         if wandb == "key_env":
             out["wandb"]["key_env"] = "MY_WANDB_KEY"
     if choice["cuda"]:
-        out["cuda"]["home"] = f"/usr/local/cuda {text}"
+        out["cuda"]["home"] = f"/usr/local/cuda {named}"
     out["cuda"]["fix_torch_memory_saver"] = choice["fix_tms"]
     if choice["catalog"]:
         out["model"] = {"args": None, "args_source": "catalog"}
@@ -187,10 +190,10 @@ def overrides_for(choice: Mapping[str, Any], text: str) -> dict[str, Any]:
     if choice["env"]:
         out["env"] = {"vars": {"MY_VAR": text}, "forward": ["HF_HOME"]}
     if choice["checkpoint"]:
-        out["checkpoint"] = {"save": f"/ckpt/{text}", "save_interval": 2}
+        out["checkpoint"] = {"save": f"/ckpt/{named}", "save_interval": 2}
     if choice["checkpoint"] == "continuation":
         out["experiment"] = {"num_rollout": 20}
-        out["checkpoint"].update(load=f"/other/{text}", ckpt_step=3, start_rollout_id=4, scheduler="override")
+        out["checkpoint"].update(load=f"/other/{named}", ckpt_step=3, start_rollout_id=4, scheduler="override")
     return out
 
 

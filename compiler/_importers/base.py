@@ -260,8 +260,9 @@ def run_import(kind: str, source: str, output: str, *, force: bool = False, **op
 
     try:
         compile_spec(target, data=text.encode("utf-8"))
-    except SpecError as exc:
-        return Report(output, imported.notes, False, "\n".join(d.format() for d in exc.diagnostics))
+    except SpecError as exc:  # every problem at once, as acrl-compile reports them, and what was not checked
+        closing = f"\n{exc.unchecked}: fixing these may reveal more." if exc.unchecked else ""
+        return Report(output, imported.notes, False, "\n".join(d.format() for d in exc.diagnostics) + closing)
     return Report(output, imported.notes, True)
 
 

@@ -24,6 +24,7 @@ from .._pipeline.bundle import YAML_LIMIT, read_input
 from .._pipeline.parse import unreadable_hint
 from .._pipeline.placement import node_size_matters
 from .._secrets import drop_secret_values, is_credential_flag, looks_secret_value
+from .._spec.aliases import SLIME_RUNNER
 from .._spec.flag_index import key_of
 from .._spec.flags import is_number, known_absent_flags
 from .._spec.tables import TOOLKIT_SLIME_COMMIT, table_types
@@ -34,50 +35,24 @@ from .target import for_slime_runner
 
 Kind = Literal["str", "int", "float", "bool", "str?", "int?", "flags"]
 
-# SlimeRunner field -> (spec table, spec key, type). Fields SlimeRunner tests for truth (``if self.cuda_home``)
-# are "str?": an empty string there means "not set", as it did for SlimeRunner.
-FIELDS: dict[str, tuple[str, str, Kind]] = {
-    "exp_id": ("experiment", "id", "str"),
-    "agent_runtime_arn": ("agentcore", "runtime_arn", "str"),
-    "s3_bucket": ("agentcore", "s3_bucket", "str"),
-    "model_dir": ("model", "dir", "str"),
-    "data_path": ("data", "path", "str"),
-    "model_type": ("model", "type", "str"),
-    "num_gpus": ("cluster", "gpus_per_node", "int"),
-    "tp_size": ("parallel", "tensor", "int"),
-    "rollout_gpus_per_engine": ("rollout", "gpus_per_engine", "int"),
-    "slime_dir": ("slime", "dir", "str"),
-    "megatron_dir": ("slime", "megatron_dir", "str"),
-    "cuda_home": ("cuda", "home", "str?"),
-    "model_id": ("agentcore", "model_id", "str"),
-    "acr_timeout": ("agentcore", "timeout", "int"),
-    "acr_tps_limit": ("agentcore", "tps_limit", "int"),
-    "max_concurrent": ("agentcore", "max_concurrent", "int"),
-    "max_pool_connections": ("agentcore", "max_pool_connections", "int"),
-    "gateway_port": ("agentcore", "gateway_port", "int"),
-    "reward_postprocessing": ("agentcore", "reward_postprocessing", "str"),
-    "sglang_tool_call_parser": ("sglang", "tool_call_parser", "str"),
-    "sglang_reasoning_parser": ("sglang", "reasoning_parser", "str?"),
-    "sglang_data_parallel_size": ("sglang", "data_parallel_size", "int"),
-    "cumulative_token_mode": ("agentcore", "cumulative_token_mode", "bool"),
-    "renderer_family": ("agentcore", "renderer_family", "str"),
-    "gateway_log_level": ("agentcore", "gateway_log_level", "str"),
-    "rollout_batch_size": ("rollout", "batch_size", "int"),
-    "n_samples_per_prompt": ("rollout", "n_samples_per_prompt", "int"),
-    "rollout_max_response_len": ("rollout", "max_response_len", "int"),
-    "rollout_temperature": ("rollout", "temperature", "float"),
-    "lr": ("train", "lr", "float"),
-    "eps_clip": ("algorithm", "eps_clip", "float"),
-    "eps_clip_high": ("algorithm", "eps_clip_high", "float"),
-    "weight_decay": ("train", "weight_decay", "float"),
-    "adam_beta2": ("train", "adam_beta2", "float"),
-    "sglang_mem_fraction_static": ("sglang", "mem_fraction_static", "float"),
-    "sglang_context_length": ("sglang", "context_length", "int?"),
-    "max_tokens_per_gpu": ("train", "max_tokens_per_gpu", "int"),
-    "wandb_project": ("wandb", "project", "str?"),
-    "wandb_group": ("wandb", "group", "str?"),
-    "extra_flags": ("extra", "args", "flags"),
+# SlimeRunner field -> its type here. Fields SlimeRunner tests for truth (``if self.cuda_home``) are "str?": an empty
+# string there means "not set", as it did for SlimeRunner. Where each field goes: compiler/_spec/aliases.py.
+_KINDS: dict[str, Kind] = {
+    "exp_id": "str", "agent_runtime_arn": "str", "s3_bucket": "str", "model_dir": "str", "data_path": "str",
+    "model_type": "str", "num_gpus": "int", "tp_size": "int", "rollout_gpus_per_engine": "int", "slime_dir": "str",
+    "megatron_dir": "str", "cuda_home": "str?", "model_id": "str", "acr_timeout": "int", "acr_tps_limit": "int",
+    "max_concurrent": "int", "max_pool_connections": "int", "gateway_port": "int", "reward_postprocessing": "str",
+    "sglang_tool_call_parser": "str", "sglang_reasoning_parser": "str?", "sglang_data_parallel_size": "int",
+    "cumulative_token_mode": "bool", "renderer_family": "str", "gateway_log_level": "str",
+    "rollout_batch_size": "int", "n_samples_per_prompt": "int", "rollout_max_response_len": "int",
+    "rollout_temperature": "float", "lr": "float", "eps_clip": "float", "eps_clip_high": "float",
+    "weight_decay": "float", "adam_beta2": "float", "sglang_mem_fraction_static": "float",
+    "sglang_context_length": "int?", "max_tokens_per_gpu": "int", "wandb_project": "str?", "wandb_group": "str?",
+    "extra_flags": "flags",
 }
+# SlimeRunner field -> (spec table, spec key, type).
+FIELDS: dict[str, tuple[str, str, Kind]] = {
+    name: (*SLIME_RUNNER[name].split(".", 1), kind) for name, kind in _KINDS.items()}  # type: ignore[misc]
 REQUIRED = ("exp_id", "agent_runtime_arn", "s3_bucket", "model_dir", "data_path", "model_type")
 # Not SlimeRunner fields, accepted all the same: train()'s argument, and a W&B key (never copied).
 NUM_ROLLOUT_KEY = "num_rollout"

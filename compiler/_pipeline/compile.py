@@ -39,9 +39,11 @@ from .layers import EXTENDS, SWEEP, load_spec, resolve_extends
 from .manifest import BaseSpec, Checkout, Manifest, ManifestWarning, ModelArgsProvenance, Override, SlimeRef, SpecFile
 from .model_args.resolve import ModelArgs, ModelArgsError, resolve_model_args
 from .model_args.resolve import _config_path as config_path
-from .parse import SpecSource
-from .structure import is_set, structure, unstructure
-from .validate import Context, recorded, validate
+from .parse import KeyPath, SpecSource
+from .partial import structure_all
+from .structure import is_set, unstructure
+from .validate import RULES, Context, recorded, validate
+from .validate.engine import MODEL_ARGS, blocked, key_path
 
 # 2: the bundle hash covers every manifest field (_bundle.manifest_hash); 1: only the file list.
 BUNDLE_FORMAT = 2
@@ -116,40 +118,45 @@ def _compile_source(source: SpecSource, strict: bool, target: Target, checkouts:
         source = resolve_extends(source)
     if SWEEP in source.data:
         raise SweepSpecError(source)
-    spec, diagnostics = structure(source)
-    if spec is None:
-        raise SpecError(diagnostics)
+    structured = structure_all(source)
+    if structured.spec is None:
+        raise SpecError(structured.diagnostics, unchecked="No check of the rest of the spec ran")
+    spec, failed = structured.spec, structured.failed
     # The rules on the spec alone ([model] type, [model.script_env], NUL bytes) come first: a spec they refuse
     # never has a script sourced (or a template rendered) with its values.
-    early = validate(source, Context(spec, _NO_MODEL_ARGS, ()), before_sourcing=True)
-    if any(d.severity == "error" for d in early):
-        raise SpecError([attrs.evolve(d, severity="error") if strict and d.severity == "warning" else d
-                         for d in early])
+    early = validate(source, Context(spec, _NO_MODEL_ARGS, ()), before_sourcing=True, failed=failed)
+    diagnostics = [*structured.diagnostics, *early]
+    failed |= {key_path(d.key) for d in early if d.severity == "error" and d.key}  # refused: not read again
     try:
         slime, megatron = locate(spec.slime.dir, spec.slime.megatron_dir, checkouts)
     except CheckoutError as exc:
         raise UsageError(exc.message, hint=exc.hint) from None
-    try:
-        resolution = resolve_model_args(spec, Path(source.name).parent, slime)
-    except ModelArgsError as exc:
-        key = ("model", exc.key) if ("model", exc.key) in source.positions else ("model", "type")
-        raise SpecError([source.diagnostic(key, exc.message, hint=exc.hint)]) from None
-    model_args = resolution.model_args
+    resolution = None
+    if not any(d.severity == "error" for d in early) and not _touches(failed, RESOLUTION_READS):
+        try:
+            resolution = resolve_model_args(spec, Path(source.name).parent, slime)
+        except ModelArgsError as exc:
+            key = ("model", exc.key) if ("model", exc.key) in source.positions else ("model", "type")
+            diagnostics.append(source.diagnostic(key, exc.message, hint=exc.hint))
+    if resolution is None:  # the rules that read MODEL_ARGS wait for the errors above to be fixed
+        failed |= {(MODEL_ARGS,)}
+    model_args = resolution.model_args if resolution is not None else _NO_MODEL_ARGS
     groups = build_argv(spec, supplied_keys(source, spec))
     verification = verify_flags(spec, slime, megatron, {a.flag for g in groups for a in g.args} |
                                 set(flags_in(model_args.args)))
-    diagnostics = early + validate(source, Context(spec, model_args, groups, verification.check, resolution,
-                                                   verification.where), before_sourcing=False)
+    diagnostics += validate(source, Context(spec, model_args, groups, verification.check, resolution,
+                                            verification.where), before_sourcing=False, failed=failed)
     if strict:
         diagnostics = [attrs.evolve(d, severity="error") if d.severity == "warning" else d for d in diagnostics]
-    if target == "kuberay" and spec.kuberay.image is None:
+    if target == "kuberay" and spec.kuberay.image is None and not _touches(failed, (("kuberay", "image"),)):
         diagnostics.append(source.diagnostic(
             ("kuberay", "image"),
             "--target kuberay needs the container image of the Ray pods",
             hint='set [kuberay] image = "REGISTRY/IMAGE:TAG" (slime, Megatron-LM, sglang and the rollout '
                  "integration installed)"))
     if any(d.severity == "error" for d in diagnostics):
-        raise SpecError(diagnostics)
+        raise SpecError(diagnostics, unchecked=_unchecked(failed))
+    assert resolution is not None  # no error: MODEL_ARGS were resolved
     supplied = profiles.notes(spec.experiment.integration, functools.partial(is_set, source.data))
     notes = (*supplied, *resolution.notes, *verification.notes, *placement_spec.read(spec).defaults)
     if model_args.source == "script" and slime is not None:
@@ -162,6 +169,25 @@ def _compile_source(source: SpecSource, strict: bool, target: Target, checkouts:
                   "(set CUDA_HOME, PATH and LD_LIBRARY_PATH in the image)",)
     bundle = _assemble(source, spec, model_args, groups, tuple(diagnostics), notes, target)
     return attrs.evolve(bundle, read_checkout=slime is not None)
+
+
+# The keys model args resolution reads: [model] (its type, sources and overrides) and [slime] (the checkout a script
+# is read from). When one failed, MODEL_ARGS are not resolved (a script is never sourced with a refused value).
+RESOLUTION_READS = (("model",), ("slime",))
+
+
+def _unchecked(failed: frozenset[KeyPath]) -> str:
+    """The closing line's "what was not checked", or "" when every check ran."""
+    skipped = len(blocked(failed))
+    if not skipped:
+        return ""
+    what = "keys with errors" if (MODEL_ARGS,) not in failed else "keys with errors or MODEL_ARGS (not resolved)"
+    return f"{skipped} of the {len(RULES)} checks did not run, as they read {what}"
+
+
+def _touches(failed: frozenset[KeyPath], keys: Sequence[KeyPath]) -> bool:
+    """Whether a failed key is one of ``keys``, under one, or holds one."""
+    return any(f[:len(k)] == k or k[:len(f)] == f for f in failed for k in keys)
 
 
 def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tuple[ArgGroup, ...],

@@ -23,9 +23,6 @@ from .key_positions import KeyPath as KeyPath  # the types of a key and its plac
 from .key_positions import Position as Position
 from .key_positions import is_escaped, scan_positions
 
-_TOML_ERROR_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
-
-
 NO_LINE: Position = (0, 0)  # the placeholder position of a key no file wrote (who did: Written.by)
 
 
@@ -228,14 +225,12 @@ def parse_spec_text(text: str, name: str) -> SpecSource:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        msg = str(exc)
-        m = _TOML_ERROR_AT.search(msg)
-        line = int(m.group(1)) if m else None
-        col = int(m.group(2)) if m else None
-        reason = _TOML_ERROR_AT.sub("", msg).strip()
+        from .toml_errors import plain  # lazy: only a syntax error pays for the rewriting
+
+        said = plain(text, str(exc))  # tomllib's words, plain
         lines = text.splitlines()
-        src = lines[line - 1] if line and 0 < line <= len(lines) else ""
-        raise SpecError([Diagnostic("error", f"TOML syntax error: {reason}", file=name, line=line,
-                                    column=col, source_line=src,
-                                    hint="see https://toml.io/en/v1.0.0 for the syntax")]) from None
+        src = lines[said.line - 1] if said.line and 0 < said.line <= len(lines) else ""
+        raise SpecError([Diagnostic("error", said.message, file=name, key=".".join(said.key), line=said.line,
+                                    column=said.column, source_line=src if len(src) <= 200 else "", hint=said.hint)],
+                        unchecked="Nothing after a syntax error is read") from None
     return SpecSource(name=name, text=text, data=data, positions=scan_positions(text))

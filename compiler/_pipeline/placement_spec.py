@@ -117,6 +117,15 @@ RAYJOB: ContextVar[bool] = ContextVar("acrl_rayjob", default=False)
 _last: list[tuple[Spec, bool, SpecPlacement]] = []  # the last spec read and its placement (a compile reads it ~7 times)
 
 
+# The keys read(spec) reads (the [cluster] roles and sizes, the parallel sizes the engines are cut by, the escape
+# hatch's debug and SGLang flags, the server groups, the targeted commit): a rule that reads the placement reads them
+# (validate/engine.py: PLACEMENT); tests/test_rule_reads.py records what read() reads and holds it to this list.
+READS = ("cluster.num_nodes", "cluster.gpus_per_node", "cluster.actor_num_nodes", "cluster.actor_num_gpus_per_node",
+         "cluster.colocate", "cluster.rollout_num_gpus", "cluster.address", "parallel.tensor", "parallel.pipeline",
+         "parallel.context", "rollout.gpus_per_engine", "rollout.external_engine_addrs", "sglang.data_parallel_size",
+         "sglang.models", "slime.commit", "extra.flags", "extra.args")
+
+
 def read(spec: Spec) -> SpecPlacement:
     """The spec's placement. A spec is frozen, so the last one read is kept by identity: argv, derived, render
     and validation of one compile share one computation (~50 us)."""

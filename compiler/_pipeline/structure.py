@@ -17,26 +17,33 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import attrs
 import cattrs
-from cattrs.cols import list_structure_factory
+from cattrs.cols import list_structure_factory, mapping_structure_factory
 from cattrs.errors import AttributeValidationNote, ForbiddenExtraKeysError, IterableValidationNote
 
 from .._spec import profiles
 from .._spec.setting import FlagValue
-from .._spec.tables import Spec, table_class
+from .._spec.tables import TOOLKIT_SLIME_COMMIT, Spec
 from ..errors import Diagnostic
 from .parse import KeyPath, SpecSource
+from .values import check_values, field_at
+from .values import shown_value as shown_value  # the rules show values as the type errors do
+
+MAX_STRING = 16_384  # characters of any string: no key needs more (a path has at most 4,095 bytes)
+SUGGESTED = 200  # unknown keys of one table given a suggestion (each reads the aliases and compares spellings)
 
 T = TypeVar("T")
 _MAPPING_NOTE = "Structuring mapping value @ key "
 
 
 class _Mismatch(Exception):
-    """A value of the wrong type or outside an enum; carries a user-facing message and hint."""
+    """A value of the wrong type or outside an enum; carries a user-facing message and hint. ``written``: the value
+    as it should be written (the user's own, in the right type), for a fix that names the key."""
 
-    def __init__(self, message: str, hint: str = "") -> None:
+    def __init__(self, message: str, hint: str = "", written: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.written = written
 
 
 _TOML_TYPE = {bool: "a boolean", int: "an integer", float: "a float", str: "a string",
@@ -50,41 +57,66 @@ def _toml_type(value: object) -> str:
     return type(value).__name__
 
 
-SHOWN = 60  # the most characters of a value a message shows
+def toml_value(value: Any) -> str:
+    """``value`` as a fix writes it (compiler/_pipeline/suggest.py)."""
+    from .suggest import toml_value as written  # lazy: only an error's fix writes a value
+
+    return written(value)
 
 
-def shown_value(value: object) -> str:
-    """``value`` as a message shows it: repr, cut to SHOWN characters (an integer of any size, a
-    string of a megabyte: the message stays a line)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** SHOWN:
-        digits = len(str(abs(value))) if abs(value).bit_length() < 14_000 else "over 4,000"
-        return f"{'a negative' if value < 0 else 'an'} integer of {digits} digits"
-    text = repr(value) if not isinstance(value, float) else f"{value:g}"
-    return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."
-
-
-def _expect(value: object, ok: bool, what: str, example: str) -> None:
+def _expect(value: object, ok: bool, what: str, shape: str, written: str | None = None) -> None:
     if not ok:
-        raise _Mismatch(f"expected {what}, got {_toml_type(value)} ({shown_value(value)})",
-                        f"write it as {example}")
+        raise _Mismatch(f"expected {what}, got {_toml_type(value)} ({shown_value(value)})", f"write it as {shape}",
+                        written)
+
+
+def _as_number(value: object, whole: bool) -> str | None:
+    """The user's value written as a TOML number, where it is one in quotes ("8", "1e-6") or a whole float."""
+    if isinstance(value, str):
+        try:
+            number = float(value.replace("_", ""))
+        except ValueError:
+            return None
+        if not math.isfinite(number) or (whole and not number.is_integer()):
+            return None
+        return str(int(number)) if whole else value.strip()
+    if whole and type(value) is float and value.is_integer() and abs(value) < 2 ** 63:
+        return str(int(value))
+    return None
+
+
+def _as_bool(value: object) -> str | None:
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "on", "off"):
+        return "true" if value.strip().lower() in ("true", "yes", "on") else "false"
+    return {0: "false", 1: "true"}.get(value) if isinstance(value, int) and type(value) is int else None
 
 
 def _str(value: object, _: object) -> str:
-    _expect(value, isinstance(value, str), "a string", 'a quoted string, e.g. "text"')
+    quoted = None
+    if type(value) in (int, float, bool):
+        quoted = '"' + (str(value).lower() if isinstance(value, bool) else str(value)) + '"'
+    elif isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
+        quoted = toml_value(value[0])  # ["x"] where one string is meant
+    _expect(value, isinstance(value, str), "a string", 'a quoted string, e.g. "text"', quoted)
     assert isinstance(value, str)
     if "\0" in value:
         raise _Mismatch("strings cannot contain a NUL character", "remove the \\u0000 escape")
+    if len(value) > MAX_STRING:
+        raise _Mismatch(f"too long: {len(value):,} characters (the limit of any string is {MAX_STRING:,})",
+                        "give a shorter value: no key needs this much")
     return value
 
 
 def _int(value: object, _: object) -> int:
-    _expect(value, type(value) is int, "an integer", "a whole number without quotes, e.g. 8")
+    whole = f"a whole number: {math.floor(value)} or {math.ceil(value)}" if isinstance(value, float) and \
+        math.isfinite(value) and abs(value) < 2 ** 53 else "a whole number without quotes"
+    _expect(value, type(value) is int, "an integer", whole, _as_number(value, True))
     assert isinstance(value, int)
     return value
 
 
 def _float(value: object, _: object) -> float:
-    _expect(value, type(value) in (int, float), "a number", "a number without quotes, e.g. 0.5")
+    _expect(value, type(value) in (int, float), "a number", "a number without quotes", _as_number(value, False))
     assert isinstance(value, int | float)
     if not math.isfinite(value):
         raise _Mismatch(f"expected a finite number, got {value}", "use a finite number")
@@ -92,7 +124,7 @@ def _float(value: object, _: object) -> float:
 
 
 def _bool(value: object, _: object) -> bool:
-    _expect(value, type(value) is bool, "a boolean", "true or false, without quotes")
+    _expect(value, type(value) is bool, "a boolean", "true or false, without quotes", _as_bool(value))
     assert isinstance(value, bool)
     return value
 
@@ -102,9 +134,12 @@ def _literal(value: object, cl: Any) -> object:
     if value in choices and type(value) is type(choices[0]):
         return value
     shown = ", ".join(repr(c).replace("'", '"') for c in choices)
-    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+    folded = {str(c).lower(): c for c in choices}
+    close = [folded[str(value).lower()]] if str(value).lower() in folded else \
+        difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
     hint = f'did you mean "{close[0]}"?' if close else f"use one of {shown}"
-    raise _Mismatch(f"{shown_value(value)} is not one of {shown}".replace("'", '"'), hint)
+    raise _Mismatch(f"{shown_value(value)} is not one of {shown}".replace("'", '"'), hint,
+                    toml_value(close[0]) if close else None)
 
 
 def _flag_value(value: object, _: object) -> FlagValue:
@@ -129,16 +164,38 @@ def _is_list(tp: Any) -> bool:
     return get_origin(tp) is list
 
 
+def _is_dict(tp: Any) -> bool:
+    return get_origin(tp) is dict
+
+
 def _array_factory(tp: Any, conv: cattrs.Converter) -> Callable[[object, Any], list[Any]]:
     """cattrs' list hook, which takes any iterable (a string character by character, a table as
     its keys), behind a check that the TOML value is an array."""
     items: Callable[[object, Any], list[Any]] = list_structure_factory(tp, conv)
 
     def structure_array(value: object, cl: Any) -> list[Any]:
-        _expect(value, type(value) is list, "an array", 'an array in brackets, e.g. ["A", "B"]')
+        one = toml_value([value]) if type(value) in (str, int, float) else None  # one value where a list is meant
+        _expect(value, type(value) is list, "an array", 'an array in brackets, e.g. ["A", "B"]', one)
         return items(value, cl)
 
     return structure_array
+
+
+def _table_factory(tp: Any, conv: cattrs.Converter) -> Callable[[object, Any], dict[Any, Any]]:
+    """cattrs' mapping hook behind a check that the TOML value is a table (an array of paths where [eval]
+    datasets are name = path pairs: "'list' object has no attribute 'items'" otherwise)."""
+    pairs: Callable[[object, Any], dict[Any, Any]] = typing.cast(Any, mapping_structure_factory(tp, conv))
+
+    def structure_table(value: object, cl: Any) -> dict[Any, Any]:
+        if not isinstance(value, Mapping):
+            from .suggest import table_example  # lazy: only an error's fix writes an example
+
+            raise _Mismatch(f"expected a table of name = value pairs, got {_toml_type(value)} "
+                            f"({shown_value(value)})", "write it as a table: one name = value per line under "
+                            "its [table] header, or inline as { name = value }", table_example(value))
+        return pairs(value, cl)
+
+    return structure_table
 
 
 @functools.cache
@@ -152,26 +209,44 @@ def converter() -> cattrs.Converter:
     conv.register_structure_hook(FlagValue, _flag_value)
     conv.register_structure_hook_func(_is_literal, _literal)
     conv.register_structure_hook_factory(_is_list, _array_factory)
+    conv.register_structure_hook_factory(_is_dict, _table_factory)
     # Unstructuring needs none of the generated code's checks: cattrs' own field loop is as exact
     # for these classes and saves generating and compiling a function per table (~3 ms).
     conv.register_unstructure_hook_func(attrs.has, conv.unstructure_attrs_asdict)
     return conv
 
 
+# A problem found while structuring: the keys it makes unknown (the key itself; for an unknown key, also the keys it
+# was probably meant to be), and its diagnostic.
+Found = tuple[tuple[KeyPath, ...], Diagnostic]
+
+
 def structure(source: SpecSource) -> tuple[Spec | None, list[Diagnostic]]:
-    """Structure ``source.data`` into a Spec. Returns (spec or None, diagnostics)."""
-    ranges = [*_range_diagnostics(source, source.data, Spec, ()), *_path_diagnostics(source)]
-    ranges += _missing_agentcore(source)
+    """Structure ``source.data`` into a Spec. Returns (spec or None, diagnostics): None at the first error
+    (compiler/_pipeline/partial.py builds what it can of an invalid spec, to check the rest)."""
+    spec, found, _ = problems(source)
+    return (spec, []) if not found else (None, [d for _, d in found])
+
+
+def problems(source: SpecSource) -> tuple[Spec | None, list[Found], frozenset[KeyPath]]:
+    """The spec (None when it has errors), every problem of structuring it in file order, and the keys whose
+    problem leaves their value of the right type (a path, a name or a function refused: values.py)."""
+    checked = list(check_values(source.data, Spec))
+    found: list[Found] = [((path,), source.diagnostic(path, message, hint=fix)) for path, message, fix, _ in checked]
+    kept = frozenset(path for path, _, _, keep in checked if keep)
+    found += _missing_agentcore(source)
     try:
         spec = converter().structure(dict(source.data), Spec)
     except Exception as exc:  # cattrs raises exception groups; translate every leaf
-        return None, _in_file_order([*_diagnostics(source, exc, (), Spec), *ranges])
-    if ranges:
-        return None, ranges
-    return profiles.apply(spec, spec.experiment.integration, functools.partial(is_set, source.data)), []
+        seen = {paths[0] for paths, _ in found}  # one error a key: a NUL byte is a path's own problem too
+        leaf = [f for f in leaves(source, exc, (), Spec) if f[0][0] not in seen]
+        return None, _in_file_order([*found, *leaf]), kept - {p for paths, _ in leaf for p in paths}
+    if found:
+        return None, found, kept
+    return profiles.apply(spec, spec.experiment.integration, functools.partial(is_set, source.data)), [], kept
 
 
-def _missing_agentcore(source: SpecSource) -> list[Diagnostic]:
+def _missing_agentcore(source: SpecSource) -> list[Found]:
     """[agentcore] is required with integration = "agentcore" (the default): ACRL-I001, reported with the other
     missing tables (validate/integration.py holds the rule for a Spec built otherwise)."""
     experiment = source.data.get("experiment")
@@ -179,8 +254,9 @@ def _missing_agentcore(source: SpecSource) -> list[Diagnostic]:
     if integration != "agentcore" or "agentcore" in source.data:
         return []
     key = ("experiment", "integration") if ("experiment", "integration") in source.positions else ()
-    return [source.diagnostic(key, "missing required table [agentcore]", rule="ACRL-I001", hint=(
-        'add an [agentcore] table, or set [experiment] integration = "slime" for slime\'s own rollout'))]
+    return [((("agentcore",),), _at(source, key, "missing required table [agentcore]", rule="ACRL-I001", hint=(
+        'add an [agentcore] table (runtime_arn = "...", s3_bucket = "..."), or set [experiment] integration = '
+        '"slime" for slime\'s own rollout')))]
 
 
 def is_set(data: Mapping[str, Any], path: KeyPath) -> bool:
@@ -194,41 +270,91 @@ def is_set(data: Mapping[str, Any], path: KeyPath) -> bool:
     return True
 
 
-def _in_file_order(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
-    return sorted(diagnostics, key=lambda d: (d.line is None, d.line or 0, d.column or 0))
+def _in_file_order(found: list[Found]) -> list[Found]:
+    return sorted(found, key=lambda f: (f[1].line is None, f[1].line or 0, f[1].column or 0))
 
 
-def _diagnostics(source: SpecSource, exc: BaseException, path: KeyPath, cl: Any) -> Iterator[Diagnostic]:
+def _value_at(data: Mapping[str, Any], path: KeyPath) -> Any:
+    node: Any = data
+    for step in path:
+        node = node[step] if isinstance(node, Mapping) and step in node else \
+            node[step] if isinstance(node, list) and isinstance(step, int) and step < len(node) else None
+    return node
+
+
+def leaves(source: SpecSource, exc: BaseException, path: KeyPath, cl: Any) -> Iterator[Found]:
+    """Every leaf error cattrs collected in ``exc`` (raised structuring the value at ``path``, of type ``cl``)."""
     if isinstance(exc, ForbiddenExtraKeysError):
+        from .suggest import Suggestion, unknown_key  # lazy: only an unknown key reads the other names of keys
+
         known = [f.name for f in attrs.fields(exc.cl)]
         if not path:  # resolved before structuring, so never seen here, but a misspelling of them may be
             known += ["extends", "sweep"]
-        for extra in sorted(exc.extra_fields):
-            close = difflib.get_close_matches(extra, known, n=1, cutoff=0.6)
-            table = ".".join(str(p) for p in path)
-            where = f"[{table}]" if table else "the top level"
-            hint = f'did you mean "{close[0]}"?' if close else f"keys allowed in {where}: {', '.join(known)}"
-            yield source.diagnostic((*path, extra), f"unknown key {extra!r}", hint=hint)
+        slime = source.data.get("slime")
+        commit = slime.get("commit") if isinstance(slime, Mapping) else None
+        commit = commit if isinstance(commit, str) else TOOLKIT_SLIME_COMMIT
+        for i, extra in enumerate(sorted(exc.extra_fields)):
+            value = _value_at(source.data, (*path, extra))
+            where = f"[{'.'.join(map(str, path))}]" if path else "the top level"
+            found = unknown_key(path, extra, value, known, commit) if i < SUGGESTED else \
+                Suggestion(f"keys allowed in {where}: {', '.join(known)}")
+            yield ((*path, extra), *found.targets), source.diagnostic((*path, extra), f"unknown key {extra!r}",
+                                                                       hint=found.hint)
     elif isinstance(exc, ExceptionGroup):
         for sub in exc.exceptions:
             step, sub_type = _step(sub, cl)
-            yield from _diagnostics(source, sub, path if step is None else (*path, step), sub_type)
+            yield from leaves(source, sub, path if step is None else (*path, step), sub_type)
     elif isinstance(exc, KeyError):
         table = ".".join(str(p) for p in path[:-1])
         where = f"[{table}]" if table else "the spec"
         missing = path[-1]
         if attrs.has(cl):
-            yield source.diagnostic(path[:-1], f"missing required table [{'.'.join(map(str, path))}]",
-                                    hint=f"add a [{'.'.join(map(str, path))}] table")
+            name = ".".join(map(str, path))
+            keys = "; ".join(f"{f.name} = ... ({f.metadata['doc'].rstrip('.')})" for f in attrs.fields(cl)
+                             if f.default is attrs.NOTHING)
+            yield (path,), _at(source, path[:-1], f"missing required table [{name}]",
+                               f"add a [{name}] table" + (f" with {keys}" if keys else ""))
         else:
-            yield source.diagnostic(path, f"missing required key {missing!r} in {where}",
-                                    hint=f"add {missing} = ... under {where}")
+            doc = _doc(path)
+            yield (path,), source.diagnostic(path, f"missing required key {missing!r} in {where}",
+                                             hint=f"add {missing} = ... under {where}" + (f" ({doc})" if doc else ""))
     elif isinstance(exc, _Mismatch):
-        yield source.diagnostic(path, exc.message, hint=exc.hint)
+        yield (path,), source.diagnostic(path, exc.message, hint=_fix(path, exc))
     elif isinstance(exc, TypeError | ValueError | AttributeError) and _is_table(cl):
-        yield source.diagnostic(path, f"expected a table, got {exc}", hint="write it as a [table]")
+        name = ".".join(map(str, path))
+        yield (path,), source.diagnostic(path, f"expected a table, got {_toml_type(_value_at(source.data, path))} "
+                                               f"({shown_value(_value_at(source.data, path))})",
+                                         hint=f"write it as a [{name}] table, its keys one per line below it")
     else:
-        yield source.diagnostic(path, f"invalid value: {exc}")
+        yield (path,), source.diagnostic(path, f"invalid value: {exc}")
+
+
+def _at(source: SpecSource, path: KeyPath, message: str, hint: str, rule: str = "") -> Diagnostic:
+    """A diagnostic at ``path``, or, where the spec wrote nothing to point at (a missing table), at its last line:
+    where the table can be added."""
+    if source.position(path) is not None:
+        return source.diagnostic(path, message, hint=hint, rule=rule)
+    lines = source.text.splitlines()
+    return attrs.evolve(source.diagnostic(path, message, hint=hint, rule=rule), line=max(1, len(lines)), column=1,
+                        source_line=lines[-1] if lines else "")
+
+
+def _doc(path: KeyPath) -> str:
+    """The doc of the key at ``path`` (its declaration's words), without the final '.'."""
+    field = field_at(path)
+    return str(field.metadata.get("doc", "")).rstrip(".") if field is not None else ""
+
+
+def _fix(path: KeyPath, exc: _Mismatch) -> str:
+    """The fix of a type error: the user's value, written right, at its own key where it has one."""
+    if exc.written is None:
+        return exc.hint
+    key = next((step for step in reversed(path) if isinstance(step, str)), None)
+    if key is None or isinstance(path[-1], int):  # an item of an array: the value alone
+        return f"write it as {exc.written}"
+    if exc.hint.startswith("did you mean"):
+        return exc.hint
+    return f"write it as {key} = {exc.written}"
 
 
 def _step(exc: BaseException, cl: Any) -> tuple[str | int | None, Any]:
@@ -249,73 +375,6 @@ def _step(exc: BaseException, cl: Any) -> tuple[str | int | None, Any]:
 
 def _is_table(cl: Any) -> bool:
     return cl is not None and (attrs.has(cl) or get_origin(cl) is dict)
-
-
-def _range_diagnostics(source: SpecSource, data: Any, cl: Any, path: KeyPath) -> Iterator[Diagnostic]:
-    """Check the ge/gt/le/lt bounds of every numeric value, on the raw data, so that range errors
-    are reported together with type errors."""
-    if not isinstance(data, Mapping):
-        return
-    for field in attrs.fields(cl):
-        if field.name not in data:
-            continue
-        value = data[field.name]
-        here = (*path, field.name)
-        inner = _attrs_class(field.type)
-        if inner is not None:
-            yield from _range_diagnostics(source, value, inner, here)
-            continue
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            continue
-        for bound, test, word in (("ge", value.__ge__, "at least"), ("gt", value.__gt__, "greater than"),
-                                  ("le", value.__le__, "at most"), ("lt", value.__lt__, "less than")):
-            limit = field.metadata.get(bound)
-            if limit is not None and not test(limit):
-                yield source.diagnostic(here, f"must be {word} {limit:g}, got {shown_value(value)}",
-                                        hint=f"set {field.name} to a value {word} {limit:g}")
-
-
-# Keys whose value is a file system path (on the cluster, and some read here too: [slime] dir,
-# [model] dir's config.json, hf_config). A path the system cannot name is refused at its key rather
-# than failing in an os call ("File name too long").
-PATH_KEYS: tuple[KeyPath, ...] = (
-    ("model", "dir"), ("model", "ref_load"), ("model", "hf_config"), ("data", "path"), ("slime", "dir"),
-    ("slime", "megatron_dir"), ("checkpoint", "save"), ("checkpoint", "save_hf"), ("cuda", "home"),
-    ("eval", "datasets", "*"))
-NAME_MAX = 255  # bytes of one path component (Linux, and most file systems)
-PATH_MAX = 4095  # bytes of a whole path (Linux's 4096 with the terminating NUL)
-
-
-def _path_diagnostics(source: SpecSource) -> Iterator[Diagnostic]:
-    """A located error for every path key whose value no file system accepts as a name."""
-    for key in PATH_KEYS:
-        for path, value in _values_at(source.data, key, ()):
-            if not isinstance(value, str):
-                continue  # the type error is reported by structuring
-            size = len(value.encode("utf-8", "surrogatepass"))
-            longest = max((len(part.encode("utf-8", "surrogatepass")) for part in value.split("/")), default=0)
-            if size > PATH_MAX:
-                yield source.diagnostic(path, f"path too long: {size:,} bytes (the limit is {PATH_MAX:,})",
-                                        hint="give a shorter path")
-            elif longest > NAME_MAX:
-                yield source.diagnostic(path, f"path component too long: {longest:,} bytes between two '/' "
-                                        f"(the limit is {NAME_MAX})", hint="give a path whose every name is "
-                                        f"at most {NAME_MAX} bytes")
-
-
-def _values_at(data: Any, key: KeyPath, path: KeyPath) -> Iterator[tuple[KeyPath, Any]]:
-    if not key:
-        yield path, data
-        return
-    if not isinstance(data, Mapping):
-        return
-    steps = list(data) if key[0] == "*" else [key[0]] if key[0] in data else []
-    for step in steps:
-        yield from _values_at(data[step], key[1:], (*path, step))
-
-
-def _attrs_class(tp: Any) -> Any:
-    return table_class(tp)  # [agentcore]'s ``AgentCore | None`` too
 
 
 def unstructure(spec: Spec) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from .._pipeline.compile import SweepSpecError, compile_source
 from .._pipeline.layers import EXTENDS, SWEEP, load_spec, resolve_extends
 from .._pipeline.parse import SpecSource, parse_spec_text
+from .._pipeline.partial import structure_all
 from .._pipeline.structure import structure
 from ..errors import BundleReadError, SpecError, UsageError
 from .layout import Layout, layout_of
@@ -44,10 +45,11 @@ def _structured(source: SpecSource) -> Layout | None:
             source = resolve_extends(source)
         if SWEEP in source.data:
             return None
-        spec, _ = structure(source)
+        structured = structure_all(source)
     except SpecError:
         return None
-    if spec is None:
+    spec = structured.spec
+    if spec is None or not structured.as_written:  # a key taken out: the picture would not be the spec's
         return None
     return layout_of(source.name, spec, ("the spec is invalid (its diagnostics are on stderr): slime would not "
                                          "start with this placement",))

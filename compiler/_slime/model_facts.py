@@ -38,7 +38,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
-from .._pipeline.model_args.resolve import ModelArgsError, _from_script
+from .._pipeline.model_args.script import ModelArgsError
+from .._pipeline.model_args.script import from_script as _from_script
 from .._spec.tables import Spec
 from . import engine_facts, group_facts
 from .checkout import Checkout

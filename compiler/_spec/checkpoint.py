@@ -46,12 +46,12 @@ class Checkpoint:
     """[checkpoint]: saving, resuming and continuing. acrl never deletes or moves existing checkpoints."""
 
     save: str | None = setting(None, doc="Megatron checkpoint directory slime saves to (on the cluster); also where "
-                                         "a relaunch resumes from (resume).", flag="--save")
+                                         "a relaunch resumes from (resume).", flag="--save", kind="path")
     save_interval: int | None = setting(None, doc=(
         "Save every N rollouts, and always at the last one. Unset: slime never saves, not even at the end "
         "(ACRL-H005)."), flag="--save-interval", ge=1)
     save_hf: str | None = setting(None, doc="Hugging Face export path pattern, written at each save (e.g. "
-                                            "/ckpt/hf/iter_{rollout_id}).", flag="--save-hf")
+                                            "/ckpt/hf/iter_{rollout_id}).", flag="--save-hf", kind="path")
     resume: Resume = setting("auto", doc=(
         "How train.sh decides --load when it runs: 'auto' loads the newest checkpoint of save, else of load, and "
         "starts from the model when neither holds one; 'required' refuses to start when neither holds one (`acrl "
@@ -60,7 +60,7 @@ class Checkpoint:
     load: str | None = setting(None, doc=(
         "Another run's checkpoint directory to start from when save holds none yet: a continuation. Not an "
         "iter_NNNNNNN folder (use ckpt_step) and not the reference model ([model] ref_load)."),
-        flag="--load", at_launch=True)
+        flag="--load", at_launch=True, kind="path")
     load_optimizer: bool = setting(True, doc="Load the optimizer state (and the LR scheduler's) with the weights; "
                                              "false passes --no-load-optim.", switches={False: "--no-load-optim"})
     load_rng: bool = setting(True, doc="Load the RNG state; false passes --no-load-rng.",

@@ -173,22 +173,23 @@ class Submitter:
 class KubeRay:
     """[kuberay]: the KubeRay RayJob that `acrl-compile --target kuberay` writes (rayjob.yaml)."""
 
-    image: str | None = setting(None, doc="Container image of the Ray head and workers, with slime (at slime.dir), "
-                                          "Megatron-LM (at slime.megatron_dir), sglang and the rollout integration "
-                                          "installed. Required for --target kuberay.")
-    secret: str = setting("acrl-secrets", doc="Kubernetes Secret the job's secrets are read from, one key per "
-                                              "variable (wandb.key_env, env.forward, AWS_*); never inlined.")
+    image: str | None = setting(None, kind="name", doc=(
+        "Container image of the Ray head and workers, with slime (at slime.dir), Megatron-LM (at slime.megatron_dir), "
+        "sglang and the rollout integration installed. Required for --target kuberay."))
+    secret: str = setting("acrl-secrets", kind="name", doc=(
+        "Kubernetes Secret the job's secrets are read from, one key per variable (wandb.key_env, env.forward, "
+        "AWS_*); never inlined."))
     secrets: dict[str, Requirement] = setting(factory=dict, doc=(
         "Whether each variable read from the Secret is \"required\" (a missing Secret or key keeps the pods from "
         "starting: CreateContainerConfigError) or \"optional\" (the pod starts without it). Default: required for "
         "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (the rollout integration calls AgentCore and S3 with them) and "
         "for the W&B key when [wandb] project is set; optional for AWS_SESSION_TOKEN, for the W&B key without a "
         "project and for [env] forward."))
-    namespace: str | None = setting(None, doc="Namespace of the ConfigMap and the RayJob (default: the one "
-                                              "`kubectl apply` uses).")
-    service_account: str | None = setting(None, doc="Service account of the Ray pods. On EKS, one annotated with an "
-                                                    "IAM role (IRSA) gives the job its AWS credentials: the pods then "
-                                                    "read no AWS_* keys from the Secret.")
+    namespace: str | None = setting(None, kind="name", doc=(
+        "Namespace of the ConfigMap and the RayJob (default: the one `kubectl apply` uses)."))
+    service_account: str | None = setting(None, kind="name", doc=(
+        "Service account of the Ray pods. On EKS, one annotated with an IAM role (IRSA) gives the job its AWS "
+        "credentials: the pods then read no AWS_* keys from the Secret."))
     labels: dict[str, str] = setting(factory=dict, doc=(
         "Labels of the RayJob, the ConfigMap and every pod (Kubernetes label syntax; not ray.io/*, which KubeRay "
         "sets). Never a secret: anyone who can list pods reads them."))
@@ -199,7 +200,7 @@ class KubeRay:
         "Volumes of the head and worker pods ([[kuberay.volumes]] tables): every path the job reads or writes "
         "([model] dir, [data] path, [checkpoint] save, ...) must be under one of them or under image_paths "
         "(ACRL-K006)."))
-    image_paths: list[str] = setting(factory=list, doc=(
+    image_paths: list[str] = setting(factory=list, kind="path", doc=(
         "Directories the image itself holds (e.g. a model baked into it): paths under them need no volume. Nothing "
         "may be written there (it is lost with the pod)."))
     ray_version: str | None = setting(None, doc=(

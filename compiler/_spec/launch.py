@@ -58,7 +58,7 @@ class Cluster:
     gpu_memory_gib: float = setting(80.0, doc="Memory of one GPU in GiB, for acrl's static memory estimate "
                                               "(ACRL-M007, docs/memory.md); e.g. 80 for an 80 GB A100/H100, 141 "
                                               "for an H200. Not passed to slime.", gt=0, le=4096)
-    address: str | None = setting(None, doc="Dashboard address of an existing Ray cluster "
+    address: str | None = setting(None, kind="name", doc="Dashboard address of an existing Ray cluster "
                                             "(e.g. http://head:8265); then no local head is started.")
     stop_stale_processes: bool = setting(True, doc="Kill stale sglang processes and stop Ray first "
                                                    "(local head only).")
@@ -71,7 +71,7 @@ class Cluster:
     head_port: int = setting(6379, ge=1, le=65535, doc="GCS port of the local Ray head, where other nodes join "
                                                        "(join.sh); passed as --port when num_nodes > 1 or not 6379.")
     ray_stop_timeout: int = setting(60, doc="Seconds to wait for stale Ray processes to exit.", ge=1)
-    node_ip_address: str | None = setting(None, doc=(
+    node_ip_address: str | None = setting(None, kind="name", doc=(
         "Address of the local head (`ray start --head --node-ip-address`, as slime's scripts pass "
         "${MASTER_ADDR:-127.0.0.1}); MASTER_ADDR at run time overrides it. Set, train.sh exports MASTER_ADDR (that "
         "value) before `ray start --head`, adds it to no_proxy and puts it in the job's runtime env, as slime's "
@@ -90,8 +90,9 @@ class Cluster:
 class Cuda:
     """[cuda]: pin one CUDA toolkit on the cluster (optional)."""
 
-    home: str | None = setting(None, doc="CUDA toolkit to pin (e.g. /usr/local/cuda-12.9); sets CUDA_HOME, "
-                                         "PATH and LD_LIBRARY_PATH and forwards them to the train actors.")
+    home: str | None = setting(None, kind="path", doc=(
+        "CUDA toolkit to pin (e.g. /usr/local/cuda-12.9); sets CUDA_HOME, PATH and LD_LIBRARY_PATH and forwards them "
+        "to the train actors."))
     fix_torch_memory_saver: bool = setting(
         True, doc="Link torch_memory_saver's _cu13 preload library under the name slime looks for.")
 
@@ -103,10 +104,10 @@ class Wandb:
         "false: W&B stays off even when the key's variable is set at run time: train.sh (and the RayJob) pass no "
         "W&B flags and the log says so once. true: on whenever the key's variable is set. `acrl import "
         "train-sh` writes false for a script that never passes --use-wandb."))
-    project: str | None = setting(None, doc="W&B project.", flag="--wandb-project")
-    group: str | None = setting(None, doc="W&B group.", flag="--wandb-group")
-    key_env: str = setting("WANDB_API_KEY", doc="Name of the environment variable holding the API key. "
-                                                "The key itself never appears in a spec or bundle.")
+    project: str | None = setting(None, doc="W&B project.", flag="--wandb-project", kind="name")
+    group: str | None = setting(None, doc="W&B group.", flag="--wandb-group", kind="name")
+    key_env: str = setting("WANDB_API_KEY", kind="name", doc=(
+        "Name of the environment variable holding the API key. The key itself never appears in a spec or bundle."))
 
 @attrs.frozen(kw_only=True)
 class Env:
@@ -115,10 +116,10 @@ class Env:
     vars: dict[str, str] = setting(factory=dict, doc="Extra environment variables for every Ray worker.")
     forward: list[str] = setting(factory=lambda: ["WANDB_ENTITY"],
                                  doc="Variables copied from the launching shell when set.")
-    pythonpath: list[str] = setting(factory=list, doc=(
+    pythonpath: list[str] = setting(factory=list, kind="path", doc=(
         "Further PYTHONPATH entries of the Ray job, in order, after Megatron-LM's ([slime] megatron_dir), e.g. "
         "[\"/root/slime\"]."))
-    pythonpath_before_megatron: list[str] = setting(factory=list, doc=(
+    pythonpath_before_megatron: list[str] = setting(factory=list, kind="path", doc=(
         "PYTHONPATH entries of the Ray job that come before Megatron-LM's, in order (a script's "
         "\"PYTHONPATH\": \"/root/slime:/root/Megatron-LM/\" is [\"/root/slime\"] here)."))
 
@@ -126,7 +127,7 @@ class Env:
 class Slime:
     """[slime]: the slime checkout the bundle targets."""
 
-    dir: str = setting("/root/slime", doc="slime checkout on the cluster.")
-    megatron_dir: str = setting("/root/Megatron-LM", doc="Megatron-LM checkout on the cluster.")
-    commit: str = setting(TOOLKIT_SLIME_COMMIT, doc="slime commit the bundle targets (flags differ between "
-                                                    "commits); defaults to agentcore-rl-toolkit's pin.")
+    dir: str = setting("/root/slime", doc="slime checkout on the cluster.", kind="path")
+    megatron_dir: str = setting("/root/Megatron-LM", doc="Megatron-LM checkout on the cluster.", kind="path")
+    commit: str = setting(TOOLKIT_SLIME_COMMIT, kind="name", doc=(
+        "slime commit the bundle targets (flags differ between commits); defaults to agentcore-rl-toolkit's pin."))

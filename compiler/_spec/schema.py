@@ -23,7 +23,7 @@ from typing import Any, Literal, get_args, get_origin
 import attrs
 
 from .profiles import DEFAULT_INTEGRATION, INTEGRATIONS
-from .setting import FlagValue
+from .setting import FUNCTION, LONGEST, MAX_STRING, VISIBLE, FlagValue, Kind
 from .tables import AgentCore, Experiment, Spec
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -35,9 +35,9 @@ AT_LAUNCH_KEYWORD = "x-acrl-at-launch"  # true: train.sh decides at launch wheth
 CUSTOM_CONFIG_KEYWORD = "x-acrl-custom-config"  # the custom_config.yaml key the value is written to
 
 _PRIMITIVE = {bool: "boolean", int: "integer", float: "number", str: "string"}
-_FLAG_VALUE: dict[str, Any] = {
-    "type": ["boolean", "number", "string", "array"],
-    "items": {"type": ["number", "string"]},
+_FLAG_VALUE: dict[str, Any] = {  # maxLength bounds the strings only
+    "type": ["boolean", "number", "string", "array"], "maxLength": MAX_STRING,
+    "items": {"type": ["number", "string"], "maxLength": MAX_STRING},
 }
 _BOUNDS = (("ge", "minimum"), ("gt", "exclusiveMinimum"), ("le", "maximum"), ("lt", "exclusiveMaximum"))
 
@@ -132,6 +132,11 @@ def _property(field: attrs.Attribute[Any], name: str, written_to: Mapping[str, s
         return out
     out["description"] = _description(meta.get("doc"))
     out.update(_value(tp, name))
+    if meta.get("kind") is not None:  # the kind of the value, or of each value of a table or an array
+        target = out if tp is str else out.get("additionalProperties", out.get("items", {}))
+        target.update(_kind(meta["kind"]))
+    if meta.get("key_kind") is not None:
+        out["propertyNames"] = _kind(meta["key_kind"])
     for bound, keyword in _BOUNDS:
         if meta.get(bound) is not None:
             out[keyword] = meta[bound]
@@ -155,6 +160,8 @@ def _value(tp: Any, name: str) -> dict[str, Any]:
     """The schema of one value of type ``tp``, as the converter structures it."""
     if tp is FlagValue:
         return dict(_FLAG_VALUE)
+    if tp is str:
+        return {"type": "string", "maxLength": MAX_STRING}
     if tp in _PRIMITIVE:
         return {"type": _PRIMITIVE[tp]}
     if attrs.has(tp):  # a table inside a table or an array ([sglang.models.NAME], its server_groups)
@@ -172,6 +179,12 @@ def _value(tp: Any, name: str) -> dict[str, Any]:
             raise TypeError(f"{name}: table keys are strings in TOML, not {key}")
         return {"type": "object", "additionalProperties": _value(item, name)}
     raise TypeError(f"{name}: no JSON Schema for {tp!r}; teach acrl.compiler._spec.schema this type")
+
+
+def _kind(kind: Kind) -> dict[str, Any]:
+    """What a string of ``kind`` matches (compiler/_pipeline/values.py checks the same; a path's limit is in bytes
+    there, in characters here, the most JSON Schema can say)."""
+    return {"minLength": 1, "maxLength": LONGEST[kind], "pattern": FUNCTION if kind == "function" else VISIBLE}
 
 
 def _unwrap_optional(tp: Any) -> tuple[Any, bool]:

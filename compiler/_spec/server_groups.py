@@ -43,7 +43,7 @@ class SglangModel:
     """One model of --sglang-config, named by its table key ("default" for the policy): its own router and
     server groups (sglang_config.py: ModelConfig)."""
 
-    model_path: str | None = setting(None, doc=(
+    model_path: str | None = setting(None, kind="path", doc=(
         "Hugging Face checkpoint the engines serve. Default: [model] dir (--hf-checkpoint)."))
     update_weights: bool | None = setting(None, doc=(
         "Whether training updates the engines' weights. Default: true where the model_path is the policy's "

@@ -50,7 +50,7 @@ def _one_unless_epochs(experiment: Any) -> int | None:  # num_rollout's default 
 class Experiment:
     """[experiment]: what this run is called and how long it trains."""
 
-    id: str = setting(doc="Experiment id: names the bundle directory, the Ray submission id and the "
+    id: str = setting(kind="name", doc="Experiment id: names the bundle directory, the Ray submission id and the "
                           "toolkit's S3 prefix. Letters, digits, '.', '_' and '-'.")
     num_epoch: int | None = setting(None, doc="Epochs over the dataset, not num_rollout.", flag="--num-epoch", ge=1)
     num_rollout: int | None = setting(attrs.Factory(_one_unless_epochs, takes_self=True), flag="--num-rollout", ge=1,
@@ -75,10 +75,10 @@ RUNTIME_ARN = re.compile(
 class AgentCore:
     """[agentcore]: the deployed agent and the toolkit's gateway; written to custom_config.yaml."""
 
-    runtime_arn: str = setting(doc="ARN of the agent's AgentCore Runtime "
+    runtime_arn: str = setting(kind="name", doc="ARN of the agent's AgentCore Runtime "
                                    "(arn:aws:bedrock-agentcore:REGION:ACCOUNT:runtime/NAME).")
-    s3_bucket: str = setting(doc="S3 bucket the agent writes its rollout results to.")
-    model_id: str = setting("default", doc="OpenAI model id the gateway serves to the agent.")
+    s3_bucket: str = setting(kind="name", doc="S3 bucket the agent writes its rollout results to.")
+    model_id: str = setting("default", kind="name", doc="OpenAI model id the gateway serves to the agent.")
     timeout: int = setting(900, doc="Per-session ACR invocation timeout, in seconds (acr_timeout).", ge=1)
     tps_limit: int = setting(25, doc="ACR invocations per second quota (acr_tps_limit).", ge=1)
     max_concurrent: int = setting(100, doc="Maximum concurrent ACR sessions.", ge=1)
@@ -88,7 +88,7 @@ class AgentCore:
     reward_postprocessing: Literal["grpo", "identity"] = setting(
         "grpo", doc="How episode rewards are post-processed by the toolkit.")
     cumulative_token_mode: bool = setting(False, doc="Gateway cumulative token mode (multi-turn agents).")
-    renderer_family: str = setting("auto", doc="renderers model family for cumulative token mode "
+    renderer_family: str = setting("auto", kind="name", doc="renderers model family for cumulative token mode "
                                                "(e.g. 'qwen3'); 'auto' matches the served model name.")
 
 
@@ -96,10 +96,10 @@ class AgentCore:
 class Model:
     """[model]: the checkpoint and its architecture arguments (MODEL_ARGS)."""
 
-    type: str = setting(doc="slime model type: the name of scripts/models/<type>.sh (e.g. qwen2.5-3B).")
-    dir: str = setting(doc="Hugging Face checkpoint directory on the cluster.", flag="--hf-checkpoint")
+    type: str = setting(kind="name", doc="slime model type: the name of scripts/models/<type>.sh (e.g. qwen2.5-3B).")
+    dir: str = setting(doc="Hugging Face checkpoint directory on the cluster.", flag="--hf-checkpoint", kind="path")
     ref_load: str | None = setting(None, doc="Reference model checkpoint; defaults to dir.",
-                                   flag="--ref-load")
+                                   flag="--ref-load", kind="path")
     args_source: ModelArgsSource = setting(
         "auto", doc="Where MODEL_ARGS come from: 'args' (the [model.args] table), 'catalog' (acrl's built-in "
                     "catalog, `acrl models`), 'hf' (the checkpoint's config.json), 'script' (slime's "
@@ -108,8 +108,8 @@ class Model:
     args: dict[str, FlagValue] = setting(
         factory=dict, doc="Literal MODEL_ARGS as flag = value; true means a store-true flag.")
     hf_config: str | None = setting(
-        None, doc="config.json to derive from or check against, on the compiling machine (relative to the spec); "
-                  "default: <dir>/config.json when it exists here.")
+        None, kind="path", doc="config.json to derive from or check against, on the compiling machine (relative to "
+                               "the spec); default: <dir>/config.json when it exists here.")
     overrides: dict[str, FlagValue] = setting(
         factory=dict, doc="MODEL_ARGS flags that win over the source and the config.json check; recorded.")
     script_env: dict[str, str] = setting(
@@ -123,10 +123,11 @@ class Model:
 class Data:
     """[data]: the training prompts."""
 
-    path: str = setting(doc="Training prompt JSONL on the cluster.", flag="--prompt-data")
-    input_key: str | None = setting("prompt", doc="JSON key of the prompt.", flag="--input-key")
-    label_key: str | None = setting(None, doc="JSON key of the label.", flag="--label-key")
-    metadata_key: str | None = setting(None, doc="JSON key of the metadata object.", flag="--metadata-key")
+    path: str = setting(doc="Training prompt JSONL on the cluster.", flag="--prompt-data", kind="path")
+    input_key: str | None = setting("prompt", doc="JSON key of the prompt.", flag="--input-key", kind="name")
+    label_key: str | None = setting(None, doc="JSON key of the label.", flag="--label-key", kind="name")
+    metadata_key: str | None = setting(None, doc="JSON key of the metadata object.", flag="--metadata-key",
+                                       kind="name")
 
 
 @attrs.frozen(kw_only=True)
@@ -163,14 +164,14 @@ class Rollout:
     gpus_per_engine: int = setting(2, doc="GPUs per SGLang engine.", flag="--rollout-num-gpus-per-engine",
                                    ge=1)
     function_path: str | None = setting(DEFAULT_ROLLOUT_FUNCTION, doc="Rollout function (dotted path).",
-                                 flag="--rollout-function-path")
+                                 flag="--rollout-function-path", kind="function")
     reward_post_process_path: str | None = setting(DEFAULT_REWARD_POST_PROCESS,
                                             doc="Reward post-processing function (dotted path).",
-                                            flag="--custom-reward-post-process-path")
+                                            flag="--custom-reward-post-process-path", kind="function")
     custom_generate_function_path: str | None = setting(
-        None, doc="Custom generate function (dotted path).", flag="--custom-generate-function-path")
+        None, doc="Custom generate function (dotted path).", flag="--custom-generate-function-path", kind="function")
     custom_rm_path: str | None = setting(None, doc="Custom reward function (dotted path).",
-                                         flag="--custom-rm-path")
+                                         flag="--custom-rm-path", kind="function")
     # issue 15: slime's newer features (compiler/_spec/rollout_features.py; rules ACRL-R*)
     external_engine_addrs: list[str] = setting(factory=list, flag="--rollout-external-engine-addrs", omit_if=[], doc=(
         "Pre-launched SGLang engines the rollout uses instead of its own, as host:port or http://host:port: no local "
@@ -178,7 +179,8 @@ class Rollout:
         "external = true, and still places one engine actor per address on the rollout GPUs."))
     external: bool = setting(False, flag="--rollout-external", doc=(
         "v0.3.0 only: use external_engine_addrs (later commits have no such flag: the addresses alone say it)."))
-    sample_hook_paths: list[str] = setting(factory=list, flag="--rollout-sample-hook-path", omit_if=[], doc=(
+    sample_hook_paths: list[str] = setting(factory=list, flag="--rollout-sample-hook-path", omit_if=[],
+                                           kind="function", doc=(
         "Hooks applied to each generated Sample before its reward (dotted paths, in order; the flag is passed once "
         "per path): hook(args, sample, *, rollout_id=None, evaluation=False) -> Sample | None. Applied by slime's "
         "own generate_and_rm (slime.rollout.sglang_rollout, fully-async), not by the toolkit's rollout. From v0.3.1."))
@@ -193,9 +195,9 @@ class Sglang:
     context_length: int | None = setting(None, doc="Context length cap.", flag="--sglang-context-length",
                                          ge=1)
     tool_call_parser: str | None = setting("qwen", doc="Tool-call parser; must match the served model.",
-                                    flag="--sglang-tool-call-parser")
+                                    flag="--sglang-tool-call-parser", kind="name")
     reasoning_parser: str | None = setting(None, doc="Reasoning parser (splits <think> blocks).",
-                                           flag="--sglang-reasoning-parser")
+                                           flag="--sglang-reasoning-parser", kind="name")
     data_parallel_size: int | None = setting(1, doc="SGLang data parallel size.",
                                       flag="--sglang-data-parallel-size", ge=1)
     cuda_graph_max_bs: int | None = setting(32, doc=(
@@ -204,7 +206,7 @@ class Sglang:
         flag="--sglang-cuda-graph-max-bs", ge=1)
     log_level: LogLevel | None = setting("warning", doc="SGLang log level.", flag="--sglang-log-level")
     log_level_http: LogLevel | None = setting("warning", doc="SGLang HTTP log level.", flag="--sglang-log-level-http")
-    models: dict[str, SglangModel] = setting(factory=dict, doc=(
+    models: dict[str, SglangModel] = setting(factory=dict, key_kind="name", doc=(
         "slime's --sglang-config: the rollout's SGLang models and their server groups (PD disaggregation, "
         "several models), one table per model named by its key; written to the bundle's sglang_config.yaml. "
         "Default: slime's one regular group of --rollout-num-gpus GPUs."))
@@ -277,7 +279,7 @@ class Eval:
 
     interval: int | None = setting(None, doc="Evaluate every N rollouts.", flag="--eval-interval", ge=1)
     datasets: dict[str, str] = setting(factory=dict, doc="Evaluation datasets: name = JSONL path.",
-                                       flag="--eval-prompt-data")
+                                       flag="--eval-prompt-data", kind="path", key_kind="name")
     n_samples_per_prompt: int | None = setting(None, doc="Samples per eval prompt.",
                                                flag="--n-samples-per-eval-prompt", ge=1)
     temperature: float | None = setting(None, doc="Eval sampling temperature.", flag="--eval-temperature",

@@ -40,7 +40,7 @@ class Opd:
         "architecture loaded from teacher_load and run in the training forward pass."), flag="--opd-type")
     kl_coef: float | None = setting(None, doc="Weight of the reverse KL to the teacher (slime's default is 1.0).",
                                     flag="--opd-kl-coef", ge=0)
-    teacher_load: str | None = setting(None, doc=(
+    teacher_load: str | None = setting(None, kind="path", doc=(
         "The teacher's Megatron checkpoint on the cluster (type 'megatron' only; required there)."),
         flag="--opd-teacher-load")
     teacher_ckpt_step: int | None = setting(None, doc="Checkpoint step of the Megatron teacher to load.",
@@ -59,10 +59,10 @@ class WeightSync:
         "'nccl' broadcasts (slime's default); 'disk' writes to disk_dir, a filesystem the trainer and the engines "
         "share, and the engines reload from it."), flag="--update-weight-transport")
     disk_dir: str | None = setting(None, doc="Shared directory of disk transport (required with it).",
-                                   flag="--update-weight-disk-dir")
+                                   flag="--update-weight-disk-dir", kind="path")
     disk_keep_files: bool = setting(False, doc="Keep the full checkpoints disk transport writes (mode 'full').",
                                     flag="--update-weight-disk-keep-files")
-    local_checkpoint_dir: str | None = setting(None, doc=(
+    local_checkpoint_dir: str | None = setting(None, kind="path", doc=(
         "Rollout-host-local directory (NVMe) each engine host pulls the published weights into and reloads from; "
         "required by delta mode (v0.3.1 and later)."), flag="--update-weight-local-checkpoint-dir")
     delta_encoding: DeltaEncoding | None = setting(None, doc=(
@@ -71,7 +71,7 @@ class WeightSync:
     delta_checksum: DeltaChecksum | None = setting(None, doc=(
         "Per-tensor checksum of disk deltas (v0.3.1 and later; slime's default xxh3-128)."),
         flag="--update-weight-delta-checksum")
-    custom_post_write_path: str | None = setting(None, doc=(
+    custom_post_write_path: str | None = setting(None, kind="function", doc=(
         "Function (dotted path) each trainer rank calls after a disk sync's files are written, before the engines "
         "read them (v0.3.1 and later)."), flag="--custom-update-weight-post-write-path")
     encoding: PositionEncoding | None = setting(None, doc=(
@@ -79,7 +79,7 @@ class WeightSync:
         flag="--update-weight-encoding")
     delta_keep_files: bool = setting(False, doc="Keep the per-sync delta directories (delta disk sync; v0.3.0, "
                                                 "fa3c990).", flag="--update-weight-delta-keep-files")
-    custom_delta_pre_push_path: str | None = setting(None, doc=(
+    custom_delta_pre_push_path: str | None = setting(None, kind="function", doc=(
         "Function (dotted path) each trainer rank calls before rank 0 pushes a delta disk sync (v0.3.0, fa3c990)."),
         flag="--custom-delta-pre-push-path")
     buffer_size: int | None = setting(None, doc="Bucket size of a weight update, in bytes (slime's default 512 MiB).",

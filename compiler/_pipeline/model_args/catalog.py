@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -210,8 +211,35 @@ def entry(name: str) -> CatalogEntry | None:
     return CATALOG.get(name) or _FOLDED.get(name.lower())
 
 
-def lookup_error(name: str) -> str:
-    """Why ``name`` is not in the catalog, with the closest names."""
-    close = [_FOLDED[n].name for n in difflib.get_close_matches(name.lower(), list(_FOLDED), n=3, cutoff=0.6)]
+def close_names(name: str, others: Iterable[str] = ()) -> list[str]:
+    """The catalog's names (and ``others``: a checkout's model scripts) closest to ``name``, closest first: a name a
+    letter or two off with the same numbers, a name the written one extends by a suffix (qwen3-8B for
+    "qwen3-8b-instruct", the longest first), then difflib's closest."""
+    names = {n.lower(): n for n in (*others, *CATALOG)}
+    folded = name.lower()
+    stems = sorted((n for n in names if folded.startswith(n) and folded[len(n):len(n) + 1] in ("-", "_", ".")),
+                   key=len, reverse=True)
+    close = difflib.get_close_matches(folded, list(names), n=3, cutoff=0.6)
+    numbers = re.findall(r"\d+", folded)  # a letter or two off, the sizes and versions as written
+    typos = [n for n in close if difflib.SequenceMatcher(None, folded, n).ratio() >= 0.9 and
+             re.findall(r"\d+", n) == numbers]
+    return [names[n] for n in dict.fromkeys([*typos, *stems, *close])][:3]
+
+
+def lookup_error(name: str, *, listing: bool = True) -> str:
+    """Why ``name`` is not in the catalog, with the closest names (``listing``: and that `acrl models` lists them all,
+    where no fix of lookup_hint's says so)."""
+    close = close_names(name)
     hint = f"; did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
-    return f"{name!r} is not in acrl's model catalog{hint} (known: {', '.join(CATALOG)})"
+    return f"{name!r} is not in acrl's model catalog{hint}" + (" (`acrl models` lists it)" if listing else "")
+
+
+def lookup_hint(name: str, others: Iterable[str] = (), *, checkout: bool = False) -> str:
+    """The fix of a [model] type the catalog lacks: the closest name written out, `acrl models`, the other sources
+    (``checkout``: a slime checkout was read, and lacks the script too)."""
+    close = close_names(name, others)
+    first = f'write type = "{close[0]}"' if close else "name a model of the catalog"
+    script = "name one of the checkout's scripts/models" if checkout else \
+        "read slime's scripts/models/<type>.sh with --slime-checkout DIR"
+    return f"{first} (`acrl models` lists the catalog); for a model it lacks, give the architecture in [model.args], " \
+        f"or {script}"

@@ -27,7 +27,8 @@ def _rpp_norm(ctx: Context) -> Iterator[Finding]:
                       "set [algorithm] normalize_advantages = true")
 
 
-@rule("ACRL-A003", "error", ["algorithm.use_tis", "extra.flags"], "TIS excludes rollout log-probs")
+@rule("ACRL-A003", "error", ["algorithm.use_tis", "extra.flags"], "TIS excludes rollout log-probs",
+      reads=("extra.args",))
 def _tis(ctx: Context) -> Iterator[Finding]:
     """use_tis and --use-rollout-logprobs are mutually exclusive (slime checks at launch)."""
     if ctx.spec.algorithm.use_tis and ctx.passes("--use-rollout-logprobs"):

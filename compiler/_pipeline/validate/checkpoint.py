@@ -53,7 +53,8 @@ def _start(ctx: Context) -> tuple[int, KeyRef] | None:
     return None
 
 
-@rule("ACRL-H001", "error", [_START, _STEP, "experiment.num_rollout"], "the first rollout is below num_rollout")
+@rule("ACRL-H001", "error", [_START, _STEP, "experiment.num_rollout"], "the first rollout is below num_rollout",
+      reads=("checkpoint.load", "checkpoint.resume", "checkpoint.save"))
 def _zero_rollouts(ctx: Context) -> Iterator[Finding]:
     """start_rollout_id (or ckpt_step + 1, the rollout after the loaded iteration) must be below num_rollout: slime's
     loop is ``for rollout_id in range(args.start_rollout_id, args.num_rollout)`` (train.py v0.3.0:67, fa3c990:63,
@@ -123,7 +124,8 @@ def _reference(ctx: Context) -> Iterator[Finding]:
                       "resume from it", "save into a directory of its own", keys=(_SAVE, "model.ref_load"))
 
 
-@rule("ACRL-H004", "warning", [_START, "checkpoint.resume"], "a start rollout slime keeps")
+@rule("ACRL-H004", "warning", [_START, "checkpoint.resume"], "a start rollout slime keeps",
+      reads=("checkpoint.load", "checkpoint.save", "slime.commit"))
 def _dropped_start(ctx: Context) -> Iterator[Finding]:
     """An explicit start_rollout_id is reset to 0 by slime_validate_args whenever it loads no Megatron checkpoint, at
     every commit before 624b824 (utils/arguments.py v0.3.0:1725 and 1738, fa3c990:1805 and 1818, v0.3.1:1779);
@@ -155,7 +157,7 @@ def _saves_every(ctx: Context) -> bool:
 
 
 @rule("ACRL-H005", "warning", ["checkpoint.save_interval", _SAVE, "checkpoint.save_hf"], "a save directory is "
-      "saved to")
+      "saved to", reads=("extra.flags", "extra.args", "weight_sync.release_train"))
 def _never_saves(ctx: Context) -> Iterator[Finding]:
     """save (or save_hf) without save_interval: slime's should_run_periodic_action returns False when the interval is
     None (utils/misc.py v0.3.0:89, fa3c990:119, v0.3.1 and 624b824:121), so slime never saves, not even after the
@@ -221,7 +223,8 @@ def _scheduler_without_optimizer(ctx: Context) -> Iterator[Finding]:
 _FSDP = {"torch_dcp": "--use-torch-fsdp2", "fsdp_dtensor": "--use-megatron-fsdp"}
 
 
-@rule("ACRL-H009", "error", ["checkpoint.format"], "a checkpoint format slime can use", before_sourcing=True)
+@rule("ACRL-H009", "error", ["checkpoint.format"], "a checkpoint format slime can use", before_sourcing=True,
+      reads=("extra.flags", "extra.args"))
 def _format(ctx: Context) -> Iterator[Finding]:
     """Megatron asserts --use-torch-fsdp2 (and TP and PP of 1) for --ckpt-format torch_dcp, and --use-megatron-fsdp
     for fsdp_dtensor (megatron/training/arguments.py:1040-1049); slime trains with Megatron's DDP and distributed
@@ -244,7 +247,8 @@ def _hatch_key(ctx: Context, flag: str) -> str:
     return next((f"extra.args.{i}" for i in found), "extra.flags")
 
 
-@rule("ACRL-H010", "error", ["checkpoint.resume", _LOAD], "resume has a checkpoint directory", before_sourcing=True)
+@rule("ACRL-H010", "error", ["checkpoint.resume", _LOAD], "resume has a checkpoint directory", before_sourcing=True,
+      reads=("checkpoint.save",))
 def _resume_without_directory(ctx: Context) -> Iterator[Finding]:
     """resume = "required" needs save or load (else train.sh refuses every launch); resume = "never" never reads
     load. (save_interval without save, which slime refuses at launch, is ACRL-E002.)"""
@@ -259,7 +263,8 @@ def _resume_without_directory(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-H011", "warning", ["checkpoint.ckpt_step", "checkpoint.load_optimizer", "checkpoint.load_rng",
-                               "checkpoint.scheduler"], "load settings have something to load")
+                               "checkpoint.scheduler"], "load settings have something to load",
+      reads=("checkpoint.load", "checkpoint.resume", "checkpoint.save"))
 def _nothing_loaded(ctx: Context) -> Iterator[Finding]:
     """ckpt_step, load_optimizer = false, load_rng = false and scheduler apply to a loaded checkpoint only; without
     save or load, or with resume = "never", nothing is ever loaded (slime itself sets --no-load-optim and

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from ..._spec.tables import TOOLKIT_SLIME_COMMIT
 from ..placement import SLIME_GPUS_PER_NODE, Placement
-from .engine import Context, Finding, rule
+from .engine import PLACEMENT, Context, Finding, rule
 
 _CLUSTER = ["cluster.num_nodes", "cluster.gpus_per_node", "cluster.actor_num_nodes",
             "cluster.actor_num_gpus_per_node", "cluster.rollout_num_gpus", "cluster.colocate"]
@@ -33,7 +33,7 @@ def _group_sum(p: Placement) -> str:
 
 
 @rule("ACRL-C001", "error", ["cluster.num_nodes", "cluster.address", *_CLUSTER[1:]],
-      "slime's placement group fits the cluster")
+      "slime's placement group fits the cluster", reads=(PLACEMENT,))
 def _fits(ctx: Context) -> Iterator[Finding]:
     """slime asks Ray for one placement group of actor + rollout GPUs (the larger of the two when colocated;
     placement_group.py:100-117) and waits for it without end: a group larger than the cluster's nodes x GPUs
@@ -55,7 +55,7 @@ def _fits(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-C002", "error", ["rollout.gpus_per_engine", "cluster.gpus_per_node", *_CLUSTER[2:]],
-      "each rollout engine sits on one node")
+      "each rollout engine sits on one node", reads=(PLACEMENT,))
 def _engine_on_one_node(ctx: Context) -> Iterator[Finding]:
     """An engine no larger than a node must sit on one node: slime starts it at a base GPU and SGLang takes the next
     GPUs of that node (rollout.py:133-135), so an engine over a node boundary asks for GPUs its node has not."""
@@ -74,7 +74,7 @@ def _engine_on_one_node(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-C003", "error", ["cluster.actor_num_gpus_per_node", "cluster.gpus_per_node", "rollout.gpus_per_engine",
-                             *_CLUSTER[2:]], "every engine gets its own node's address")
+                             *_CLUSTER[2:]], "every engine gets its own node's address", reads=(PLACEMENT,))
 def _engine_address(ctx: Context) -> Iterator[Finding]:
     """slime gives each group of num_gpus_per_node / gpus_per_engine engines the address and ports of the first
     engine's node (rollout.py:843-868). A rollout that starts mid-node and spans nodes puts an engine on one node
@@ -92,7 +92,7 @@ def _engine_address(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-C004", "error", ["rollout.gpus_per_engine", "cluster.gpus_per_node", *_CLUSTER[2:]],
-      "a multi-node engine owns whole nodes")
+      "a multi-node engine owns whole nodes", reads=(PLACEMENT,))
 def _multi_node_engine(ctx: Context) -> Iterator[Finding]:
     """An engine larger than a node is one Ray actor per node, each taking a whole node from its base GPU
     (rollout.py:71, :107, :896-906): it must start on a node boundary, and the rollout GPUs must make whole
@@ -111,7 +111,7 @@ def _multi_node_engine(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-C005", "error", ["rollout.gpus_per_engine", "sglang.data_parallel_size", "extra.flags"],
-      "SGLang's pipeline and DP-attention sizes divide an engine")
+      "SGLang's pipeline and DP-attention sizes divide an engine", reads=(PLACEMENT,))
 def _sglang_sizes(ctx: Context) -> Iterator[Finding]:
     """slime asserts that --sglang-pp-size divides the GPUs per engine (the engine's tensor size is their quotient;
     slime/backends/sglang_utils/arguments.py:174-181 at 624b824, 147-154 at fa3c990); a size below 1 passes that
@@ -136,7 +136,8 @@ def _sglang_sizes(ctx: Context) -> Iterator[Finding]:
                 return
 
 
-@rule("ACRL-C006", "error", ["extra.flags", "cluster.gpus_per_node"], "--num-gpus-per-node is the node size")
+@rule("ACRL-C006", "error", ["extra.flags", "cluster.gpus_per_node"], "--num-gpus-per-node is the node size",
+      reads=("extra.args",))
 def _node_size_flag(ctx: Context) -> Iterator[Finding]:
     """[cluster] gpus_per_node is passed as --num-gpus-per-node (when not 8); a different value in the escape hatch
     makes slime map engines to nodes of the wrong size (slime PR #2012: engines get another node's address)."""
@@ -148,7 +149,8 @@ def _node_size_flag(ctx: Context) -> Iterator[Finding]:
                       + (f" (slime's default is {SLIME_GPUS_PER_NODE})" if gpus == SLIME_GPUS_PER_NODE else ""))
 
 
-@rule("ACRL-C007", "warning", ["cluster.num_nodes", *_CLUSTER[1:]], "every GPU of the cluster has a role")
+@rule("ACRL-C007", "warning", ["cluster.num_nodes", *_CLUSTER[1:]], "every GPU of the cluster has a role",
+      reads=(PLACEMENT,))
 def _idle(ctx: Context) -> Iterator[Finding]:
     """A cluster of num_nodes x gpus_per_node larger than slime's placement group leaves GPUs idle."""
     p = ctx.placement
@@ -159,7 +161,7 @@ def _idle(ctx: Context) -> Iterator[Finding]:
                       "num_nodes")
 
 
-@rule("ACRL-C008", "error", ["extra.flags"], "one debug mode at a time")
+@rule("ACRL-C008", "error", ["extra.flags"], "one debug mode at a time", reads=(PLACEMENT,))
 def _debug_modes(ctx: Context) -> Iterator[Finding]:
     """slime asserts that --debug-rollout-only and --debug-train-only (or --load-debug-rollout-data, which implies
     it) are not both set (slime/utils/arguments.py:1933-1935)."""

@@ -14,9 +14,10 @@ toolkit's own pitfalls.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import typing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import attrs
@@ -24,7 +25,7 @@ import attrs
 from ..._secrets import is_credential_flag, is_env_name, is_secret_name, looks_secret_value, redact
 from ..._slime.flag_verdict import FlagCheck
 from ..._spec.flags import flags_in, normalize_flag, parse_flags
-from ..._spec.tables import Spec, table_class
+from ..._spec.tables import Spec, table_class, table_types
 from ...errors import Diagnostic
 from .. import placement_spec
 from ..argv import ArgGroup, actor_gpus, rollout_gpus
@@ -64,6 +65,14 @@ _POSITION = {rule_id: i for i, rule_id in enumerate(ORDER)}
 
 
 KeyRef = str | tuple[str | int, ...]  # "table.key", or the key's path (a key inside an array of tables)
+
+# What a rule reads besides spec keys, for ``rule(..., reads=...)``. A rule runs on a spec with errors (a partial spec,
+# compiler/_pipeline/partial.py) only when none of the keys it reads failed: those hold defaults, not what was written.
+PLACEMENT = "(placement)"  # ctx.placement, ctx.placed, the actor's and rollout's GPUs: placement_spec.READS
+ARGV = "(argv)"  # ctx.groups: the slime argv, made from every key with a flag (and the placement)
+MODEL_ARGS = "(MODEL_ARGS)"  # ctx.model, ctx.model_args, ctx.resolution: failed when MODEL_ARGS were not resolved
+EACH_VALUE = "(each-value)"  # the rule checks each value on its own (secrets): a value left out cannot mislead it
+Failed = frozenset[tuple[str | int, ...]]  # the keys whose values the spec does not hold as written
 
 
 @attrs.frozen
@@ -130,6 +139,18 @@ class Context:
 Check = Callable[[Context], Iterator[Finding]]
 
 
+def one_of(values: Iterable[int], shown: int = 10) -> str:
+    """The valid choices a fix lists, as ``{1, 2, 4, 8}`` (at most ``shown`` of them, then ``...``)."""
+    found = sorted(set(values))
+    return "{" + ", ".join(map(str, found[:shown])) + (", ..." if len(found) > shown else "") + "}"
+
+
+def divisors(n: int, at_most: int | None = None) -> list[int]:
+    """The divisors of ``n`` (up to ``at_most``)."""
+    top = n if at_most is None else min(n, at_most)
+    return [d for d in range(1, top + 1) if n % d == 0] if n > 0 else []
+
+
 @attrs.frozen
 class Rule:
     id: str
@@ -143,19 +164,22 @@ class Rule:
     # Its warnings depend on this machine (the slime checkout here): shown and given with --json, never written into
     # the bundle, whose bytes must not depend on where it was compiled.
     local: bool = False
+    reads: tuple[str, ...] = ()  # what the check reads besides ``keys`` (keys, PLACEMENT, ARGV, MODEL_ARGS, EACH_VALUE)
 
 
 RULES: list[Rule] = []
 _LOCAL: set[str] = set()
 
 
-def rule(rule_id: str, severity: str, keys: Sequence[str], title: str, *,
-         before_sourcing: bool = False, local: bool = False) -> Callable[[Check], Check]:
+def rule(rule_id: str, severity: str, keys: Sequence[str], title: str, *, before_sourcing: bool = False,
+         local: bool = False, reads: Sequence[str] = ()) -> Callable[[Check], Check]:
+    """Register a check. ``keys``: the keys it concerns (a finding points at the first the spec wrote); ``reads``:
+    what else it reads (tests/test_rule_reads.py holds every rule to what it is seen reading)."""
     if rule_id not in _POSITION:
         raise ValueError(f"rule {rule_id} is not in validate.engine.ORDER: add it where it belongs")
 
     def register(check: Check) -> Check:
-        bisect.insort(RULES, Rule(rule_id, severity, tuple(keys), title, check, before_sourcing, local),
+        bisect.insort(RULES, Rule(rule_id, severity, tuple(keys), title, check, before_sourcing, local, tuple(reads)),
                       key=lambda r: _POSITION[r.id])
         if local:
             _LOCAL.add(rule_id)
@@ -201,13 +225,15 @@ FLAG_TABLES = ("extra.flags.", "extra.args.", "model.args.", "model.overrides.")
 
 
 
-def validate(source: SpecSource, ctx: Context, *, before_sourcing: bool | None = None) -> list[Diagnostic]:
+def validate(source: SpecSource, ctx: Context, *, before_sourcing: bool | None = None,
+             failed: Failed = frozenset()) -> list[Diagnostic]:
     """Run every rule (``before_sourcing``: only the rules that are, or are not, checked before MODEL_ARGS are
-    resolved). A diagnostic points at the first of its keys the spec wrote, else at the nearest written table of
-    one of them."""
+    resolved) but those that read a key in ``failed`` (:func:`blocked`). A diagnostic points at the first of its keys
+    the spec wrote, else at the nearest written table of one of them."""
     out: list[Diagnostic] = []
+    unread = _Unread(failed)
     for r in RULES:
-        if before_sourcing is not None and r.before_sourcing != before_sourcing:
+        if (before_sourcing is not None and r.before_sourcing != before_sourcing) or unread.blocks(r):
             continue
         for finding in r.check(ctx):
             keys = [_path(k) if isinstance(k, str) else k for k in (*finding.keys, *r.keys)]
@@ -220,6 +246,50 @@ def validate(source: SpecSource, ctx: Context, *, before_sourcing: bool | None =
         out = [attrs.evolve(d, message=redact(d.message, secrets, code=False), hint=redact(d.hint, secrets, code=False),
                             source_line=redact(d.source_line, secrets)) for d in out]
     return out
+
+
+def blocked(failed: Failed, *, before_sourcing: bool | None = None) -> list[str]:
+    """The ids of the rules :func:`validate` does not run because they read a key in ``failed``."""
+    unread = _Unread(failed)
+    return [r.id for r in RULES if (before_sourcing is None or r.before_sourcing == before_sourcing) and
+            unread.blocks(r)]
+
+
+class _Unread:
+    """Whether a rule reads a failed key: one of its keys is a failed key, lies under one (a failed table) or holds
+    one (a failed value of a table it reads)."""
+
+    def __init__(self, failed: Failed) -> None:
+        self.failed = failed
+        self.under = {path[:i] for path in failed for i in range(1, len(path) + 1)}
+
+    def blocks(self, r: Rule) -> bool:
+        if not self.failed or EACH_VALUE in r.reads:
+            return False
+        return any(path in self.under or any(path[:i] in self.failed for i in range(1, len(path)))
+                   for path in reads_of(r))
+
+
+@functools.cache
+def _expanded(name: str) -> tuple[tuple[str | int, ...], ...]:
+    if name == PLACEMENT:
+        return tuple(_path(k) for k in placement_spec.READS)
+    if name == ARGV:
+        flags = {f"{t}.{f.name}" for t, cls in table_types().items() for f in attrs.fields(cls)
+                 if f.metadata.get("flag") or f.metadata.get("switches")}
+        return tuple(_path(k) for k in sorted(flags | set(placement_spec.READS) | set(_ARGV_READS)))
+    return ((name,),) if name.startswith("(") else (_path(name),)
+
+
+# What the argv reads besides the keys with a flag and the placement (argv.py: _ref_load, _hf_mode, the profile's
+# origin, the escape hatch).
+_ARGV_READS = ("model.ref_load", "model.dir", "model.megatron_to_hf_mode", "slime.commit", "extra.flags", "extra.args",
+               "experiment.integration")
+
+
+def reads_of(r: Rule) -> tuple[tuple[str | int, ...], ...]:
+    """The key paths ``r`` reads: its keys and its reads, PLACEMENT and ARGV expanded; MODEL_ARGS as itself."""
+    return tuple(dict.fromkeys(p for name in (*r.keys, *r.reads) if name != EACH_VALUE for p in _expanded(name)))
 
 
 def _tables() -> tuple[str, ...]:
@@ -249,6 +319,11 @@ def spec_secrets(spec: Spec) -> set[str]:
         if is_credential_flag(token):
             found.add(token.split("=", 1)[1] if "=" in token else tokens[i + 1] if i + 1 < len(tokens) else "")
     return {f for f in found if f}
+
+
+def key_path(key: str) -> tuple[str | int, ...]:
+    """A dotted key as its path (a name in a free-form table is one step, whatever dots it holds)."""
+    return _path(key)
 
 
 def _path(key: str) -> tuple[str | int, ...]:

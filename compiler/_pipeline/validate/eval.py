@@ -17,7 +17,8 @@ def _eval_datasets(ctx: Context) -> Iterator[Finding]:
     e = ctx.spec.eval
     if e.interval is not None and not e.datasets:
         yield Finding("eval.interval is set but no eval datasets are configured; slime stops at launch",
-                      'add [eval.datasets] name = "/path/to/eval.jsonl"')
+                      f'add an [eval.datasets] table of name = "/path/to/eval.jsonl", or remove interval = '
+                      f"{e.interval}")
 
 
 @rule("ACRL-E004", "warning", ["eval.datasets", "eval.interval"], "eval datasets without an interval are never used")
@@ -37,7 +38,9 @@ def _save_interval(ctx: Context) -> Iterator[Finding]:
     """checkpoint.save_interval needs checkpoint.save (slime checks at launch)."""
     c = ctx.spec.checkpoint
     if c.save_interval is not None and not c.save:
-        yield Finding("'--save' is required when save_interval is set", "set [checkpoint] save")
+        yield Finding(f"save_interval = {c.save_interval} saves to no directory: slime requires --save with "
+                      "--save-interval", 'set [checkpoint] save = "/path/to/checkpoints" (a directory on the cluster), '
+                      "or remove save_interval")
 
 
 @rule("ACRL-E003", "error", ["checkpoint.save_hf", "checkpoint.save", "model.dir"],

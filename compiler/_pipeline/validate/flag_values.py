@@ -173,7 +173,8 @@ def _problems(use: _Use, fact: FlagFact) -> Iterator[tuple[str, str, str]]:
             yield f"{use.flag} {problem[0]}", problem[1], key
 
 
-@rule("ACRL-F009", "error", ["extra.flags", "extra.args"], "escape-hatch values are what slime's argparse takes")
+@rule("ACRL-F009", "error", ["extra.flags", "extra.args"], "escape-hatch values are what slime's argparse takes",
+      reads=("slime.commit",))
 def _values(ctx: Context) -> Iterator[Finding]:
     """An escape-hatch value must be one the flag's definition at the targeted slime commit (slime's, or its
     Megatron-LM's with slime's patches and reset_arg defaults) accepts: one of its choices (did-you-mean), convertible
@@ -197,7 +198,7 @@ def _stack(fact: FlagFact, facts: CommitFacts) -> str:
 
 
 @rule("ACRL-F010", "warning", ["extra.flags", "extra.args"],
-      "no slime or Megatron-LM flags deprecated at the targeted commit")
+      "no slime or Megatron-LM flags deprecated at the targeted commit", reads=("slime.commit",))
 def _deprecated(ctx: Context) -> Iterator[Finding]:
     """An escape-hatch flag that slime or the Megatron-LM of the targeted commit marks deprecated (its help, its dest
     or its validation's message: --enable-cuda-graph "is deprecated, use --cuda-graph-impl=local instead" in
@@ -211,7 +212,8 @@ def _deprecated(ctx: Context) -> Iterator[Finding]:
                       f"write {new} instead" if new else "remove it", keys=(use.key,))
 
 
-@rule("ACRL-F011", "error", ["extra.flags", "extra.args"], "no flags the targeted Megatron-LM refuses at launch")
+@rule("ACRL-F011", "error", ["extra.flags", "extra.args"], "no flags the targeted Megatron-LM refuses at launch",
+      reads=("slime.commit",))
 def _refused(ctx: Context) -> Iterator[Finding]:
     """An escape-hatch flag that the Megatron-LM (or slime) of the targeted commit still defines but says is no longer
     valid (--batch-size: an assert of validate_args, Megatron-LM 1dcf0daf megatron/training/arguments.py:414) stops

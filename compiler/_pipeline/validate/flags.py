@@ -27,7 +27,7 @@ from ..._slime.flag_verdict import (
 from ..._slime.sglang_stack import sglang_at, slime_flag
 from ..._spec.flag_index import CoerceError, FlagKey, coerce, key_of
 from ..._spec.flags import did_you_mean, flag_tokens, is_number, known_absent_flags, normalize_flag
-from .engine import FLAG_TABLES, Context, Finding, rule, spec_strings
+from .engine import ARGV, EACH_VALUE, FLAG_TABLES, MODEL_ARGS, Context, Finding, rule, spec_strings
 
 
 def _escape_hatch(ctx: Context) -> Iterator[tuple[str, str]]:
@@ -45,7 +45,7 @@ def _emitted(ctx: Context) -> set[str]:
 
 
 @rule("ACRL-F001", "error", ["extra.flags", "extra.args", "model.args", "model.overrides"],
-      "no credentials in flags")
+      "no credentials in flags", reads=(EACH_VALUE,))
 def _credentials(ctx: Context) -> Iterator[Finding]:
     """No argv token may pass a credential (--wandb-key, --sglang-api-key, --*-password, ...), in any case, with
     '_', as --flag=value or as an argparse abbreviation (--wandb-k), as a table key or inside a list value: slime
@@ -63,7 +63,8 @@ def _credentials(ctx: Context) -> Iterator[Finding]:
                           "WANDB_API_KEY, named by [wandb] key_env)", keys=(key,))
 
 
-@rule("ACRL-F002", "error", ["extra.flags", "extra.args"], "escape hatch does not pass a spec key's flag")
+@rule("ACRL-F002", "error", ["extra.flags", "extra.args"], "escape hatch does not pass a spec key's flag",
+      reads=(ARGV, MODEL_ARGS, "slime.commit"))
 def _duplicates(ctx: Context) -> Iterator[Finding]:
     """An escape-hatch flag must not be one a spec key owns (compiler/_spec/flag_index.py), whether or not the key
     is set: a set key passes it too (slime would see it twice), and an unset one leaves it to the escape hatch, where
@@ -192,7 +193,7 @@ def _generated_router(ctx: Context, flag: str) -> bool:
 
 
 @rule("ACRL-F003", "error", ["slime.commit", "extra.flags", "model.megatron_to_hf_mode"],
-      "flags exist at the targeted slime commit")
+      "flags exist at the targeted slime commit", reads=(ARGV, "extra.args"))
 def _absent_at_commit(ctx: Context) -> Iterator[Finding]:
     """Flags must exist at the targeted slime commit, for the commits acrl ships facts about (generated from slime's
     and Megatron-LM's code by ``python -m acrl.compiler._slime.flag_facts``; ``acrl`` needs no checkout for it):
@@ -228,7 +229,8 @@ def _absent_at_commit(ctx: Context) -> Iterator[Finding]:
                       keys=(spec_key,))
 
 
-@rule("ACRL-F004", "error", ["extra.flags", "extra.args"], "escape-hatch flags are known to slime")
+@rule("ACRL-F004", "error", ["extra.flags", "extra.args"], "escape-hatch flags are known to slime",
+      reads=("slime.dir", "slime.megatron_dir"))
 def _unknown_flags(ctx: Context) -> Iterator[Finding]:
     """When the slime checkout is on the compiling machine, escape-hatch flags must be accepted by its parsers (did-
     you-mean suggested; an abbreviation named as in ACRL-F003). A flag the checkout's gaps could hide is not refused
@@ -251,7 +253,7 @@ def _unknown_flags(ctx: Context) -> Iterator[Finding]:
                           "check the flag's spelling against slime's arguments", keys=(key,))
 
 
-@rule("ACRL-F005", "error", ["extra.flags", "extra.args"], "no abbreviated sglang flags")
+@rule("ACRL-F005", "error", ["extra.flags", "extra.args"], "no abbreviated sglang flags", reads=(ARGV, "slime.commit"))
 def _abbreviations(ctx: Context) -> Iterator[Finding]:
     """slime's sglang parser accepts abbreviations: --sglang-mem-fraction silently means
     --sglang-mem-fraction-static. An escape-hatch flag that abbreviates a flag acrl passes is an error."""
@@ -271,7 +273,8 @@ def _sglang_hatch(ctx: Context) -> Iterator[tuple[str, str]]:
     return ((flag, key) for flag, key in _escape_hatch(ctx) if flag.startswith("--sglang-"))
 
 
-@rule("ACRL-F006", "warning", ["extra.flags", "extra.args"], "no sglang flags deprecated at the targeted commit")
+@rule("ACRL-F006", "warning", ["extra.flags", "extra.args"], "no sglang flags deprecated at the targeted commit",
+      reads=("slime.commit",))
 def _deprecated_sglang(ctx: Context) -> Iterator[Finding]:
     """An escape-hatch --sglang-* flag that the sglang of the targeted slime commit deprecates (its Deprecated*Action
     arguments: --sglang-cuda-graph-max-bs is --sglang-cuda-graph-max-bs-decode's deprecated alias in sglang
@@ -294,7 +297,8 @@ def _deprecated_sglang(ctx: Context) -> Iterator[Finding]:
                 yield Finding(f"{flag} is deprecated in {facts.shown} and does nothing{why}", "remove it", keys=(key,))
 
 
-@rule("ACRL-F007", "error", ["extra.flags", "extra.args"], "sglang flags exist at the targeted commit")
+@rule("ACRL-F007", "error", ["extra.flags", "extra.args"], "sglang flags exist at the targeted commit",
+      reads=(ARGV, "slime.commit"))
 def _unknown_sglang(ctx: Context) -> Iterator[Finding]:
     """An escape-hatch --sglang-* flag must be one slime's sglang parser defines at the targeted slime commit: one
     of sglang's ServerArgs flags with slime's prefix, but those slime sets itself and skips (skipped_args:
@@ -363,7 +367,7 @@ def _unchecked(ctx: Context, flag: str) -> tuple[str, str] | None:
 
 
 @rule("ACRL-F008", "warning", ["extra.flags", "extra.args"], "escape-hatch flags that could not be checked",
-      local=True)
+      local=True, reads=("slime.commit", "slime.dir", "slime.megatron_dir"))
 def _not_checked(ctx: Context) -> Iterator[Finding]:
     """An escape-hatch flag that neither acrl's facts of the targeted commit nor a slime checkout on this machine can
     check is named, by key, with why: a commit acrl has no facts of and no checkout here (every flag), a --sglang-*

@@ -182,7 +182,9 @@ def _toleration(name: str, i: int, t: Toleration) -> Iterator[Finding]:
                       "set effect = \"NoExecute\", or remove toleration_seconds", keys=((*path, "toleration_seconds"),))
 
 
-@rule("ACRL-K004", "error", ["kuberay.secrets"], "[kuberay.secrets] names the variables the pods read")
+@rule("ACRL-K004", "error", ["kuberay.secrets"], "[kuberay.secrets] names the variables the pods read",
+      reads=("cluster.env", "env.forward", "experiment.integration", "kuberay.service_account", "wandb.enabled",
+             "wandb.key_env", "wandb.project"))
 def _secrets(ctx: Context) -> Iterator[Finding]:
     """Each key of [kuberay.secrets] must be a variable the Ray pods read from the Secret: the W&B key while W&B is
     enabled, [env] forward's names, and the AWS keys (unless the integration is slime's or a service account is
@@ -249,7 +251,8 @@ INT32_KEYS = ("ttl_seconds_after_finished", "active_deadline_seconds", "pre_runn
 
 
 @rule("ACRL-K007", "error", ["kuberay.ttl_seconds_after_finished", "kuberay.shutdown_after_job_finishes",
-                             "kuberay.ray_version"], "RayJob settings KubeRay accepts")
+                             "kuberay.ray_version"], "RayJob settings KubeRay accepts",
+      reads=("kuberay.active_deadline_seconds", "kuberay.backoff_limit", "kuberay.pre_running_deadline_seconds"))
 def _job_settings(ctx: Context) -> Iterator[Finding]:
     """KubeRay refuses ttl_seconds_after_finished > 0 without shutdown_after_job_finishes (the TTL is the
     RayCluster's after the job ends; ray-operator/controllers/ray/utils/validation.go:753-755 at v1.7.0); the

@@ -17,7 +17,7 @@ from ..eks_gpus import INSTANCE_GPUS, INSTANCE_TYPE_LABEL
 from ..kuberay import DOCUMENT_MAX, documents_size, rayjob_documents, worker_replicas
 from ..kuberay_pods import memory_limit
 from ..render import checkpoint_sh, custom_config_yaml, sglang_config_yaml
-from .engine import Context, Finding, KeyRef, rule
+from .engine import ARGV, MODEL_ARGS, PLACEMENT, Context, Finding, KeyRef, rule
 from .k8s_syntax import quantity, ray_count
 
 PathKey = tuple[str | int, ...]
@@ -59,7 +59,14 @@ def _volume_of(path: str, volumes: list[Volume]) -> Volume | None:
     return max(holding, key=lambda v: len(v.mount_path)) if holding else None
 
 
-@rule("ACRL-K006", "error", ["kuberay.volumes", "kuberay.image_paths"], "every path the job uses is mounted")
+# The keys whose paths the job reads or writes (K006, K011 read them).
+_JOB_PATHS = ("model.dir", "model.ref_load", "data.path", "eval.datasets", "checkpoint.save", "checkpoint.save_hf",
+              "checkpoint.load", "opd.teacher_load", "sglang.models", "weight_sync.disk_dir",
+              "weight_sync.local_checkpoint_dir")
+
+
+@rule("ACRL-K006", "error", ["kuberay.volumes", "kuberay.image_paths"], "every path the job uses is mounted",
+      reads=_JOB_PATHS)
 def _paths_mounted(ctx: Context) -> Iterator[Finding]:
     """--target kuberay: every path the job reads ([model] dir and ref_load, [data] path, [eval] datasets, [sglang.
     models] model_path, [opd] teacher_load, [checkpoint] load) or writes ([checkpoint] save and save_hf, [weight_sync]
@@ -90,7 +97,7 @@ def _paths_mounted(ctx: Context) -> Iterator[Finding]:
                           "pod ends", "write it to a volume ([[kuberay.volumes]])", keys=(key,))
 
 
-@rule("ACRL-K008", "error", ["kuberay.worker", "kuberay.head"], "Ray has the CPUs slime asks for")
+@rule("ACRL-K008", "error", ["kuberay.worker", "kuberay.head"], "Ray has the CPUs slime asks for", reads=(PLACEMENT,))
 def _cpus(ctx: Context) -> Iterator[Finding]:
     """--target kuberay: slime's placement group asks for one CPU with every GPU (bundles {"GPU": 1, "CPU": 1},
     slime/ray/placement_group.py:47 at fa3c990 and 624b824), so a worker pod must give Ray at least its GPUs' count of
@@ -150,7 +157,9 @@ def _instance_types(ctx: Context) -> Iterator[Finding]:
                           "nodes'", keys=(key,))
 
 
-@rule("ACRL-K010", "error", ["kuberay"], "rayjob.yaml's documents fit what the API server stores")
+@rule("ACRL-K010", "error", ["kuberay"], "rayjob.yaml's documents fit what the API server stores",
+      reads=(PLACEMENT, ARGV, MODEL_ARGS, "agentcore", "checkpoint", "cluster", "cuda", "env", "experiment.id", "slime",
+             "train.mode", "wandb"))
 def _size(ctx: Context) -> Iterator[Finding]:
     """--target kuberay: the ConfigMap (the custom config, the sglang config) and the RayJob (the argv in its
     entrypoint, [env] vars) must each be at most 252 KiB as JSON: `kubectl apply` keeps a copy of the object in an
@@ -171,7 +180,8 @@ def _size(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-K011", "warning", ["kuberay.volumes", "kuberay.head", "kuberay.worker", "kuberay.backoff_limit"],
-      "what the pods write is kept whole, and /dev/shm fits them")
+      "what the pods write is kept whole, and /dev/shm fits them",
+      reads=(PLACEMENT, *_JOB_PATHS, "checkpoint.resume", "checkpoint.ckpt_step"))
 def _sharing(ctx: Context) -> Iterator[Finding]:
     """--target kuberay: a checkpoint (or weight-sync folder) written under a host_path volume by several worker pods
     lands in parts on each node's own disk; [checkpoint] save on a host_path volume is read, when the RayJob decides
@@ -213,7 +223,7 @@ def _sharing(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-K012", "error", ["checkpoint.load", "checkpoint.resume", "checkpoint.ckpt_step", "kuberay.volumes"],
-      "the RayJob's checkpoint decision can see the checkpoint")
+      "the RayJob's checkpoint decision can see the checkpoint", reads=("checkpoint.save",))
 def _resume(ctx: Context) -> Iterator[Finding]:
     """--target kuberay: the RayJob decides at launch whether slime loads a checkpoint as train.sh does, with the
     bundle's checkpoint.sh, sourced by its entrypoint, which Ray runs in the head pod. A directory on a host_path

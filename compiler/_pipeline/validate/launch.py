@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 
 from ..structure import shown_value
-from .engine import Context, Finding, rule
+from .engine import PLACEMENT, Context, Finding, rule
 
 # The options of `ray start` that train.sh computes (templates/train.sh.jinja: the head's GPUs from the
 # placement model, the dashboard and GCS ports, the address, --disable-usage-stats) or that would break it
@@ -87,7 +87,7 @@ def _launch_keys(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-L002", "warning", ["cluster.node_ip_address", "cluster.ray_start_args", "cluster.env",
                                "cluster.address", "cluster.start_ray_head", "wandb.enabled"],
-      "launch keys that take effect")
+      "launch keys that take effect", reads=(PLACEMENT, "wandb.project", "wandb.group", "wandb.key_env"))
 def _launch_applies(ctx: Context) -> Iterator[Finding]:
     """[cluster] node_ip_address and ray_start_args are options of the local head train.sh starts: with [cluster]
     address, --target kuberay (the RayJob's pods start Ray) or start_ray_head = false they have no effect. [cluster]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from ..model_args.catalog import entry
 from ..model_args.resolve import model_type_problem
 from ..placement import GroupShape
-from .engine import Context, Finding, rule
+from .engine import MODEL_ARGS, PLACEMENT, Context, Finding, divisors, one_of, rule
 from .memory import estimate_memory, expert_tensor_parallel, memory_problems
 
 
@@ -26,7 +26,8 @@ def _model_type(ctx: Context) -> Iterator[Finding]:
 
 
 
-@rule("ACRL-M001", "error", ["parallel.tensor", "model.args"], "attention heads divisible by TP")
+@rule("ACRL-M001", "error", ["parallel.tensor", "model.args"], "attention heads divisible by TP",
+      reads=(PLACEMENT, MODEL_ARGS, "model.dir"))
 def _heads_tp(ctx: Context) -> Iterator[Finding]:
     """Attention heads must be divisible by the training tensor parallel size and by the tensor parallel size the
     rollout engine's attention runs with; query groups must divide or be a multiple of them. The engine's sizes are
@@ -51,12 +52,26 @@ def _heads_tp(ctx: Context) -> Iterator[Finding]:
         if (e.attention_tp, engine) not in [(tp, what) for tp, what, _ in sizes]:
             sizes.append((e.attention_tp, engine, "sglang.models" if which else "rollout.gpus_per_engine"))
     for tp, what, key in sizes:
+        fix = _tp_choices(ctx, heads, groups) if key == "parallel.tensor" else None
         if heads and heads % tp:
             yield Finding(f"{heads} attention heads are not divisible by {what} {tp}",
-                          f"choose a {what} dividing {heads}", keys=(key,))
+                          fix or f"choose a {what} dividing {heads}: one of {one_of(divisors(heads, 64))}", keys=(key,))
         if groups and groups % tp and tp % groups:
             yield Finding(f"{groups} query groups (KV heads) are neither a multiple nor a divisor of {what} "
-                          f"{tp}", f"choose a {what} that divides or is a multiple of {groups}", keys=(key,))
+                          f"{tp}", fix or f"choose a {what} that divides or is a multiple of {groups}", keys=(key,))
+
+
+def _tp_choices(ctx: Context, heads: int | None, groups: int | None) -> str | None:
+    """The training tensor sizes that fit the heads, the query groups and the actor's GPUs, as a fix."""
+    p = ctx.spec.parallel
+    gpus = ctx.actor_gpus // (p.pipeline * p.context) if ctx.actor_gpus % (p.pipeline * p.context) == 0 else 0
+    fits = [t for t in divisors(gpus) if (not heads or heads % t == 0) and
+            (not groups or groups % t == 0 or t % groups == 0)]
+    if not fits or not heads:
+        return None
+    kv = f", the {groups} query groups" if groups else ""
+    return (f"set tensor to one of {one_of(fits)}: it divides the {heads} heads{kv} and the actor's {ctx.actor_gpus} "
+            f"GPUs{' / (pipeline x context)' if p.pipeline * p.context > 1 else ''}")
 
 
 def _serves_policy(ctx: Context, group: GroupShape) -> bool:
@@ -69,7 +84,8 @@ def _serves_policy(ctx: Context, group: GroupShape) -> bool:
     return path is None or path == ctx.spec.model.dir
 
 
-@rule("ACRL-M002", "error", ["parallel.pipeline", "model.args"], "layers divisible by PP")
+@rule("ACRL-M002", "error", ["parallel.pipeline", "model.args"], "layers divisible by PP",
+      reads=(MODEL_ARGS, "extra.flags", "extra.args"))
 def _layers_pp(ctx: Context) -> Iterator[Finding]:
     """Layers must be divisible by the pipeline parallel size (unless --decoder-first/last-pipeline-num-layers set an
     uneven split)."""
@@ -77,10 +93,12 @@ def _layers_pp(ctx: Context) -> Iterator[Finding]:
     uneven = {"--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"}
     if layers and pp > 1 and layers % pp and not uneven & (set(ctx.model) | set(ctx.extra)):
         yield Finding(f"{layers} layers are not divisible by pipeline size {pp}",
-                      f"choose a pipeline size dividing {layers}", keys=("parallel.pipeline",))
+                      f"set pipeline to a size dividing {layers}: one of {one_of(divisors(layers, 64))}",
+                      keys=("parallel.pipeline",))
 
 
-@rule("ACRL-M003", "error", ["parallel.expert", "model.args"], "experts divisible by EP")
+@rule("ACRL-M003", "error", ["parallel.expert", "model.args"], "experts divisible by EP",
+      reads=(MODEL_ARGS, "parallel.tensor", "parallel.pipeline", "extra.flags", "extra.args"))
 def _experts_ep(ctx: Context) -> Iterator[Finding]:
     """Experts must be divisible by the expert parallel size; expert parallelism needs experts; expert parallel x
     expert tensor parallel (default: the tensor size) x pipeline sizes must divide the actor's GPUs (Megatron's
@@ -91,7 +109,8 @@ def _experts_ep(ctx: Context) -> Iterator[Finding]:
                       keys=("parallel.expert",))
     elif experts and experts % ep:
         yield Finding(f"{experts} experts are not divisible by expert parallel size {ep}",
-                      f"choose an expert parallel size dividing {experts}", keys=("parallel.expert",))
+                      f"set expert to a size dividing {experts}: one of {one_of(divisors(experts, 256))}",
+                      keys=("parallel.expert",))
     etp = expert_tensor_parallel(ctx.spec, ctx.extra)
     size = ep * etp * ctx.spec.parallel.pipeline
     if experts and ctx.actor_gpus % size:
@@ -102,7 +121,7 @@ def _experts_ep(ctx: Context) -> Iterator[Finding]:
                       "--expert-tensor-parallel-size 1 in [extra.flags])", keys=("parallel.expert",))
 
 
-@rule("ACRL-M004", "error", ["model.args"], "query groups need grouped-query attention")
+@rule("ACRL-M004", "error", ["model.args"], "query groups need grouped-query attention", reads=(MODEL_ARGS,))
 def _gqa_flag(ctx: Context) -> Iterator[Finding]:
     """--num-query-groups without --group-query-attention is silently ignored by Megatron (the model is built with
     multi-head attention and its weights do not load)."""
@@ -112,7 +131,7 @@ def _gqa_flag(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-M005", "error", ["model.type", "model.args_source", "model.overrides"],
-      "MODEL_ARGS agree with the checkpoint's config.json")
+      "MODEL_ARGS agree with the checkpoint's config.json", reads=(MODEL_ARGS,))
 def _config_mismatch(ctx: Context) -> Iterator[Finding]:
     """When the checkpoint's config.json is on the compiling machine (or [model] hf_config names a copy), the frozen
     MODEL_ARGS must agree with it on every field of the Hugging Face <-> Megatron mapping, not only the few slime
@@ -129,7 +148,7 @@ def _config_mismatch(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-M006", "error", ["model.args", "model.type", "model.overrides"],
-      "kv_channels explicit when head_dim differs from hidden / heads")
+      "kv_channels explicit when head_dim differs from hidden / heads", reads=(MODEL_ARGS,))
 def _kv_channels(ctx: Context) -> Iterator[Finding]:
     """Without --kv-channels Megatron uses hidden size / attention heads as the head dimension (and stops at launch
     when it is not a whole number). When the model's head_dim (in the checkpoint's config.json, else in the catalog
@@ -161,7 +180,9 @@ def _kv_channels(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-M007", "warning", ["cluster.gpu_memory_gib", "parallel.tensor", "parallel.pipeline", "parallel.expert",
                                "train.optimizer_cpu_offload", "rollout.gpus_per_engine", "sglang.mem_fraction_static"],
-      "the static memory estimate fits the GPUs")
+      "the static memory estimate fits the GPUs",
+      reads=(PLACEMENT, MODEL_ARGS, "rollout.max_prompt_len", "rollout.max_response_len", "rollout.max_context_len",
+             "sglang.context_length", "train.precision_aware_optimizer", "train.accumulate_allreduce_grads_in_fp32"))
 def _memory(ctx: Context) -> Iterator[Finding]:
     """A static estimate per GPU (docs/memory.md) must fit [cluster] gpu_memory_gib: the actor's bf16 weights,
     gradients and optimizer states (sharded by TP, PP, EP and the distributed optimizer; off the GPU with
@@ -174,7 +195,7 @@ def _memory(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-M008", "error", ["model.type", "model.args_source", "model.overrides"],
-      "slime's model script agrees with the published config")
+      "slime's model script agrees with the published config", reads=(MODEL_ARGS,))
 def _script_vs_catalog(ctx: Context) -> Iterator[Finding]:
     """When MODEL_ARGS come from slime's model script and the checkpoint's config.json is not on the compiling
     machine, the script is compared field by field with acrl's catalog entry of the same name, written from the

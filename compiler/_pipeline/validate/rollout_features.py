@@ -19,7 +19,7 @@ from ..._spec.rollout_features import (
     address_problem,
     needs_external_switch,
 )
-from .engine import Context, Finding, KeyRef, rule
+from .engine import ARGV, Context, Finding, KeyRef, rule
 
 _ADDRS = "rollout.external_engine_addrs"
 _HOOKS, _HOOK = "rollout.sample_hook_paths", "--rollout-sample-hook-path"
@@ -58,7 +58,8 @@ def _addrs_at(ctx: Context) -> tuple[KeyRef, ...]:
     return (_ADDRS,) if ctx.spec.rollout.external_engine_addrs else _hatch(EXTERNAL_ADDRS)
 
 
-@rule("ACRL-R001", "error", [_ADDRS, "extra.flags", "extra.args"], "external engine addresses slime accepts")
+@rule("ACRL-R001", "error", [_ADDRS, "extra.flags", "extra.args"], "external engine addresses slime accepts",
+      reads=(ARGV, "slime.commit"))
 def _addresses(ctx: Context) -> Iterator[Finding]:
     """Each --rollout-external-engine-addrs address is one slime can read: host:port or http://host:port (IPv6 in
     brackets) from fa3c990 on, checked at parse time by normalize_external_engine_addr
@@ -75,7 +76,7 @@ def _addresses(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-R002", "error", [_ADDRS, "rollout.external", "cluster.rollout_num_gpus", "extra.flags"],
-      "v0.3.0: one external address per engine")
+      "v0.3.0: one external address per engine", reads=("slime.commit",))
 def _v030_addresses(ctx: Context) -> Iterator[Finding]:
     """At v0.3.0 slime still makes its rollout engine actors on the rollout GPUs (placement_group.py:80-96 has no
     external case) and connects engine rank i to the i-th address (slime/ray/rollout.py:848-851 at v0.3.0): fewer
@@ -99,7 +100,7 @@ def _v030_addresses(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-R003", "error", ["eval.interval", "rollout.function_path", "extra.flags"],
-      "no evaluation with the fully-async rollout")
+      "no evaluation with the fully-async rollout", reads=(ARGV, "extra.args"))
 def _fully_async_eval(ctx: Context) -> Iterator[Finding]:
     """slime's fully-async rollout function raises ValueError("fully-async rollout doesn't support evaluation mode")
     when called for evaluation (slime/rollout/fully_async_rollout.py:269-273 at 624b824, 251-255 at fa3c990, v0.3.0
@@ -116,7 +117,8 @@ def _fully_async_eval(ctx: Context) -> Iterator[Finding]:
                       keys=("eval.interval",))
 
 
-@rule("ACRL-R004", "warning", ["train.mode", "rollout.function_path"], "the fully-async rollout runs train_async.py")
+@rule("ACRL-R004", "warning", ["train.mode", "rollout.function_path"], "the fully-async rollout runs train_async.py",
+      reads=(ARGV, "extra.args"))
 def _fully_async_sync(ctx: Context) -> Iterator[Finding]:
     """slime's fully-async rollout keeps a pool of generations running in the background across rollouts; slime runs
     it with the async training driver (examples/fully_async/README.md at 624b824: "Use the async training driver:
@@ -127,7 +129,8 @@ def _fully_async_sync(ctx: Context) -> Iterator[Finding]:
                       "with train_async.py", "set [train] mode = \"async\" (and [cluster] colocate = false)")
 
 
-@rule("ACRL-R005", "warning", [_HOOKS, "rollout.function_path"], "sample hooks run in slime's own rollout")
+@rule("ACRL-R005", "warning", [_HOOKS, "rollout.function_path"], "sample hooks run in slime's own rollout",
+      reads=(ARGV, "extra.args"))
 def _hooks_unused(ctx: Context) -> Iterator[Finding]:
     """Rollout sample hooks are applied by slime's generate_and_rm (slime/rollout/sglang_rollout.py:264 at 624b824,
     262 at v0.3.1), which slime's own rollout functions call (sglang_rollout.generate_rollout, the fully-async one);
@@ -140,7 +143,7 @@ def _hooks_unused(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-R006", "error", ["train.balance_by_flops", "train.use_dynamic_batch_size"],
-      "balance-by-flops needs dynamic batch size")
+      "balance-by-flops needs dynamic batch size", reads=("extra.args", "extra.flags"))
 def _balance_by_flops(ctx: Context) -> Iterator[Finding]:
     """slime asserts "--balance-by-flops requires --use-dynamic-batch-size" at parse time
     (slime/utils/arguments.py:1872-1873 at 624b824, 1852-1853 at fa3c990, 1813-1814 at v0.3.1; no such flag at
@@ -152,7 +155,7 @@ def _balance_by_flops(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-R007", "warning", ["cluster.colocate", _ADDRS, "extra.flags", "extra.args"],
-      "external engines are not colocated")
+      "external engines are not colocated", reads=(ARGV,))
 def _external_colocated(ctx: Context) -> Iterator[Finding]:
     """With --colocate slime syncs weights to the engines through CUDA IPC handles of the actor's GPU tensors
     (UpdateWeightFromTensor: slime/backends/megatron_utils/actor.py:168-169 at 624b824, 161-162 at v0.3.1, 139-143 at

@@ -17,11 +17,11 @@ from ..._secrets import (
     refuse_forward,
 )
 from ..model_args.resolve import ENV_NAME, script_env_problems
-from .engine import FLAG_TABLES, Context, Finding, rule, spec_strings
+from .engine import EACH_VALUE, FLAG_TABLES, Context, Finding, rule, spec_strings
 
 
 @rule("ACRL-S001", "error", ["env.vars", "cluster.env", "env.forward", "model.script_env"],
-      "no secrets in the job environment")
+      "no secrets in the job environment", reads=("wandb.key_env",))
 def _secret_env(ctx: Context) -> Iterator[Finding]:
     """[env] vars, [cluster] env and [model] script_env names must not look like secrets (they are written into
     train.sh, join.sh, the Ray job's metadata and the model script's environment); [env] forward must not name a
@@ -71,7 +71,7 @@ def _env_names(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-S003", "error", ["cluster.address", "env.vars", "cluster.env", "model.script_env", "extra.flags",
                             "extra.args"],
-      "no credentials in spec values")
+      "no credentials in spec values", reads=(EACH_VALUE,))
 def _value_credentials(ctx: Context) -> Iterator[Finding]:
     """No string value of the spec may hold a credential: a URL or address with user:password@ ([cluster] address,
     an [env] vars HTTPS_PROXY, a flag value), or a token-shaped value (a W&B key, sk-..., AKIA..., hf_..., a JWT).

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from ..._slime.sglang_stack import sglang_at
 from ..._spec.server_groups import ServerGroup, SglangModel
-from .engine import Context, Finding, KeyRef, rule
+from .engine import PLACEMENT, Context, Finding, KeyRef, rule
 
 _MODELS = "sglang.models"
 
@@ -39,7 +39,8 @@ def _groups(ctx: Context) -> Iterator[tuple[str, SglangModel, int, ServerGroup, 
             yield name, model, index, group, per
 
 
-@rule("ACRL-G001", "error", ["cluster.rollout_num_gpus", _MODELS], "the server groups add up to the rollout's GPUs")
+@rule("ACRL-G001", "error", ["cluster.rollout_num_gpus", _MODELS], "the server groups add up to the rollout's GPUs",
+      reads=(PLACEMENT,))
 def _total(ctx: Context) -> Iterator[Finding]:
     """slime asserts that the GPUs of every model's server groups add up to --rollout-num-gpus
     (rollout.py _resolve_sglang_config, 624b824 L1133-1136: ``sglang_config total GPUs (N) != rollout_num_gpus``)."""
@@ -56,7 +57,7 @@ def _total(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-G002", "error", [_MODELS, "rollout.external_engine_addrs", "extra.flags"],
-      "--sglang-config without external engines or prefill servers")
+      "--sglang-config without external engines or prefill servers", reads=("extra.args",))
 def _exclusive(ctx: Context) -> Iterator[Finding]:
     """slime refuses --sglang-config with --rollout-external-engine-addrs ([rollout] external_engine_addrs) and with
     --prefill-num-servers (slime/backends/sglang_utils/arguments.py:194-200 at 624b824)."""
@@ -74,7 +75,7 @@ def _exclusive(ctx: Context) -> Iterator[Finding]:
                           keys=(f"extra.flags.{flag}", f"extra.flags.{flag.removeprefix('--')}", "extra.args"))
 
 
-@rule("ACRL-G003", "error", [_MODELS], "one checkpoint per model")
+@rule("ACRL-G003", "error", [_MODELS], "one checkpoint per model", reads=("model.dir",))
 def _one_checkpoint(ctx: Context) -> Iterator[Finding]:
     """All server groups of a model serve one checkpoint: slime puts the model's model_path (else [model] dir)
     into each group's overrides unless the group overrides it, and asserts they are one (sglang_config.py:73-85)."""
@@ -117,7 +118,8 @@ def _whole_engines(ctx: Context) -> Iterator[Finding]:
                           "on fewer nodes than it needs", f"make num_gpus a multiple of {per}", keys=key)
 
 
-@rule("ACRL-G005", "warning", [_MODELS, "rollout.gpus_per_engine"], "no idle GPUs in a server group")
+@rule("ACRL-G005", "warning", [_MODELS, "rollout.gpus_per_engine"], "no idle GPUs in a server group",
+      reads=("cluster.gpus_per_node",))
 def _idle(ctx: Context) -> Iterator[Finding]:
     """slime floors a group's engine count (rollout.py:1035 at 624b824): GPUs beyond whole engines stay idle, and
     still count in --rollout-num-gpus."""
@@ -132,7 +134,8 @@ def _idle(ctx: Context) -> Iterator[Finding]:
                           keys=(_key(name, index, "num_gpus"),))
 
 
-@rule("ACRL-G006", "error", [_MODELS], "overrides leave slime's per-engine settings alone")
+@rule("ACRL-G006", "error", [_MODELS], "overrides leave slime's per-engine settings alone",
+      reads=("rollout.gpus_per_engine",))
 def _per_engine(ctx: Context) -> Iterator[Finding]:
     """slime sets each engine's addresses, ports, GPUs and node rank itself (sglang_engine.py:523-542 at 624b824);
     an override of one of them gives every engine of the group the same value, and they collide. A key with '-'
@@ -164,7 +167,8 @@ def _pd_pairs(ctx: Context) -> Iterator[Finding]:
                           "\"regular\"", keys=(_key(name),))
 
 
-@rule("ACRL-G008", "error", [_MODELS], "overrides are sglang ServerArgs fields")
+@rule("ACRL-G008", "error", [_MODELS], "overrides are sglang ServerArgs fields",
+      reads=("rollout.gpus_per_engine", "slime.commit"))
 def _not_fields(ctx: Context) -> Iterator[Finding]:
     """slime keeps a server group's override only where it names a field of sglang's ServerArgs ('-' read as '_');
     any other key is dropped with one log line (sglang_engine.py:585-612 at 624b824: 'The following arguments is not

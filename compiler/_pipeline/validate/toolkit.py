@@ -63,9 +63,11 @@ def _bucket(ctx: Context) -> Iterator[Finding]:
            or re.fullmatch(r"\d+\.\d+\.\d+\.\d+", b) or b.startswith(("xn--", "sthree-"))
            or b.endswith(("-s3alias", "--ol-s3")))
     if bad:
-        yield Finding(f"{b!r} is not a valid S3 bucket name",
-                      "3-63 characters: lowercase letters, digits, '.' and '-', starting and ending with a "
-                      "letter or digit (a name, not an s3:// URL)")
+        name = re.sub(r"^(s3a?://|arn:aws:s3:::)", "", b).split("/")[0].lower()
+        fix = f'write s3_bucket = "{name}": the bucket\'s name, not a URL' if name != b and _BUCKET.fullmatch(name) \
+            else "3-63 characters: lowercase letters, digits, '.' and '-', starting and ending with a letter or " \
+            "digit (a name, not an s3:// URL)"
+        yield Finding(f"{b!r} is not a valid S3 bucket name", fix)
 
 
 _EXP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

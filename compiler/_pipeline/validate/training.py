@@ -54,7 +54,8 @@ def _opd_type(ctx: Context) -> Iterator[Finding]:
                       'set [opd] type = "sglang" (a teacher SGLang server) or "megatron" (teacher_load)')
 
 
-@rule("ACRL-N002", "error", ["opd.teacher_load", "opd.type"], "a Megatron teacher needs its checkpoint")
+@rule("ACRL-N002", "error", ["opd.teacher_load", "opd.type"], "a Megatron teacher needs its checkpoint",
+      reads=("opd.enabled",))
 def _opd_megatron(ctx: Context) -> Iterator[Finding]:
     """[opd] type = "megatron" needs teacher_load (624b824:1790-1795, fa3c990:1766-1771). That the directory exists
     on the cluster slime checks there (1796-1804); acrl cannot."""
@@ -64,7 +65,8 @@ def _opd_megatron(ctx: Context) -> Iterator[Finding]:
                       "set [opd] teacher_load to the teacher's Megatron checkpoint on the cluster", keys=("opd.type",))
 
 
-@rule("ACRL-N003", "error", ["opd.teacher_load", "opd.type"], "an SGLang teacher loads no checkpoint")
+@rule("ACRL-N003", "error", ["opd.teacher_load", "opd.type"], "an SGLang teacher loads no checkpoint",
+      reads=("opd.enabled",))
 def _opd_sglang(ctx: Context) -> Iterator[Finding]:
     """[opd] type = "sglang" refuses teacher_load: the teacher's log-probs come from its server (624b824:1806-1811,
     fa3c990:1782-1787)."""
@@ -84,7 +86,8 @@ def _opd_off_teacher(ctx: Context) -> Iterator[Finding]:
                       "set [opd] enabled = true, or remove teacher_load")
 
 
-@rule("ACRL-N005", "warning", ["opd.type", "opd.kl_coef", "opd.teacher_ckpt_step"], "OPD settings that do nothing")
+@rule("ACRL-N005", "warning", ["opd.type", "opd.kl_coef", "opd.teacher_ckpt_step"], "OPD settings that do nothing",
+      reads=("opd.enabled",))
 def _opd_idle(ctx: Context) -> Iterator[Finding]:
     """[opd] keys slime accepts and never reads: type, kl_coef or teacher_ckpt_step without enabled (only use_opd
     turns the penalty on: slime/backends/megatron_utils/loss.py:810 at 624b824), teacher_ckpt_step without a Megatron
@@ -106,7 +109,7 @@ def _opd_idle(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-N006", "warning", ["opd.type", "rollout.reward_post_process_path", "rollout.custom_rm_path"],
-      "an SGLang teacher's log-probs reach the samples")
+      "an SGLang teacher's log-probs reach the samples", reads=("opd.enabled",))
 def _opd_sglang_rollout(ctx: Context) -> Iterator[Finding]:
     """With [opd] type = "sglang" the rollout must put the teacher's log-probs on each sample
     (sample.teacher_log_probs); slime's own reward post-processing and the toolkit's do not, and the first train step
@@ -138,7 +141,8 @@ def _disk_dir(ctx: Context) -> str | None:
     return ctx.spec.weight_sync.disk_dir or (delta_dir[0] if delta_dir else None)
 
 
-@rule("ACRL-N007", "error", ["weight_sync.transport", "weight_sync.disk_dir"], "disk transport has its directory")
+@rule("ACRL-N007", "error", ["weight_sync.transport", "weight_sync.disk_dir"], "disk transport has its directory",
+      reads=("extra.flags", "extra.args", "slime.commit"))
 def _disk_needs_dir(ctx: Context) -> Iterator[Finding]:
     """transport = "disk" needs disk_dir (624b824:2041-2045, fa3c990:1721-1726, which also takes the deprecated
     --update-weight-delta-dir); at v0.3.0 only in delta mode, and the directory is --update-weight-delta-dir
@@ -166,7 +170,7 @@ def _delta_colocated(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-N009", "error", ["weight_sync.mode", "weight_sync.transport", "weight_sync.local_checkpoint_dir"],
-      "delta sync's disk transport and local checkpoint (v0.3.1 and later)")
+      "delta sync's disk transport and local checkpoint (v0.3.1 and later)", reads=("slime.commit",))
 def _delta_disk(ctx: Context) -> Iterator[Finding]:
     """From v0.3.1, mode = "delta" needs transport = "disk" (624b824:2059-2064; fa3c990 also broadcast deltas over
     NCCL: fa3c990:1735) and local_checkpoint_dir, the engine hosts' local copy the deltas patch (624b824:2071-2075)."""
@@ -183,7 +187,8 @@ def _delta_disk(ctx: Context) -> Iterator[Finding]:
                       keys=("weight_sync.local_checkpoint_dir", "weight_sync.mode"))
 
 
-@rule("ACRL-N010", "error", ["weight_sync.disk_dir", "extra.flags"], "one disk directory")
+@rule("ACRL-N010", "error", ["weight_sync.disk_dir", "extra.flags"], "one disk directory",
+      reads=("extra.args", "slime.commit"))
 def _two_dirs(ctx: Context) -> Iterator[Finding]:
     """At fa3c990, --update-weight-delta-dir ([extra.flags]) is a deprecated alias of disk_dir: both set to
     different paths stop slime (fa3c990:1706-1710)."""
@@ -194,7 +199,7 @@ def _two_dirs(ctx: Context) -> Iterator[Finding]:
                       "at launch", "remove --update-weight-delta-dir from [extra.flags]")
 
 
-@rule("ACRL-N011", "error", ["weight_sync.release_train"], "releasing the training actors")
+@rule("ACRL-N011", "error", ["weight_sync.release_train"], "releasing the training actors", reads=("slime.commit",))
 def _release_train(ctx: Context) -> Iterator[Finding]:
     """release_train needs mode "full" with transport "disk" (624b824:2057-2058), [checkpoint] save to reload from
     (2052-2053), no critic (advantage_estimator "ppo": 2048-2049) and no --keep-old-actor (2050-2051). Its other check,
@@ -220,7 +225,7 @@ def _release_train(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-N012", "warning", ["weight_sync.release_train", "checkpoint.save_interval", "extra.flags"],
-      "what releasing the training actors changes")
+      "what releasing the training actors changes", reads=("slime.commit",))
 def _release_train_effects(ctx: Context) -> Iterator[Finding]:
     """release_train makes slime save a Megatron checkpoint every rollout when save_interval is not set
     (624b824:2054-2056), and, colocated, ignores --offload-train and --no-offload-rollout (624b824:1940-1946)."""
@@ -247,7 +252,8 @@ _DELTA_ONLY = {"v0.3.1": ("delta_encoding", "delta_checksum"),
                "fa3c990": ("encoding", "delta_keep_files", "custom_delta_pre_push_path")}
 
 
-@rule("ACRL-N013", "warning", ["weight_sync.transport", "weight_sync.mode"], "weight-sync settings that do nothing")
+@rule("ACRL-N013", "warning", ["weight_sync.transport", "weight_sync.mode"], "weight-sync settings that do nothing",
+      reads=("weight_sync", "cluster.colocate", "slime.commit"))
 def _sync_idle(ctx: Context) -> Iterator[Finding]:
     """[weight_sync] keys slime accepts and never reads at the targeted commit: the disk transport's without
     transport = "disk", the delta sync's without mode = "delta", disk_keep_files (the full disk sync's) in delta mode;
