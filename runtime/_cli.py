@@ -33,7 +33,9 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
                               "stops the Ray job and records the run as cancelled; a second Ctrl-C (or "
                               "ACRL_STOP_GRACE seconds, default 90) ends train.sh and everything it started. Exit "
                               "status: train.sh's (75: the job's state is unknown, recorded as such); 1 when the "
-                              "bundle is refused or a check fails.", formatter_class=HelpFormatter)
+                              "bundle is refused or a check fails. A bundle compiled with --target kuberay is applied "
+                              "with kubectl instead (its rayjob.yaml), the RayJob watched until it ends and recorded; "
+                              "Ctrl-C deletes the RayJob (docs/kuberay.md).", formatter_class=HelpFormatter)
     run.add_argument("bundle", metavar="BUNDLE", help="a bundle directory (bundles/<exp_id>)")
     run.add_argument("--dry-run", action="store_true",
                      help="verify and run the checks, print the command; run nothing, record nothing")
@@ -53,6 +55,13 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
                      help="resume from the bundle's checkpoint ([checkpoint] load, else save) or refuse to start: "
                      "train.sh gets ACRL_RESUME=required for this launch (the bundle stays the same); the "
                      "'checkpoint' check reads the directory first, and the record says what was resumed")
+    run.add_argument("--target", choices=("ray", "kuberay"),
+                     help="ray: run train.sh; kuberay: kubectl apply the bundle's rayjob.yaml and watch the RayJob "
+                     "(default: kuberay when the bundle has a rayjob.yaml, else ray)")
+    run.add_argument("--context", metavar="CTX", help="kuberay: kubectl's context (default: its current one)")
+    run.add_argument("--namespace", metavar="NS",
+                     help="kuberay: the RayJob's namespace when rayjob.yaml names none ([kuberay] namespace; "
+                     "default: the context's)")
     run.set_defaults(run=_run_run)
     runs = commands.add_parser("runs", help="list the recorded runs, a resumed run under the run it resumed from",
                                description="List the run records under DIR/<exp_id>/<run_id>/run.json, per "
@@ -72,7 +81,8 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
 _B = "bundles/gsm8k-qwen2.5-3b-smoke/"
 _EXAMPLES = {
     "run": (f"acrl run {_B} --dry-run    # verify and check; run nothing",
-            f"ACRL_RAY_ADDRESS=http://head:8265 acrl run {_B} --skip gpus"),
+            f"ACRL_RAY_ADDRESS=http://head:8265 acrl run {_B} --skip gpus",
+            "acrl run bundles/gsm8k-qwen2.5-3b-eks/ --context eks-prod    # a --target kuberay bundle: kubectl"),
     "runs": ("acrl runs", "acrl runs --runs-dir /shared/runs --json"),
     "status": ("acrl status 20260101T120000Z-1a2b3c", "acrl status gsm8k-qwen2.5-3b-smoke/1a2b3c --json"),
     "logs": ("acrl logs 1a2b3c --follow", "acrl logs gsm8k-qwen2.5-3b-smoke/1a2b3c > job.log"),
@@ -135,7 +145,8 @@ def _run_run(args: argparse.Namespace) -> int:
     skip = tuple(name.strip() for words in args.skip for name in words.split(",") if name.strip())
     return run_bundle(RunOptions(args.bundle, dry_run=args.dry_run, skip=skip,
                                  allow_modified=args.allow_modified, address=args.address, runs_dir=args.runs_dir,
-                                 expect_hash=args.expect_hash, resume=args.resume))
+                                 expect_hash=args.expect_hash, resume=args.resume, target=args.target,
+                                 context=args.context, namespace=args.namespace))
 
 
 def _run_runs(args: argparse.Namespace) -> int:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from acrl.compiler import AcrlError
 
 from . import _ray_jobs as ray_jobs
-from ._records import LOG
+from ._records import LOG, local_log
 from ._run_ref import find_record, read_record
 
 CHUNK = 1 << 16
@@ -27,6 +27,10 @@ def show_logs(ref: str, out: IO[str], err: IO[str], runs_dir: str = "runs", addr
     there was nothing else to show, or --follow could not follow)."""
     path = find_record(ref, runs_dir)
     record = read_record(path)
+    if isinstance(record.get("kuberay"), dict):  # a RayJob's run: its pods' logs, with kubectl (issue 18)
+        from ._kube_status import show_logs as show_kube_logs  # lazy: only records of --target kuberay runs
+
+        return show_kube_logs(path, record, out, err, follow)
     asked = ray_jobs.job_address(record.get("ray_address"), address)
     sid, where = record["submission_id"], ray_jobs.shown(asked)
     try:
@@ -58,15 +62,6 @@ def show_logs(ref: str, out: IO[str], err: IO[str], runs_dir: str = "runs", addr
         _say(err, "acrl: not following: Ray " + ("could not be asked" if unavailable else "no longer has the job"))
         return 1 if unavailable is not None else 0
     return 0
-
-
-def local_log(path: Path, record: dict[str, Any]) -> Path | None:
-    """The record's train.log beside its run.json, when it is a regular file (a name only: never a path)."""
-    name = record.get("log", LOG)
-    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-        name = LOG
-    log = path.parent / name
-    return log if log.is_file() else None
 
 
 def _copy(log: Path, out: IO[str]) -> None:

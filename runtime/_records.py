@@ -130,6 +130,25 @@ class WandbRecord:
 
 
 @attrs.frozen
+class KubeRayRun:
+    """A --target kuberay run (issue 18): the RayJob `acrl run` applied, where, and how KubeRay last reported it
+    (runtime/_kube.py RayJobState); the Secrets its pods read, by key name only."""
+
+    name: str
+    namespace: str
+    context: str
+    config_map: str | None = None
+    created: bool | None = None  # `kubectl apply` created the RayJob (False: it existed, and was left as it was)
+    job_id: str | None = None  # status.jobId: the Ray submission id KubeRay gave the job (also the record's)
+    cluster: str | None = None  # status.rayClusterName
+    deployment_status: str | None = None  # status.jobDeploymentStatus, last seen
+    job_status: str | None = None  # status.jobStatus, last seen
+    reason: str | None = None  # status.reason: why it failed (AppFailed, DeadlineExceeded, ...)
+    message: str | None = None  # status.message, its first 2,000 characters
+    secrets: dict[str, list[str]] = attrs.Factory(dict)  # Secret -> the keys the pods read from it
+
+
+@attrs.frozen
 class RunRecord:
     """run.json. Written when the run starts (status "running") and again, with how it ended, when it
     ends; through the compiler's one converter (acrl.compiler.json_converter), keys sorted."""
@@ -165,6 +184,7 @@ class RunRecord:
     argv: list[str] | None = None  # slime's command after `ray job submit --`: python3 ENTRYPOINT FLAGS (redacted)
     runtime_env: RuntimeEnv | None = None
     wandb: WandbRecord | None = None
+    kuberay: KubeRayRun | None = None  # only for a --target kuberay run (then ray_address is None)
 
     def as_json(self) -> dict[str, Any]:
         value = _converter().unstructure(self)
@@ -179,13 +199,14 @@ class RunRecord:
         return structure_json(data, cls)
 
 
-_OPTIONAL = ("note", "log_error", "error")
+_OPTIONAL = ("note", "log_error", "error", "kuberay")
 
 
 @functools.cache
 def _converter() -> cattrs.Converter:
     conv = json_converter()
-    for cls in (Launcher, PreflightEntry, ResumedFrom, InputFile, Stack, Target, RuntimeEnv, WandbRecord, RunRecord):
+    for cls in (Launcher, PreflightEntry, ResumedFrom, InputFile, Stack, Target, RuntimeEnv, WandbRecord, KubeRayRun,
+                RunRecord):
         attrs.resolve_types(cls)
 
     def unstructure(record: RunRecord) -> dict[str, Any]:
@@ -275,6 +296,15 @@ def launcher_gone(record: Mapping[str, Any]) -> bool:
     return started is not None and now is not None and now != started
 
 
+def local_log(path: Path, record: Mapping[str, Any]) -> Path | None:
+    """The record's train.log beside its run.json, when it is a regular file (a name only: never a path)."""
+    name = record.get("log", LOG)
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        name = LOG
+    log = path.parent / name
+    return log if log.is_file() else None
+
+
 def utc(seconds: float) -> str:
     """ISO 8601 UTC with milliseconds: 2026-11-21T16:10:00.123Z."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int(seconds % 1 * 1000):03d}Z"
@@ -328,7 +358,9 @@ def list_records(runs_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
                             "the Ray job may still be running" + (f": ray job status --address {data['ray_address']} "
                                                                   f"{data['submission_id']}"
                                                                   if data.get("ray_address") and
-                                                                  data.get("submission_id") else ""))
+                                                                  data.get("submission_id") else
+                                                                  f": acrl status {data.get('run_id')}"
+                                                                  if isinstance(data.get("kuberay"), dict) else ""))
         records.append(data)
     records.sort(key=lambda r: (str(r.get("started_at", "")), str(r.get("run_id", ""))))
     return records

@@ -1,4 +1,6 @@
-"""`acrl run BUNDLE`: verify the manifest, run the preflight checks, run train.sh, keep a record.
+"""`acrl run BUNDLE`: verify the manifest, run the preflight checks, run train.sh, keep a record. A bundle compiled
+with --target kuberay is applied with kubectl instead, its RayJob watched and recorded (runtime/_kube_run.py; --target
+ray runs its train.sh).
 
 The generated train.sh stays the single description of the launch: this runs it with bash, with
 ACRL_RUN_ID (so the Ray submission id is known in advance), for --address ACRL_RAY_ADDRESS and for
@@ -21,6 +23,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
@@ -36,9 +39,11 @@ from acrl.compiler import (
     redact,
 )
 
-from . import _provenance, _records
+from . import _kube_run, _provenance, _records
 from ._preflight import bundle_info as _bundle_info
 from ._preflight import checks as _preflight
+from ._preflight.kube import RAYJOB_FILE, KubeTarget, read_target
+from ._preflight.kube_checks import kube_checks
 from ._preflight.python import train_sh_env
 from ._stream import DEFAULT_STOP_GRACE_S, RESUME_MARKER, Outcome, _say, _say_to
 from ._stream import run_streamed as _run_streamed  # a module global: tests replace it
@@ -59,6 +64,10 @@ class RunOptions:
     runs_dir: str = "runs"
     expect_hash: str | None = None  # the bundle hash the runner reviewed: anything else is refused
     resume: bool = False  # ACRL_RESUME=required for train.sh: resume from the checkpoint, or refuse to start
+    # issue 18: "ray" runs train.sh, "kuberay" applies rayjob.yaml with kubectl; None: kuberay when the bundle has one
+    target: str | None = None
+    context: str | None = None  # kubectl's context (default: its current one)
+    namespace: str | None = None  # the RayJob's namespace when rayjob.yaml names none
 
 
 class ModifiedBundleError(AcrlError):
@@ -85,6 +94,9 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     # Everything below is taken from what was verified: the files as read here, and manifest fields
     # (exp_id, derived, ...) only when the bundle hash covering them checked out.
     bundle = read_bundle(options.bundle, expect_hash=options.expect_hash)
+    kube = _kube_target(options, bundle.files)
+    if kube is not None:
+        address = None  # the RayJob makes its own Ray cluster
     verification = bundle.verification
     if not verification.expected_hash_ok or (not verification.intact and not options.allow_modified):
         raise ModifiedBundleError(verification)
@@ -94,7 +106,7 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
     info = _bundle_info.read_bundle_info(options.bundle, address=address, modified=changed,
                                        files=bundle.files, manifest=bundle.manifest if bundle.intact else None,
                                        resume=options.resume, runs_dir=options.runs_dir)
-    results = _preflight.run_preflight(info, options.skip)
+    results = _preflight.run_preflight(info, options.skip, None if kube is None else kube_checks(kube))
     print(_preflight.format_table(results), file=out)
     failed = [r.name for r in results if r.status == "failed"]
     if failed:
@@ -104,6 +116,9 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
         raise PreflightFailed(f"preflight failed ({', '.join(failed)}): nothing was run",
                               hint="fix what the table says, or skip " + ("them" if len(named) > 1 else "it") + ": " +
                               " ".join(f"--skip {name}" for name in named))
+    if kube is not None:  # apply rayjob.yaml, watch the RayJob, record (runtime/_kube_run.py)
+        return _kube_run.launch(kube, bundle, verification, info, results, runs_dir=options.runs_dir,
+                                dry_run=options.dry_run, allow_modified=options.allow_modified, out=out)
     exp_id = bundle.exp_id  # one safe path component: read_manifest checked it
     run_id = _records.new_run_id()  # --dry-run's; a run takes the first free one (_records.new_run_dir)
     train_sh = str(Path(options.bundle) / "train.sh")
@@ -160,6 +175,27 @@ def run_bundle(options: RunOptions, out: IO[str] | None = None) -> int:
                                            run_id)
         _finish_record(run_dir, attrs.evolve(record, resumed_from=resumed), outcome, started, out)
     return outcome.code
+
+
+def _kube_target(options: RunOptions, files: Mapping[str, bytes]) -> KubeTarget | None:
+    """The kubectl launch of a bundle with rayjob.yaml (--target kuberay, its default), or None for train.sh; a
+    usage error for the options that belong to the other launch."""
+    kuberay = options.target == "kuberay" or (options.target is None and RAYJOB_FILE in files)
+    if not kuberay:
+        given = [f"--{name}" for name in ("context", "namespace") if getattr(options, name)]
+        if given:
+            raise UsageError(f"{', '.join(given)}: only for a KubeRay launch (--target kuberay)",
+                             hint="leave it out: train.sh runs on a Ray cluster (--address)")
+        return None
+    if RAYJOB_FILE not in files:
+        raise UsageError(f"--target kuberay: {options.bundle} has no {RAYJOB_FILE}",
+                         hint="compile the spec with acrl-compile --target kuberay")
+    given = [f"--{name}" for name in ("address", "resume") if getattr(options, name)]
+    if given:
+        raise UsageError(f"{', '.join(given)}: not for a KubeRay launch (kubectl applies {RAYJOB_FILE}, which runs "
+                         "no train.sh)", hint="for --resume set [checkpoint] resume = \"required\" and compile again "
+                         "(the RayJob's checkpoint.sh honours it); to run train.sh on a Ray cluster: --target ray")
+    return read_target(files, options.context, options.namespace)
 
 
 def _finish_record(run_dir: Path, record: _records.RunRecord, outcome: Outcome, started: float, out: IO[str]) -> None:

@@ -74,19 +74,26 @@ def run_status(ref: str, runs_dir: str = "runs", address: str | None = None) -> 
     path = find_record(ref, runs_dir)
     record = read_record(path)
     launcher = _launcher(record)
-    asked = ray_jobs.job_address(record.get("ray_address"), address)
     job: ray_jobs.RayJob | None = None
     error: ray_jobs.RayUnavailable | None = None
-    try:
-        job = ray_jobs.job_info(asked, record["submission_id"])
-        found = True
-    except ray_jobs.JobNotFound:
-        found = False
-    except ray_jobs.RayUnavailable as exc:
-        found, error = False, exc
+    if isinstance(record.get("kuberay"), Mapping):  # a RayJob: KubeRay is asked, with kubectl (issue 18)
+        from . import _kube_status  # lazy: only records of --target kuberay runs
+
+        job, error, found = _kube_status.ask(record)
+        asked: str | None = _kube_status.where(record)
+    else:
+        asked = ray_jobs.job_address(record.get("ray_address"), address)
+        try:
+            job = ray_jobs.job_info(asked, record["submission_id"])
+            found = True
+        except ray_jobs.JobNotFound:
+            found = False
+        except ray_jobs.RayUnavailable as exc:
+            found, error = False, exc
     state, notes, fixable = verdict(record, launcher, job, asked=error is None and not found)
     if error is not None:
-        notes = [*notes, "Ray could not be asked: the state above is the record's"]
+        notes = [*notes, ("kubectl" if record.get("kuberay") else "Ray") + " could not be asked: the state above is "
+                 "the record's"]
     return RunStatus(path, record, state, launcher, public_address(asked), job, error, tuple(notes),
                      fixable and path.name == RECORD)
 
@@ -140,8 +147,11 @@ def verdict(record: Mapping[str, Any], launcher: str, job: ray_jobs.RayJob | Non
         return now, [f"the record says unknown (train.sh could not read the job's state when it ended); Ray says "
                      f"{job.status} now"], False
     if not job.terminal:
-        return "running", [f"the record says {status}, but Ray still runs the job: stop it with `ray job stop "
-                           f"--address {public_address(record.get('ray_address'))} {sid}`"], False
+        kube = record.get("kuberay")
+        stop = (f"kubectl --context {kube.get('context')} --namespace {kube.get('namespace')} delete rayjob "
+                f"{kube.get('name')}" if isinstance(kube, Mapping) else
+                f"ray job stop --address {public_address(record.get('ray_address'))} {sid}")
+        return "running", [f"the record says {status}, but Ray still runs the job: stop it with `{stop}`"], False
     if ray_jobs.AS_RECORD_STATUS[job.status] != status:
         return status, [f"the record says {status} (train.sh's exit status), Ray says the job {job.status}"], False
     return status, [], False
@@ -221,13 +231,18 @@ def format_status(found: RunStatus) -> str:
     rows = [("run", f"{r.get('exp_id')}/{r.get('run_id')}  ({found.path})"), ("status", found.state)]
     if found.state != r.get("status"):
         rows.append(("record says", str(r.get("status"))))
-    where = f"at {found.address} ({r.get('submission_id')})"
+    kube = r.get("kuberay") if isinstance(r.get("kuberay"), Mapping) else None
+    where = f"({found.address}, Ray job {r.get('submission_id') or '-'})" if kube else \
+        f"at {found.address} ({r.get('submission_id')})"
+    label = "RayJob" if kube else "Ray job"
     if found.ray_error is not None:
-        rows.append(("Ray job", f"not asked {where}: {found.ray_error.reason}"))
+        rows.append((label, f"not asked {where}: {found.ray_error.reason}"))
     elif job is None:
-        rows.append(("Ray job", f"none {where}"))
+        rows.append((label, f"none {where}"))
+    elif kube:
+        rows.append((label, f"{job.message} {where}"))
     else:
-        rows.append(("Ray job", f"{job.status} {where}" + (f": {job.message}" if job.message else "")))
+        rows.append((label, f"{job.status} {where}" + (f": {job.message}" if job.message else "")))
     rows.append(("started", str(r.get("started_at") or _ray_time(job, "start_time") or "-")))
     ended = r.get("ended_at")
     if not ended and job is not None and job.terminal:

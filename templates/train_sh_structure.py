@@ -29,7 +29,8 @@ ARRAYS = {
         "appended (`SLIME_ARGS+=( ... )`): the [extra] args, --custom-config-path custom_config.yaml, the W&B "
         "flags (--use-wandb and the wandb_args, when the key variable is set), --train-env-vars (CUDA pinned) and, "
         "with [checkpoint] save or load, what the checkpoint block decides at launch: --load \"$FROM\", "
-        "--ckpt-step \"$CKPT_STEP\", --start-rollout-id \"$START_ROLLOUT_ID\"",
+        "--ckpt-step \"$CKPT_STEP\", --start-rollout-id \"$START_ROLLOUT_ID\" (appended by checkpoint.sh, which "
+        "train.sh sources: read in place of the line `source \"$BUNDLE_DIR/checkpoint.sh\"`)",
         titled=True),
     "MODEL_ARGS": Array("model_args.sh", "the model's flags, frozen at compile time, one flag per line",
                         titled=False),

@@ -94,6 +94,11 @@ EXAMPLES: dict[str, tuple[Callable[[], AcrlError], int]] = {
     "RecordReadError": (lambda: _runtime("_run_ref").RecordReadError("runs/e/r/run.json: not a run record: not JSON",
                                                                     hint="give the run.json acrl run wrote"), 2),
     "RayUnavailable": (lambda: _runtime("_ray_jobs").RayUnavailable("http://head:8265", "nothing answers there"), 1),
+    "KubectlError": (lambda: _runtime("_kube").KubectlError(
+        "kubectl --context c get rayjob x -o json: Unable to connect to the server", "check the context's cluster",
+        "unreachable"), 1),
+    "KubeUnavailable": (lambda: _runtime("_kube_status").KubeUnavailable(_runtime("_kube").KubectlError(
+        "kubectl --context c get rayjob x -o json: no answer in 60 s", "raise ACRL_KUBECTL_TIMEOUT", "timeout")), 1),
 }
 
 

@@ -529,13 +529,20 @@ def check_kuberay(data: dict[str, Any], root: Path, run_env: dict[str, str]) -> 
         return
     documents = list(yaml.safe_load_all(kuberay.files["rayjob.yaml"].decode("utf-8")))
     assert documents == rayjob_documents(kuberay.spec, kuberay.argv(), kuberay.files["custom_config.yaml"],
-                                         kuberay.files.get("sglang_config.yaml"))
+                                         kuberay.files.get("sglang_config.yaml"), kuberay.files.get("checkpoint.sh"))
+    # the ConfigMap as the pods mount it (CONFIG_MOUNT), here: checkpoint.sh is sourced from it
+    config = root / "config"
+    config.mkdir(exist_ok=True)
+    for name, content in documents[0]["data"].items():
+        (config / name).write_text(content, encoding="utf-8")
+    entrypoint = documents[1]["spec"]["entrypoint"].replace("source /acrl/config/checkpoint.sh",
+                                                            f"source {config}/checkpoint.sh")
     fake = root / "fake-python"
     fake.mkdir(exist_ok=True)
     (fake / "python3").write_text("#!/bin/sh\nprintf '%s\\0' \"$@\"\n", encoding="utf-8")
     (fake / "python3").chmod(0o755)
     (root / "w3").mkdir(exist_ok=True)
-    ran_job = run_bash(["sh", "-c", documents[1]["spec"]["entrypoint"]], root / "w3",
+    ran_job = run_bash(["sh", "-c", entrypoint], root / "w3",
                        {"PATH": f"{fake}:/usr/bin:/bin", "HOME": str(root), **run_env})
     assert ran_job.returncode == 0, ran_job.stderr[-2000:]
     spec = kuberay.spec

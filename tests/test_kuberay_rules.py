@@ -15,6 +15,8 @@ from conftest import SpecWriter, merge
 
 K = "kuberay"
 NO_VOLUMES: dict[str, Any] = {K: {"volumes": []}}
+VOLUMES: list[dict[str, Any]] = KUBERAY[K]["volumes"]  # claims holding the model and data
+SCRATCH = {"name": "scratch", "mount_path": "/scratch", "host_path": "/mnt/scratch"}  # each node's own disk
 
 
 def volumes(*tables: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +89,8 @@ TRIGGERS: dict[str, list[tuple[dict[str, Any], str | list[str]]]] = {
                     K: {"volumes": [{"name": "models", "mount_path": "/models", "claim": "m", "read_only": True},
                                     {"name": "data", "mount_path": "/data", "claim": "d"}]}}, "checkpoint.save"),
                   ({"checkpoint": {"save_hf": "/opt/hf/iter_{rollout_id}"}, K: {"image_paths": ["/opt"]}},
-                   "checkpoint.save_hf")],
+                   "checkpoint.save_hf"),
+                  ({"checkpoint": {"save": "/data/ckpt", "load": "/base/iter"}}, "checkpoint.load")],
     "ACRL-K007": [({K: {"shutdown_after_job_finishes": False, "ttl_seconds_after_finished": 60}},
                    "kuberay.ttl_seconds_after_finished"),
                   ({K: {"ray_version": "latest"}}, "kuberay.ray_version"),
@@ -106,13 +109,15 @@ TRIGGERS: dict[str, list[tuple[dict[str, Any], str | list[str]]]] = {
                                     {"name": "data", "mount_path": "/data", "host_path": "/mnt/data"}]}},
                    "checkpoint.save"),
                   ({K: {"head": {"shm_size": "32Gi"}}}, "kuberay.head.shm_size"),
-                  ({"checkpoint": {"save": "/data/ckpt"}, K: {"backoff_limit": 2}}, "kuberay.backoff_limit")],
-    "ACRL-K012": [({"checkpoint": {"save": "/data/ckpt", "load": "/data/base"}}, "checkpoint.load"),
-                  ({"checkpoint": {"save": "/data/ckpt", "ckpt_step": 100}, "experiment": {"num_rollout": 200}},
-                   "checkpoint.ckpt_step"),
-                  ({"checkpoint": {"start_rollout_id": 5}, "experiment": {"num_rollout": 200}},
-                   "checkpoint.start_rollout_id"),
-                  ({"checkpoint": {"save": "/data/ckpt", "resume": "required"}}, "checkpoint.resume")],
+                  ({"checkpoint": {"save": "/data/ckpt", "resume": "never"}, K: {"backoff_limit": 2}},
+                   "kuberay.backoff_limit"),
+                  ({"checkpoint": {"save": "/scratch/ckpt"}, K: {"volumes": [*VOLUMES, SCRATCH]}}, "checkpoint.save")],
+    "ACRL-K012": [({"checkpoint": {"save": "/data/ckpt", "load": "/scratch/base"}, K: {"volumes": [*VOLUMES, SCRATCH]}},
+                   "checkpoint.load"),
+                  ({"checkpoint": {"save": "/scratch/ckpt", "ckpt_step": 100}, "experiment": {"num_rollout": 200},
+                    K: {"volumes": [*VOLUMES, SCRATCH]}}, ["checkpoint.ckpt_step"]),
+                  ({"checkpoint": {"save": "/scratch/ckpt", "resume": "required"}, K: {"volumes": [*VOLUMES, SCRATCH]}},
+                   "checkpoint.resume")],
 }
 JOB_RULES = ("ACRL-K006", "ACRL-K008", "ACRL-K009", "ACRL-K010", "ACRL-K011", "ACRL-K012")  # --target kuberay only
 

@@ -7,6 +7,7 @@ they should: an unknown field, a bad quantity, a secret reference without its ke
 from __future__ import annotations
 
 import copy
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -145,6 +146,57 @@ def test_kubernetes_schemas_refuse_a_bad_pod_template(change: Any, version: str,
     change(worker)
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(as_pod_template(worker), version, strict=True)
+
+
+# --- the stand-in kubectl's answers (tests/shims/kubectl) -----------------------------------------------------------
+
+# KubeRay v1.7.0's values for a RayJob's status fields (ray-operator/apis/ray/v1/rayjob_types.go at 59d663a): JobStatus
+# :18-23, JobDeploymentStatus :49-58, JobFailedReason :71-77. The CRD's schema types them as plain strings.
+JOB_STATUSES = {"", "PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"}
+DEPLOYMENT_STATUSES = {"", "Initializing", "Running", "Complete", "Failed", "ValidationFailed", "Suspending",
+                       "Suspended", "Retrying", "Waiting"}
+FAILED_REASONS = {"SubmissionFailed", "DeadlineExceeded", "PreRunningDeadlineExceeded", "AppFailed",
+                  "JobDeploymentStatusTransitionGracePeriodExceeded", "JobStatusCheckTimeoutExceeded",
+                  "ValidationFailed"}
+STATUSES = json.loads((DATA / "rayjob_status.json").read_text(encoding="utf-8"))
+
+
+def shim_module() -> Any:
+    """tests/shims/kubectl (a script without .py) as a module, for the documents it answers with."""
+    loader = importlib.machinery.SourceFileLoader("kubectl_shim", str(REPO / "tests" / "shims" / "kubectl"))
+    spec = importlib.util.spec_from_loader("kubectl_shim", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("state", [k for k in STATUSES if not k.startswith("_")])
+def test_the_stand_in_answers_with_rayjobs_the_crd_accepts(state: str, write_spec: SpecWriter) -> None:
+    """What the stand-in kubectl answers to `get rayjob NAME -o json`, the applied RayJob with a status from
+    tests/data/kuberay/rayjob_status.json, is valid for KubeRay's CRD, status included (unknown fields refused), and
+    its enum-like fields hold values KubeRay defines: the tests of acrl run read documents KubeRay could write."""
+    shim = shim_module()
+    applied = generated(write_spec, "default")[-1]
+    name = applied["metadata"]["name"]
+    document = shim.rayjob_document(applied, shim.status_named(state, name, "rl"), "rl")
+    assert rayjob_errors(document) == []
+    status = document["status"]
+    assert status.get("jobStatus", "") in JOB_STATUSES
+    assert status.get("jobDeploymentStatus", "") in DEPLOYMENT_STATUSES
+    assert status.get("reason", "SubmissionFailed") in FAILED_REASONS
+    assert "$NAME" not in json.dumps(document)
+    # GenerateRayJobId: NAME-5 random characters (ray-operator/controllers/ray/utils/util.go:374-376)
+    if status.get("jobId"):
+        assert status["jobId"].startswith(f"{name}-") and len(status["jobId"]) == len(name) + 6
+
+
+def test_a_status_with_a_field_kuberay_does_not_write_is_refused(write_spec: SpecWriter) -> None:
+    """The check above can fail: a misspelled status field is refused by the CRD's schema."""
+    shim = shim_module()
+    applied = generated(write_spec, "default")[-1]
+    status = {**shim.status_named("running", applied["metadata"]["name"], "rl"), "jobDeploymentState": "Running"}
+    assert any("jobDeploymentState" in e for e in rayjob_errors(shim.rayjob_document(applied, status, "rl")))
 
 
 # --- the schema file and its generator -----------------------------------------------------------------------------

@@ -335,7 +335,10 @@ def test_compiling_twice_gives_identical_bytes(spec: Path, tmp_path: Path, monke
     # custom_config.yaml only for integration "agentcore" (the default): slime and custom runs have none
     agentcore = tomllib.loads(spec.read_text(encoding="utf-8"))["experiment"].get("integration", "agentcore") \
         == "agentcore"
-    assert set(first.files) == set(BUNDLE_FILES) - (set() if agentcore else {"custom_config.yaml"})
+    # checkpoint.sh only for a spec that names a checkpoint directory ([checkpoint] save or load)
+    checkpoints = bool(tomllib.loads(spec.read_text(encoding="utf-8")).get("checkpoint", {}).keys() & {"save", "load"})
+    assert set(first.files) == (set(BUNDLE_FILES) - (set() if agentcore else {"custom_config.yaml"})
+                                | ({"checkpoint.sh"} if checkpoints else set()))
     assert dict(first.files) == dict(second.files)
     assert files_of(tmp_path / "one") == files_of(tmp_path / "two") == dict(first.files)
     assert first.bundle_hash == second.bundle_hash

@@ -662,7 +662,8 @@ KITCHEN_SINK: dict[str, Any] = {
 
 def test_shellcheck(example: tuple[Bundle, Path]) -> None:
     _, bundle_dir = example
-    proc = subprocess.run([shellcheck(), "-x", "train.sh", "model_args.sh"], cwd=bundle_dir,
+    sourced = ["checkpoint.sh"] if (bundle_dir / "checkpoint.sh").exists() else []  # [checkpoint] save or load
+    proc = subprocess.run([shellcheck(), "-x", "train.sh", "model_args.sh", *sourced], cwd=bundle_dir,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -670,8 +671,9 @@ def test_shellcheck(example: tuple[Bundle, Path]) -> None:
 def test_shellcheck_every_template_branch(write_spec: SpecWriter, tmp_path: Path) -> None:
     """Run from elsewhere, on a bundle that takes the template's optional branches."""
     compile_into(write_spec(KITCHEN_SINK), tmp_path / "b")
+    assert (tmp_path / "b" / "checkpoint.sh").exists()
     proc = subprocess.run([shellcheck(), "-x", str(tmp_path / "b" / "train.sh"),
-                           str(tmp_path / "b" / "model_args.sh")],
+                           str(tmp_path / "b" / "model_args.sh"), str(tmp_path / "b" / "checkpoint.sh")],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

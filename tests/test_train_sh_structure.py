@@ -23,7 +23,7 @@ from acrl.compiler import compile_spec
 from acrl.compiler._pipeline import render
 from acrl.compiler._pipeline.compile import Bundle
 from acrl.compiler._review.shell_files import FORWARDED, flag_occurrences
-from acrl.compiler._review.view import bash_arrays, read_view
+from acrl.compiler._review.view import SOURCE_CHECKPOINT, bash_arrays, read_view, with_checkpoint_sh
 from acrl.templates import train_sh_structure as structure
 from conftest import KUBERAY_TABLE, MINIMAL, NO_FACTS, merge
 
@@ -77,9 +77,14 @@ def check_read_back(bundle: Bundle, seen: Mapping[str, Mapping[str, Any]]) -> No
     expected = expected_arrays(seen)
     assert set(expected) == set(structure.ARRAYS)
     for name, array in structure.ARRAYS.items():
-        segments, spans = bash_arrays(files[array.file].decode(), name)
+        source = files[array.file].decode()
+        if array.file == "train.sh":  # checkpoint.sh's appends, read in place of the line that sources it
+            assert ("checkpoint.sh" in files) == (t["resume"] is not None)
+            assert (SOURCE_CHECKPOINT in source.split("\n")) == ("checkpoint.sh" in files)
+            source = with_checkpoint_sh(source, files["checkpoint.sh"].decode() if "checkpoint.sh" in files else None)
+        segments, spans = bash_arrays(source, name)
         assert segments == expected[name], name
-        assert spans and all(files[array.file].decode()[b:e].lstrip().startswith(name) for b, e in spans)
+        assert spans and all(source[b:e].lstrip().startswith(name) for b, e in spans)
     slime = flag_occurrences(expected["SLIME_ARGS"])
     assert {flag: (values, title) for flag, values, title in slime} == \
         {flag: (f.values, f.title) for flag, f in view.flags.items()}
@@ -180,7 +185,8 @@ def overrides_for(choice: Mapping[str, Any], text: str) -> dict[str, Any]:
         out.setdefault("slime", {})["commit"] = NO_FACTS  # made-up flags: no flag facts apply
     if choice["kuberay"]:  # and a volume for the checkpoints (every path the RayJob uses is mounted: ACRL-K006)
         out["kuberay"] = {**KUBERAY_TABLE, "volumes": [*KUBERAY_TABLE["volumes"],
-                                                       {"name": "ckpt", "mount_path": "/ckpt", "claim": "ckpt"}]}
+                                                       {"name": "ckpt", "mount_path": "/ckpt", "claim": "ckpt"},
+                                                       {"name": "other", "mount_path": "/other", "claim": "o"}]}
     if choice["env"]:
         out["env"] = {"vars": {"MY_VAR": text}, "forward": ["HF_HOME"]}
     if choice["checkpoint"]:
@@ -207,9 +213,8 @@ def write_spec(folder: Path, choice: Mapping[str, Any], text: str) -> Path:
 def test_every_declared_name_reads_back_over_the_template_branches(choice: dict[str, Any], text: str,
                                                                    tmp_path_factory: pytest.TempPathFactory) -> None:
     folder = tmp_path_factory.mktemp("branch")
-    # a continuation is train.sh's alone: the RayJob loads no checkpoint (ACRL-K012)
-    kuberay = choice["kuberay"] and choice["checkpoint"] != "continuation"
-    bundle, seen = compile_and_capture(write_spec(folder, choice, text), "kuberay" if kuberay else "ray")
+    # the RayJob resumes and continues as train.sh does: it sources the same checkpoint.sh
+    bundle, seen = compile_and_capture(write_spec(folder, choice, text), "kuberay" if choice["kuberay"] else "ray")
     check_read_back(bundle, seen)
 
 

@@ -201,10 +201,14 @@ def _assemble(source: SpecSource, spec: Spec, model_args: ModelArgs, groups: tup
         **({SGLANG_CONFIG: sglang_config} if sglang_config is not None else {}),
         "spec.toml": _render.resolved_spec_toml(resolved_spec_data(spec, model_args)),
     }
+    checkpoint = _render.checkpoint_sh(spec)  # [checkpoint] save or load: the launch-time checkpoint decision
+    if checkpoint is not None:
+        files[_render.CHECKPOINT_SH] = checkpoint
     if _render.joins(spec):  # other nodes join the local head: the script they run
         files["join.sh"] = _render.join_sh(spec)
     if target == "kuberay":
-        files["rayjob.yaml"] = rayjob_yaml(spec, flat_argv(model_args, groups, spec), custom_config, sglang_config)
+        files["rayjob.yaml"] = rayjob_yaml(spec, flat_argv(model_args, groups, spec), custom_config, sglang_config,
+                                           checkpoint)
     hashes = {name: sha256(data) for name, data in sorted(files.items())}
     manifest = _manifest(source, spec, model_args, warnings, hashes)
     manifest = attrs.evolve(manifest, bundle_hash=manifest_hash(manifest.as_json()))

@@ -1,5 +1,6 @@
-"""rayjob.yaml for `acrl-compile --target kuberay`: a ConfigMap holding custom_config.yaml (and sglang_config.yaml)
-and a KubeRay RayJob (ray.io/v1) whose entrypoint runs the same slime command train.sh submits.
+"""rayjob.yaml for `acrl-compile --target kuberay`: a ConfigMap holding custom_config.yaml (and sglang_config.yaml, and
+checkpoint.sh) and a KubeRay RayJob (ray.io/v1) whose entrypoint runs the same slime command train.sh submits, after
+the same checkpoint decision (checkpoint.sh, sourced from the ConfigMap in the head pod).
 
 The head runs no GPU work; one worker group holds the nodes of slime's placement group as acrl's placement model
 lays it out (placement_spec.read: [cluster] num_nodes, or the fewest nodes of gpus_per_node GPUs that hold the
@@ -29,7 +30,7 @@ from .._spec.tables import Spec
 from . import placement_spec
 from .argv import CUSTOM_CONFIG, actor_gpus, runtime_args
 from .kuberay_pods import CONFIG_MOUNT, ray_pod, submitter_pod
-from .render import comment_text, yaml_dumper  # comment_text: spec values on a comment line, escaped
+from .render import CHECKPOINT_SH, comment_text, yaml_dumper  # comment_text: spec values on a comment line, escaped
 
 __all__ = ["CONFIG_MOUNT", "DOCUMENT_MAX", "MAX_NAME", "documents_size", "entrypoint", "name_stem", "pythonpath",
            "rayjob_documents", "rayjob_yaml", "worker_replicas"]
@@ -67,9 +68,12 @@ def worker_replicas(spec: Spec) -> int:
         placement_spec.RAYJOB.reset(token)
 
 
-def entrypoint(spec: Spec, argv: list[str]) -> str:
+def entrypoint(spec: Spec, argv: list[str], checkpoint: bool = False) -> str:
     """The job's command: train.py (train_async.py) with the bundle's argv, the custom config from the
-    ConfigMap, and W&B switched on, as in train.sh, only when the key's variable is set in the pod."""
+    ConfigMap, W&B switched on, as in train.sh, only when the key's variable is set in the pod, and, with
+    ``checkpoint``, the bundle's checkpoint.sh (in the ConfigMap) sourced first: it decides in the head pod, where
+    the driver runs and [checkpoint] save is mounted, whether slime loads a checkpoint, as train.sh does, and its
+    flags (--load, ...) come last, as in train.sh."""
     script = "train_async.py" if spec.train.mode == "async" else "train.py"
     run_time = runtime_args(spec)
     wandb = ["--use-wandb", *run_time.wandb_tokens]
@@ -79,11 +83,14 @@ def entrypoint(spec: Spec, argv: list[str]) -> str:
     if run_time.sglang_config is not None:  # [sglang.models]
         command += ["--sglang-config", f"{CONFIG_MOUNT}/{run_time.sglang_config}"]
     key = run_time.key_env
-    if not run_time.wandb_enabled:  # [wandb] enabled = false: no W&B flags, whatever the pod's environment holds
+    steps = [f"set -euo pipefail; SLIME_ARGS=(); source {CONFIG_MOUNT}/{CHECKPOINT_SH}"] if checkpoint else []
+    if run_time.wandb_enabled:  # [wandb] enabled = false: no W&B flags, whatever the pod's environment holds
+        export = "" if key == "WANDB_API_KEY" else f'export WANDB_API_KEY="${{{key}}}"; '
+        steps.append(f'if [[ -n ${{{key}:-}} ]]; then {export}set -- "$@" {shlex.join(wandb)}; fi')
+    if not steps:
         return shlex.join(command)
     # bash -c 'script' acrl ARGS...: every token stays one argument, whatever it holds
-    export = "" if key == "WANDB_API_KEY" else f'export WANDB_API_KEY="${{{key}}}"; '
-    body = f'if [[ -n ${{{key}:-}} ]]; then {export}set -- "$@" {shlex.join(wandb)}; fi; exec "$@"'
+    body = "; ".join([*steps, 'exec "$@" "${SLIME_ARGS[@]}"' if checkpoint else 'exec "$@"'])
     return shlex.join(["bash", "-c", body, "acrl", *command])
 
 
@@ -109,7 +116,7 @@ def _documents(spec: Spec, argv: list[str], files: dict[str, str], name: str) ->
     ttl = k.ttl_seconds_after_finished if k.ttl_seconds_after_finished is not None else \
         TTL_DEFAULT if k.shutdown_after_job_finishes else None
     job: dict[str, Any] = {
-        "entrypoint": entrypoint(spec, argv),
+        "entrypoint": entrypoint(spec, argv, CHECKPOINT_SH in files),
         "runtimeEnvYAML": json.dumps({"env_vars": env_vars}, sort_keys=True),  # JSON is YAML
         "shutdownAfterJobFinishes": k.shutdown_after_job_finishes,
         **({"ttlSecondsAfterFinished": ttl} if ttl is not None else {}),
@@ -138,11 +145,13 @@ def _documents(spec: Spec, argv: list[str], files: dict[str, str], name: str) ->
 
 
 def rayjob_documents(spec: Spec, argv: list[str], custom_config: bytes | None,
-                     sglang_config: bytes | None = None) -> list[dict[str, Any]]:
-    """The ConfigMap (the custom config with integration "agentcore", the sglang config with [sglang.models]) and
-    the RayJob, as data, named STEM-HASH (the module's docstring)."""
+                     sglang_config: bytes | None = None, checkpoint: bytes | None = None) -> list[dict[str, Any]]:
+    """The ConfigMap (the custom config with integration "agentcore", the sglang config with [sglang.models], the
+    checkpoint decision with [checkpoint] save or load) and the RayJob, as data, named STEM-HASH (the module's
+    docstring)."""
     files = {file: data.decode("utf-8") for file, data in ((CUSTOM_CONFIG, custom_config),
-                                                           (SGLANG_CONFIG, sglang_config)) if data is not None}
+                                                           (SGLANG_CONFIG, sglang_config),
+                                                           (CHECKPOINT_SH, checkpoint)) if data is not None}
     draft = _documents(spec, argv, files, _PLACEHOLDER)
     material = json.dumps([spec.experiment.id, draft], sort_keys=True, ensure_ascii=False)
     digest = hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_DIGITS]
@@ -172,11 +181,12 @@ def documents_size(documents: list[dict[str, Any]]) -> list[tuple[str, int, list
     return out
 
 
-def rayjob_yaml(spec: Spec, argv: list[str], custom_config: bytes | None, sglang_config: bytes | None = None) -> bytes:
+def rayjob_yaml(spec: Spec, argv: list[str], custom_config: bytes | None, sglang_config: bytes | None = None,
+                checkpoint: bytes | None = None) -> bytes:
     """rayjob.yaml: ``kubectl apply -f rayjob.yaml`` creates the ConfigMap and starts the RayJob."""
     import yaml  # lazy: PyYAML is needed only for --target kuberay, after a spec compiled without errors
 
-    documents = rayjob_documents(spec, argv, custom_config, sglang_config)
+    documents = rayjob_documents(spec, argv, custom_config, sglang_config, checkpoint)
     name = documents[-1]["metadata"]["name"]
     header = (f"# KubeRay RayJob {name} of {comment_text(spec.experiment.id)}: {worker_replicas(spec)} worker pod(s) "
               f"x {spec.cluster.gpus_per_node} GPU(s) ({actor_gpus(spec)} for the training actor).\n"

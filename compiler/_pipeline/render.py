@@ -42,6 +42,7 @@ TEMPLATE_VARIABLES = {
         "acrl_version", "exp_id", "num_nodes", "gpus_per_node", "head_port", "stop_stale_processes",
         "ray_stop_timeout", "node_env",
     }),
+    "checkpoint.sh.jinja": frozenset({"acrl_version", "exp_id", "resume"}),
     "model_args.sh.jinja": frozenset({
         "acrl_version", "model_type", "provenance_source", "provenance_from", "provenance_sha256",
         "provenance_env", "provenance_overrides", "lines",
@@ -234,6 +235,20 @@ def train_sh(spec: Spec, groups: tuple[ArgGroup, ...]) -> bytes:
         "pythonpath_after": spec.env.pythonpath,
         "resume": resume_block(spec),  # None: no checkpoint directory, no checkpoint block
     })
+
+
+CHECKPOINT_SH = "checkpoint.sh"
+
+
+def checkpoint_sh(spec: Spec) -> bytes | None:
+    """checkpoint.sh: the launch-time decision whether slime loads a checkpoint ([checkpoint] resume), sourced by
+    train.sh and by the RayJob's entrypoint (compiler/_pipeline/kuberay.py), so that both launchers share one
+    implementation; None when the spec names no checkpoint directory (resume.py: then slime never loads one)."""
+    block = resume_block(spec)
+    if block is None:
+        return None
+    return _render("checkpoint.sh.jinja", {"acrl_version": __version__, "exp_id": spec.experiment.id,
+                                           "resume": block})
 
 
 def join_sh(spec: Spec) -> bytes:

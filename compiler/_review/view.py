@@ -45,7 +45,11 @@ TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML = "train.sh", "model_args.sh",
 # the manifest's derived fields of slime's placement, none of them in a manifest written before acrl modelled it
 PLACEMENT_FIELDS = frozenset({"nodes", "gpus_per_node", "placement_gpus", "rollout_offset", "node_gpus"})
 JOIN_SH = "join.sh"  # only in a bundle whose other nodes join its local head: its lines are script lines
-KNOWN_FILES = (TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML, MANIFEST, JOIN_SH)
+# only with [checkpoint] save or load: train.sh's checkpoint block, which train.sh sources (and the RayJob's
+# entrypoint): read as part of train.sh, in place of that line, so that its SLIME_ARGS+=( --load ... ) are flags
+CHECKPOINT_SH = "checkpoint.sh"
+SOURCE_CHECKPOINT = 'source "$BUNDLE_DIR/checkpoint.sh"'
+KNOWN_FILES = (TRAIN_SH, MODEL_ARGS_SH, CUSTOM_CONFIG, SPEC_TOML, MANIFEST, JOIN_SH, CHECKPOINT_SH)
 
 
 @attrs.frozen
@@ -132,7 +136,9 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
                          "of the comparison")
             return None
 
-    train = parse(TRAIN_SH, read_train_sh) or TrainSh()
+    checkpoint = text(CHECKPOINT_SH) if CHECKPOINT_SH in files else None
+    inlined = checkpoint is not None and _source_line(files.get(TRAIN_SH, b"").decode("utf-8", "replace")) is not None
+    train = parse(TRAIN_SH, lambda source: read_train_sh(with_checkpoint_sh(source, checkpoint))) or TrainSh()
     model: tuple[dict[str, tuple[str, ...]], tuple[str, ...]] = parse(MODEL_ARGS_SH, read_model_args_sh) or ({}, ())
     custom = parse(CUSTOM_CONFIG, _read_yaml) or {}
     spec = parse(SPEC_TOML, _read_toml) or {}
@@ -162,11 +168,27 @@ def read_view(label: str, files: Mapping[str, bytes]) -> BundleView:
     if manifest is not None:
         warnings = tuple(sorted(_warning_text(w) for w in manifest.get("warnings") or () if isinstance(w, dict)))
     join_lines = script_lines(join.split("\n")) if join is not None else ()
+    checkpoint_lines = script_lines(checkpoint.split("\n")) if checkpoint is not None and not inlined else ()
     script = {name: lines for name, lines in ((TRAIN_SH, train.script), (MODEL_ARGS_SH, model[1]),
-                                              (JOIN_SH, join_lines)) if lines}
+                                              (JOIN_SH, join_lines), (CHECKPOINT_SH, checkpoint_lines)) if lines}
     return BundleView(label, train.flags, model[0], custom, spec, train.runtime_env, train.launch, derived,
                       warnings, script, status, manifest, (*notes, *(f"{label}: {n}" for n in train.notes)),
                       layout=_layout(label, resolved) if resolved is not None else None)
+
+
+def with_checkpoint_sh(train_sh: str, checkpoint_sh: str | None) -> str:
+    """train.sh's text with checkpoint.sh's in place of the line that sources it (the lines that line stood for);
+    train.sh as it is without checkpoint.sh, or when no line of it is exactly that one (an edited train.sh)."""
+    number = _source_line(train_sh) if checkpoint_sh is not None else None
+    if checkpoint_sh is None or number is None:
+        return train_sh
+    lines = train_sh.split("\n")
+    return "\n".join([*lines[:number], checkpoint_sh.rstrip("\n"), *lines[number + 1:]])
+
+
+def _source_line(train_sh: str) -> int | None:
+    """The index of train.sh's line that sources checkpoint.sh, or None."""
+    return next((n for n, line in enumerate(train_sh.split("\n")) if line.strip() == SOURCE_CHECKPOINT), None)
 
 
 def derived_from_spec(data: bytes, manifest: Mapping[str, Any] | None = None) -> dict[str, Any] | None:

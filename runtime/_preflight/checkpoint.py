@@ -102,12 +102,16 @@ def _shown(key: str) -> str:
 
 
 def _decides_load(info: BundleInfo) -> bool:
-    """Whether the bundle's train.sh has the checkpoint block (it says its decision on an ``acrl-resume:`` line);
-    one compiled before issue 16 passes no --load."""
-    try:
-        return "acrl-resume: " in (info.path / "train.sh").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
+    """Whether the bundle has the checkpoint block (it says its decision on an ``acrl-resume:`` line): checkpoint.sh,
+    which train.sh sources, or, compiled before issue 18, train.sh itself; one compiled before issue 16 passes no
+    --load."""
+    for name in ("checkpoint.sh", "train.sh"):
+        try:
+            if "acrl-resume: " in (info.path / name).read_text(encoding="utf-8", errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def resume_mode(info: BundleInfo) -> str:

@@ -1,7 +1,8 @@
 """ACRL-K* (K006, K008-K012): what the RayJob of --target kuberay needs of the job itself: every path it reads or writes
-mounted, enough CPUs for slime's placement group, worker nodes with the GPUs the placement asks for, and documents
-small enough to be applied. They run only while a --target kuberay compile runs (placement_spec.RAYJOB): with the
-default target the spec's [kuberay] table is not used, and its volumes need not hold the paths.
+mounted, enough CPUs for slime's placement group, worker nodes with the GPUs the placement asks for, documents small
+enough to be applied, and checkpoints its launch-time decision (checkpoint.sh, in the head pod) can see. They run only
+while a --target kuberay compile runs (placement_spec.RAYJOB): with the default target the spec's [kuberay] table is
+not used, and its volumes need not hold the paths.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ..argv import flat_argv
 from ..eks_gpus import INSTANCE_GPUS, INSTANCE_TYPE_LABEL
 from ..kuberay import DOCUMENT_MAX, documents_size, rayjob_documents, worker_replicas
 from ..kuberay_pods import memory_limit
-from ..render import custom_config_yaml, sglang_config_yaml
+from ..render import checkpoint_sh, custom_config_yaml, sglang_config_yaml
 from .engine import ARGV, MODEL_ARGS, PLACEMENT, Context, Finding, KeyRef, rule
 from .k8s_syntax import quantity, ray_count
 
@@ -29,7 +30,7 @@ def _job_paths(ctx: Context) -> Iterator[tuple[PathKey, str, bool]]:
     s = ctx.spec
     reads: list[tuple[PathKey, str | None]] = [
         (("model", "dir"), s.model.dir), (("model", "ref_load"), s.model.ref_load), (("data", "path"), s.data.path),
-        (("opd", "teacher_load"), s.opd.teacher_load)]  # not [checkpoint] load: the RayJob loads nothing (K012)
+        (("opd", "teacher_load"), s.opd.teacher_load), (("checkpoint", "load"), s.checkpoint.load)]
     reads += [(("eval", "datasets", name), path) for name, path in s.eval.datasets.items()]
     reads += [(("sglang", "models", name, "model_path"), m.model_path) for name, m in s.sglang.models.items()]
     writes: list[tuple[PathKey, str | None]] = [
@@ -60,15 +61,16 @@ def _volume_of(path: str, volumes: list[Volume]) -> Volume | None:
 
 # The keys whose paths the job reads or writes (K006, K011 read them).
 _JOB_PATHS = ("model.dir", "model.ref_load", "data.path", "eval.datasets", "checkpoint.save", "checkpoint.save_hf",
-              "opd.teacher_load", "sglang.models", "weight_sync.disk_dir", "weight_sync.local_checkpoint_dir")
+              "checkpoint.load", "opd.teacher_load", "sglang.models", "weight_sync.disk_dir",
+              "weight_sync.local_checkpoint_dir")
 
 
 @rule("ACRL-K006", "error", ["kuberay.volumes", "kuberay.image_paths"], "every path the job uses is mounted",
       reads=_JOB_PATHS)
 def _paths_mounted(ctx: Context) -> Iterator[Finding]:
     """--target kuberay: every path the job reads ([model] dir and ref_load, [data] path, [eval] datasets, [sglang.
-    models] model_path, [opd] teacher_load) or writes ([checkpoint] save and save_hf, [weight_sync] disk_dir and
-    local_checkpoint_dir) must be absolute and under a [[kuberay.volumes]] mount_path or one of [kuberay]
+    models] model_path, [opd] teacher_load, [checkpoint] load) or writes ([checkpoint] save and save_hf, [weight_sync]
+    disk_dir and local_checkpoint_dir) must be absolute and under a [[kuberay.volumes]] mount_path or one of [kuberay]
     image_paths; nothing written may be under a read-only volume or an image path (it would be lost with the pod)."""
     if not placement_spec.RAYJOB.get():
         return
@@ -156,8 +158,8 @@ def _instance_types(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("ACRL-K010", "error", ["kuberay"], "rayjob.yaml's documents fit what the API server stores",
-      reads=(PLACEMENT, ARGV, MODEL_ARGS, "agentcore", "cluster", "cuda", "env", "experiment.id", "slime", "train.mode",
-             "wandb"))
+      reads=(PLACEMENT, ARGV, MODEL_ARGS, "agentcore", "checkpoint", "cluster", "cuda", "env", "experiment.id", "slime",
+             "train.mode", "wandb"))
 def _size(ctx: Context) -> Iterator[Finding]:
     """--target kuberay: the ConfigMap (the custom config, the sglang config) and the RayJob (the argv in its
     entrypoint, [env] vars) must each be at most 252 KiB as JSON: `kubectl apply` keeps a copy of the object in an
@@ -167,7 +169,7 @@ def _size(ctx: Context) -> Iterator[Finding]:
         return
     spec = ctx.spec
     documents = rayjob_documents(spec, flat_argv(ctx.model_args, ctx.groups, spec), custom_config_yaml(spec),
-                                 sglang_config_yaml(spec))
+                                 sglang_config_yaml(spec), checkpoint_sh(spec))
     for kind, size, parts in documents_size(documents):
         if size > DOCUMENT_MAX:
             largest = ", ".join(f"{part} {n:,} bytes" for part, n in parts[:3])
@@ -179,21 +181,31 @@ def _size(ctx: Context) -> Iterator[Finding]:
 
 @rule("ACRL-K011", "warning", ["kuberay.volumes", "kuberay.head", "kuberay.worker", "kuberay.backoff_limit"],
       "what the pods write is kept whole, and /dev/shm fits them",
-      reads=(PLACEMENT, *_JOB_PATHS))
+      reads=(PLACEMENT, *_JOB_PATHS, "checkpoint.resume", "checkpoint.ckpt_step"))
 def _sharing(ctx: Context) -> Iterator[Finding]:
     """--target kuberay: a checkpoint (or weight-sync folder) written under a host_path volume by several worker pods
-    lands in parts on each node's own disk; a retry of the RayJob (backoff_limit) starts from the model again and
-    writes over the first attempt's checkpoints in [checkpoint] save (the RayJob runs slime without train.sh's resume,
-    ACRL-K012); a /dev/shm larger than the pod's memory limit is cut by it (its pages count against the limit: the pod
-    is killed first)."""
+    lands in parts on each node's own disk; [checkpoint] save on a host_path volume is read, when the RayJob decides
+    whether to resume (checkpoint.sh in the head pod, ACRL-K012), from the head's node's disk, not the GPU node's
+    slime saved to, so a relaunch may start from the model and save over it; with [checkpoint] resume = "never", a
+    retry of the RayJob (backoff_limit) finds the failed attempt's checkpoint in save and refuses to start (with
+    "auto" it resumes from it); a /dev/shm larger than the pod's memory limit is cut by it (its pages count against
+    the limit: the pod is killed first)."""
     if not placement_spec.RAYJOB.get():
         return
-    k = ctx.spec.kuberay
-    if k.backoff_limit and ctx.spec.checkpoint.save:
-        yield Finding(f"backoff_limit = {k.backoff_limit}: a retry starts slime from the model again (the RayJob "
-                      "resumes nothing) and saves over the iterations the failed attempt wrote to "
-                      f"{ctx.spec.checkpoint.save!r}", "set backoff_limit = 0 and relaunch with train.sh (acrl run "
-                      "--resume) to continue from the checkpoint", keys=(("kuberay", "backoff_limit"),))
+    k, c = ctx.spec.kuberay, ctx.spec.checkpoint
+    if k.backoff_limit and c.save and c.resume == "never":
+        yield Finding(f"backoff_limit = {k.backoff_limit} with [checkpoint] resume = \"never\": a retry finds the "
+                      f"checkpoint the failed attempt saved in {c.save!r} and refuses to start (exit 2)",
+                      "set [checkpoint] resume = \"auto\" (a retry resumes from the failed attempt's checkpoint), or "
+                      "backoff_limit = 0", keys=(("kuberay", "backoff_limit"),))
+    save = _host_path(c.save, k.volumes)
+    # (one worker: with several, the host_path warning below says it; ckpt_step there is ACRL-K012's error)
+    if save is not None and c.resume == "auto" and c.load is None and c.ckpt_step is None and \
+            worker_replicas(ctx.spec) == 1:
+        yield Finding(f"[checkpoint] save {c.save!r} is on the host_path volume {save.name!r}: the RayJob's head "
+                      "pod decides whether to resume from its own node's disk, not from the GPU node's slime saved to, "
+                      "so a relaunch may start from the model and save over the checkpoint",
+                      "save to a shared volume (an FSx for Lustre or EFS claim)", keys=(("checkpoint", "save"),))
     if worker_replicas(ctx.spec) > 1:
         for key, path, written in _job_paths(ctx):
             volume = _volume_of(posixpath.normpath(path), k.volumes) if written and path.startswith("/") else None
@@ -210,19 +222,34 @@ def _sharing(ctx: Context) -> Iterator[Finding]:
                           keys=(("kuberay", name, "shm_size"),))
 
 
-@rule("ACRL-K012", "error", ["checkpoint.load", "checkpoint.ckpt_step", "checkpoint.start_rollout_id",
-                             "checkpoint.resume"], "the RayJob resumes nothing")
+@rule("ACRL-K012", "error", ["checkpoint.load", "checkpoint.resume", "checkpoint.ckpt_step", "kuberay.volumes"],
+      "the RayJob's checkpoint decision can see the checkpoint", reads=("checkpoint.save",))
 def _resume(ctx: Context) -> Iterator[Finding]:
-    """--target kuberay: the RayJob's entrypoint runs slime with the bundle's argv, not train.sh, whose checkpoint
-    block decides at launch whether slime loads a checkpoint (--load, --ckpt-step, --start-rollout-id: the keys'
-    at_launch flags). So [checkpoint] load, ckpt_step and start_rollout_id would be ignored, and resume = "required"
-    could not be honoured: each is refused."""
+    """--target kuberay: the RayJob decides at launch whether slime loads a checkpoint as train.sh does, with the
+    bundle's checkpoint.sh, sourced by its entrypoint, which Ray runs in the head pod. A directory on a host_path
+    volume is, there, the head's node's own disk, not the GPU node's disk slime's rank 0 saved to, so what the
+    decision must find cannot be relied on: a continuation from [checkpoint] load, resume = "required" (the run must
+    find its checkpoint or refuse) and ckpt_step (the iteration of that directory) on such a directory are refused.
+    The directory must be on a volume every pod shares (a PersistentVolumeClaim)."""
     if not placement_spec.RAYJOB.get():
         return
-    c = ctx.spec.checkpoint
-    for key, set_ in (("load", c.load is not None), ("ckpt_step", c.ckpt_step is not None),
-                      ("start_rollout_id", c.start_rollout_id is not None), ("resume", c.resume == "required")):
-        if set_:
-            yield Finding(f"[checkpoint] {key} is applied by train.sh at launch; the RayJob starts slime without it "
-                          "and loads no checkpoint", "leave it out for --target kuberay, or run the bundle with "
-                          "train.sh on a Ray cluster (acrl run)", keys=(("checkpoint", key),))
+    c, volumes = ctx.spec.checkpoint, ctx.spec.kuberay.volumes
+    if c.resume == "never":  # checkpoint.sh loads nothing
+        return
+    start = c.load or c.save  # the directory the first launch starts from (ckpt_step is its iteration)
+    for key, directory, needed in (("load", c.load, c.load is not None),
+                                   ("resume", c.save, c.resume == "required" and c.load is None),
+                                   ("ckpt_step", start, c.ckpt_step is not None)):
+        volume = _host_path(directory, volumes) if needed else None
+        if volume is not None:
+            yield Finding(f"[checkpoint] {key}: {directory!r} is on the host_path volume {volume.name!r}; the RayJob "
+                          "decides whether to load it in its head pod, where a host_path is the head's node's own "
+                          "disk, not the one slime saved to", "put the checkpoint on a volume every pod shares (an FSx "
+                          "for Lustre or EFS claim), or run the bundle with train.sh on a Ray cluster (acrl run "
+                          "--target ray)", keys=(("checkpoint", key),))
+
+
+def _host_path(path: str | None, volumes: list[Volume]) -> Volume | None:
+    """The host_path volume ``path`` is on, or None (no path, a claim, the image)."""
+    volume = _volume_of(posixpath.normpath(path), volumes) if path and path.startswith("/") else None
+    return volume if volume is not None and volume.host_path is not None else None

@@ -6,7 +6,7 @@
 #
 # Needs bash, coreutils, python3 and the ray CLI on the cluster (and setsid, util-linux, for a local
 # head); acrl need not be installed.
-# Run it from anywhere: it finds model_args.sh, custom_config.yaml and manifest.json beside itself.
+# Run it from anywhere: it finds model_args.sh, custom_config.yaml, checkpoint.sh and manifest.json beside itself.
 # Environment it reads (never written into a file, an argument list or Ray job metadata):
 #   WANDB_API_KEY      turns W&B logging on when set
 #   ACRL_RAY_ADDRESS   use this existing Ray cluster: no processes are stopped, no head is started
@@ -133,87 +133,11 @@ else
 fi
 
 # --- checkpoint: whether slime loads one, decided now, where the checkpoint is ([checkpoint] resume) ---
-# slime loads --load only when it holds Megatron's tracker, latest_checkpointed_iteration.txt: without it, slime
-# silently starts from --ref-load instead (or, at v0.3.0 and fa3c990 in bridge mode, stops). So --load is passed
-# only for a checkpoint checked here: the run's own (save) first, else the one it continues from (load).
-RESUME=${ACRL_RESUME:-auto}
-SAVE_DIR=/fsx/checkpoints/qwen3-8b-async
-LOAD_DIR=''
-CHECKED=$SAVE_DIR${SAVE_DIR:+${LOAD_DIR:+ and }}$LOAD_DIR
-case $RESUME in
-  auto | required | never) ;;
-  *) die "ACRL_RESUME must be auto, required or never" ;;
-esac
-# Say what was decided ($1): one line for the run record (`acrl-resume: {json}`), then one for people ($5).
-said() {
-  local decision=$1 dir=$2 iteration=$3 start=$4 line=$5 data=""
-  if [[ -n $dir ]] && ((start > 0)); then data="$dir/rollout/global_dataset_state_dict_$((start - 1)).pt"; fi
-  if [[ -n $data && ! -f $data ]]; then line+=" (no $data: slime starts from the first prompt)"; fi
-  python3 -c 'import json, os, sys
-decision, mode, folder, iteration, start, data, tracker, line = sys.argv[1:9]
-print("acrl-resume: " + json.dumps({"decision": decision, "mode": mode, "checkpoint_dir": folder or None,
-      "tracker": tracker or None, "iteration": int(iteration) if iteration else None,
-      "start_rollout_id": int(start) if start else None,
-      "data_state": os.path.isfile(data) if data else None, "message": line}, sort_keys=True))' \
-    "$decision" "$RESUME" "$dir" "$iteration" "$start" "$data" "${TRACKER:-}" "$line" >&2 \
-    || die "cannot write the checkpoint decision"
-  log "$line"
-}
-# Refuse to start (exit 2), naming the directory being checked and the iteration found in it, if any.
-refuse() { said refused "${CHECKING:-}" "${ITERATION:-}" "" "error: $1"; exit 2; }
-# Whether directory $1 holds a checkpoint slime can load: 0 with ITERATION, the one to load ($2, else the tracker's);
-# 1 without a tracker. A tracker or an iteration Megatron would fail on stops this script here.
-holds_checkpoint() {
-  local dir=$1 step=$2 iter_dir ranks
-  TRACKER="" ITERATION="" CHECKING=$dir
-  if [[ -d $dir && ! (-r $dir && -x $dir) ]]; then refuse "cannot read $dir (its permissions)"; fi
-  [[ -f $dir/latest_checkpointed_iteration.txt ]] || { CHECKING=""; return 1; }
-  TRACKER=$(head -c 4096 -- "$dir/latest_checkpointed_iteration.txt") \
-    || refuse "cannot read $dir/latest_checkpointed_iteration.txt"
-  TRACKER=${TRACKER##+([[:space:]])}
-  TRACKER=${TRACKER%%+([[:space:]])}
-  if [[ $TRACKER == release ]]; then
-    refuse "$dir holds a release checkpoint (a converted model): as --load slime would skip rollout 0 and load no training state; name it in [model] ref_load instead"
-  elif [[ ! $TRACKER =~ ^[0-9]{1,9}$ ]]; then
-    TRACKER=${TRACKER:0:40}
-    refuse "$dir/latest_checkpointed_iteration.txt holds $(printf '%q' "$TRACKER"), not an iteration number: Megatron would stop on it (perhaps with exit status 0); fix or remove the file"
-  fi
-  ITERATION=$((10#${step:-$TRACKER}))
-  iter_dir=$dir/$(printf 'iter_%07d' "$ITERATION")
-  shopt -s nullglob
-  ranks=("$iter_dir"/mp_rank_*)
-  shopt -u nullglob
-  if [[ ! -d $iter_dir ]]; then
-    refuse "$iter_dir does not exist (the tracker of $dir says $TRACKER${step:+, [checkpoint] ckpt_step $step}): Megatron would stop on it"
-  elif [[ ! -f $iter_dir/metadata.json && -z ${ranks[*]:-} ]]; then
-    refuse "$iter_dir is incomplete (no metadata.json, which Megatron writes last, nor mp_rank_* folders): resume from an earlier iteration with [checkpoint] ckpt_step"
-  fi
-}
-FROM=""
-if [[ $RESUME == never ]]; then
-  if [[ -n $SAVE_DIR && -f $SAVE_DIR/latest_checkpointed_iteration.txt ]]; then
-    CHECKING=$SAVE_DIR
-    refuse "$SAVE_DIR already holds a checkpoint and [checkpoint] resume is \"never\": slime would write over its iterations; point [checkpoint] save elsewhere, or resume"
-  fi
-elif [[ -n $SAVE_DIR ]] && holds_checkpoint "$SAVE_DIR" ""; then
-  FROM=$SAVE_DIR
-elif [[ -n $LOAD_DIR ]] && holds_checkpoint "$LOAD_DIR" ""; then
-  FROM=$LOAD_DIR
-elif [[ $RESUME == required ]]; then
-  refuse "nothing to resume: no checkpoint (latest_checkpointed_iteration.txt) in $CHECKED"
-fi
-if [[ -n $FROM ]]; then
-  START=$((ITERATION + 1))
-  SLIME_ARGS+=(--load "$FROM")
-  if ((START >= 500)); then
-    refuse "the checkpoint at $FROM already finished rollout $((START - 1)) of num_rollout 500: nothing to do; raise [experiment] num_rollout to continue"
-  fi
-  if [[ $FROM == "$SAVE_DIR" ]]; then how=resuming; else how=continuing; fi
-  said resumed "$FROM" "$ITERATION" "$START" "$how from $FROM at rollout $START (iteration $ITERATION)"
-else
-  if [[ $RESUME == never ]]; then why="[checkpoint] resume is \"never\""; else why="no checkpoint in $CHECKED"; fi
-  said started "" "" 0 "starting from the model: $why"
-fi
+# checkpoint.sh, beside this script, reads [checkpoint] save, then load, for a checkpoint slime can load and appends
+# --load (and the first launch's --ckpt-step, --start-rollout-id) to SLIME_ARGS; the RayJob of --target kuberay
+# runs the same file. It says what it decided on an `acrl-resume: {json}` line, or refuses to start (exit 2).
+# shellcheck source=checkpoint.sh
+source "$BUNDLE_DIR/checkpoint.sh"
 
 if [[ -n ${ACRL_PRINT_ARGV:-} ]]; then  # for `acrl run`'s preflight, which parses it with slime's own parser
   printf '%s\0' python3 "$ENTRYPOINT" "${MODEL_ARGS[@]}" "${SLIME_ARGS[@]}"
