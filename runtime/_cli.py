@@ -40,7 +40,7 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--dry-run", action="store_true",
                      help="verify and run the checks, print the command; run nothing, record nothing")
     run.add_argument("--skip", action="append", default=[], metavar="CHECK[,CHECK]",
-                     help="skip these preflight checks (comma-separated or repeated; e.g. --skip gpus,aws)")
+                     help="skip these preflight checks (comma-separated or repeated; e.g. --skip gpus,aws-identity)")
     run.add_argument("--allow-modified", action="store_true",
                      help="run a bundle whose files differ from its manifest (recorded in run.json)")
     run.add_argument("--address", metavar="ADDR",

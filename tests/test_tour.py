@@ -28,7 +28,7 @@ def test_the_tour_is_what_acrl_prints() -> None:
     module = tour()
     page = module.generate("pty")
     assert module.comparable(page) == module.comparable(module.DOC.read_text(encoding="utf-8")), \
-        "docs/tour.md is stale: python docs/tour.py"
+        "docs/tour.md is stale: python docs/tour.py (tmux), or python docs/tour.py --driver pty"
     # It shows what it says it shows: every step's command, errors with their fix, the edit loop, the layout's grid.
     for _, command in module.STEPS:
         assert f"$ {command}\n" in page
