@@ -254,3 +254,16 @@ def test_end_of_input_on_a_terminal_writes_nothing(tmp_path: Path) -> None:
     os.write(term.master, b"\x04")  # Ctrl-D
     assert term.finish() == 2 and "acrl init: no answer (end of input); nothing was written" in term.text
     assert not list(tmp_path.glob("*.toml"))
+
+
+def test_output_dash_prints_the_spec_and_writes_no_file(tmp_path: Path) -> None:
+    proc = init("--model", "qwen3-4B", "--data", "/data/train.jsonl", "--integration", "slime", "-o", "-",
+                cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == []  # no file named "-"
+    assert proc.stderr.startswith("printed the spec: qwen3-4B on 1 node x 8 GPUs")
+    assert "acrl-compile SPEC" in proc.stdout and tomllib.loads(proc.stdout)["experiment"]["id"] == "qwen3-4B"
+    (tmp_path / "s.toml").write_text(proc.stdout, encoding="utf-8")
+    compiled = subprocess.run([str(Path(sys.executable).parent / "acrl-compile"), "s.toml", "-q"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+    assert compiled.returncode == 0, compiled.stderr

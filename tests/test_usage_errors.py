@@ -105,3 +105,12 @@ def test_help_texts(tmp_path: Path) -> None:
         text = " ".join(cli(*argv, cwd=tmp_path).stdout.split())
         assert "Exit status: 0 written" in text and "; 3 nothing was written because the output directory" in text
         assert "--print FILE" in text and "-q, --quiet" in text and "--color {auto,always,never}" in text
+
+
+@pytest.mark.parametrize("argv", [["acrl-compile", str(SMOKE), "--set", "foo"],
+                                  ["acrl", "layout", str(SMOKE), "--set", "rollout.batch_size"],
+                                  ["acrl", "diff", str(SMOKE), str(SMOKE), "--set", "x"]])
+def test_a_set_without_an_equals_sign_is_a_usage_error(argv: list[str], tmp_path: Path) -> None:
+    proc = cli(*argv, cwd=tmp_path)
+    assert proc.returncode == 2 and "argument --set: " in proc.stderr and "is not KEY=VALUE" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -65,7 +65,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
                       "/data/models/<its name>)")
     init.add_argument("--id", dest="exp_id", metavar="ID", help="the experiment id (default: the output file's "
                       "name, else the model's)")
-    init.add_argument("-o", "--output", metavar="SPEC", help="the spec file to write (default spec.toml)")
+    init.add_argument("-o", "--output", metavar="SPEC", help="the spec file to write (default spec.toml; - prints it)")
     init.add_argument("--force", action="store_true", help="replace an existing file")
     init.add_argument("--no-input", action="store_true", help="ask nothing, even on a terminal")
     init.set_defaults(run=run_init)
@@ -254,11 +254,16 @@ def run_init(args: argparse.Namespace) -> int:
             p.format() for p in problems), hint="change the answers named, as said below each")
     fitted = fit(_answers(values))
     a, layout = fitted.answers, fitted.layout
-    _write(a.output, fitted.text, force=args.force or _confirmed_overwrite(a.output, interactive))
+    to_stdout = a.output == "-"  # -o -: the spec on stdout (as acrl-compile -o - lists), the summary on stderr
+    if to_stdout:
+        sys.stdout.write(fitted.text)
+    else:
+        _write(a.output, fitted.text, force=args.force or _confirmed_overwrite(a.output, interactive))
     for warning in fitted.warnings:
         print(warning.format(), file=sys.stderr)
-    print(f"wrote {a.output}: {a.model.name} on {a.nodes} node{'s' if a.nodes > 1 else ''} x {a.gpus_per_node} "
-          f"GPUs, {layout.shown()}; it compiles: acrl-compile {a.output}")
+    print(f"{'printed the spec' if to_stdout else f'wrote {a.output}'}: {a.model.name} on {a.nodes} "
+          f"node{'s' if a.nodes > 1 else ''} x {a.gpus_per_node} GPUs, {layout.shown()}; it compiles"
+          f"{'' if to_stdout else f': acrl-compile {a.output}'}", file=sys.stderr if to_stdout else sys.stdout)
     return EXIT_OK
 
 

@@ -107,9 +107,10 @@ def render(a: Answers, layout: Layout) -> str:
     """The spec's text, commented key by key."""
     m = a.model
     exp_id = a.exp_id or default_exp_id(a.output, m)
+    shown = "SPEC" if a.output == "-" else a.output  # printed (-o -): the user names the file
     out = [f"# Written by `acrl init` (acrl {__version__}): {m.name}, GRPO, integration \"{a.integration}\", on "
            f"{a.nodes} node{'s' if a.nodes > 1 else ''} x {a.gpus_per_node} GPUs.",
-           f"# Compile it:  acrl-compile {a.output}    Draw its GPUs:  acrl layout {a.output}",
+           f"# Compile it:  acrl-compile {shown}    Draw its GPUs:  acrl layout {shown}",
            "# Writing a spec, table by table: docs/spec.md; every key, its default and slime flag: docs/reference.md;",
            "# the rules a compile checks: docs/rules.md.",
            "# The parallel sizes below were chosen by compiling this spec in memory: the smallest tensor parallel size",

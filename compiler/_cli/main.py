@@ -34,6 +34,16 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+def assignment(text: str) -> str:
+    """A --set argument's shape (KEY=VALUE), checked as argparse parses it: without '=' it is a usage error (exit 2);
+    the key and the value are checked where the spec is read (compiler/_pipeline/layers.py)."""
+    if "=" not in text:
+        import argparse  # lazy: argparse is imported by whoever builds the parser, at run time only
+
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (e.g. --set rollout.batch_size=64)")
+    return text
+
+
 def _compile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", help="the experiment spec (TOML; it may extend a base spec, and a [sweep] table "
                         "compiles to a bundle per point)")
@@ -63,7 +73,7 @@ def _compile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", choices=("ray", "kuberay"), default="ray",
                         help="ray (default): train.sh submits to a Ray cluster; kuberay: also write rayjob.yaml, "
                         "a KubeRay RayJob ([kuberay] image and secret)")
-    parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
+    parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE", type=assignment,
                         help="set a spec key, VALUE written as in TOML (64, '\"text\"', [1, 2], {a = 1}); "
                         "repeatable, applied in order on top of the spec and its bases")
     parser.add_argument("--keep-going", action="store_true",
@@ -211,7 +221,7 @@ def acrl_main(argv: Sequence[str] | None = None, *,
                          help="only this: a spec key (rollout.batch_size), a table (rollout) or a slime flag "
                          "(--global-batch-size)")
     explain.add_argument("--json", action="store_true", help="print JSON on stdout")
-    explain.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
+    explain.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE", type=assignment,
                          help="explain the spec with this key set, as acrl-compile --set does")
     _checkout_arguments(explain)
     explain.set_defaults(run=_commands.run_explain, print_help=explain.print_help)
@@ -229,7 +239,7 @@ def acrl_main(argv: Sequence[str] | None = None, *,
                         "svg (a self-contained picture)")
     layout.add_argument("-o", "--output", metavar="FILE", help="write it to FILE (atomically) instead of stdout")
     layout.add_argument("--force", action="store_true", help="replace an existing FILE")
-    layout.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
+    layout.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE", type=assignment,
                         help="draw the spec with this key set, as acrl-compile --set does")
     _colour_argument(layout)
     _checkout_arguments(layout)
@@ -294,7 +304,7 @@ def _review_commands(commands: Any) -> None:
     diff.add_argument("b", metavar="B", help="a bundle directory or a spec (.toml)")
     diff.add_argument("--format", choices=("text", "markdown", "json"), default="text",
                       help="text (default), markdown (for a pull request) or json")
-    diff.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
+    diff.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE", type=assignment,
                       help="compile A and B, where they are specs, with this key set, as acrl-compile --set does "
                       "(repeatable; e.g. acrl diff bundles/exp spec.toml --set train.lr=2e-6: what that compile "
                       "would change)")

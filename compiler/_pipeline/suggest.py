@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from .._spec.aliases import SHORT_NAMES, SLIME_RUNNER, SLIME_RUNNER_MEANING, TABLE_NAMES
+from .._spec.aliases import DERIVED, SHORT_NAMES, SLIME_RUNNER, SLIME_RUNNER_MEANING, TABLE_NAMES
 from .._spec.schema import toml_literal
 from .._spec.tables import table_types
 from .parse import KeyPath
@@ -71,6 +71,8 @@ def unknown_key(table: KeyPath, name: str, value: Any, known: Sequence[str], com
         shown = " and ".join(f"[{t}]" for t in owners)
         return Suggestion(f"{norm} is a key of {shown}: write {_written(norm, value)} under the table you mean",
                           tuple((t, norm) for t in owners))
+    if norm in DERIVED:
+        return Suggestion(DERIVED[norm].format(value=toml_value(value)), (("train", "num_steps_per_rollout"),))
     found = _alias(norm)
     if found is not None:
         target, subject = found
@@ -147,8 +149,27 @@ def table_example(value: object) -> str | None:
     { gsm8k = "/data/gsm8k/test.jsonl" })."""
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
         return None
+    if value[0].startswith("--"):  # an argument list, as a train.sh passes flags: [extra.flags]' name = value pairs
+        flags = _flags(value)
+        text = toml_literal(flags)
+        return text if len(text) <= 4 * SHOWN else None
     pairs = dict(_pair(v) for v in value)
     return toml_value(pairs) if len(pairs) == len(value) else None
+
+
+def _flags(argv: list[str]) -> dict[str, Any]:
+    """["--apply-chat-template", "--rm-type", "deepscaler"] as { apply-chat-template = true, rm-type = "deepscaler" }:
+    a flag alone is true, one value is the value, several a list (as [extra.flags] passes them back)."""
+    out: dict[str, Any] = {}
+    name = None
+    for word in argv:
+        if word.startswith("--") and len(word) > 2:
+            name = word[2:]
+            out[name] = True
+        elif name is not None:
+            held = out[name]
+            out[name] = word if held is True else [*held, word] if isinstance(held, list) else [held, word]
+    return out
 
 
 def _pair(item: str) -> tuple[str, str]:

@@ -71,6 +71,16 @@ SHORT_NAMES: dict[str, str] = {
     "num_rollouts": "experiment.num_rollout",
     "n_samples": "rollout.n_samples_per_prompt", "num_samples_per_prompt": "rollout.n_samples_per_prompt",
     "mem_fraction": "sglang.mem_fraction_static",
+    "actor_num_gpus": "cluster.actor_num_gpus_per_node", "actor_gpus": "cluster.actor_num_gpus_per_node",
+    "rollout_gpus": "cluster.rollout_num_gpus", "num_gpus_per_engine": "rollout.gpus_per_engine",
+}
+
+# slime flags the compiler derives from keys, which no key sets and the escape hatch may not (ACRL-F002): the name
+# people write for each, and how to get the value they meant (compiler/_pipeline/argv.py's derived_from).
+DERIVED: dict[str, str] = {
+    "global_batch_size": "slime's --global-batch-size is derived here: rollout.batch_size x "
+                         "rollout.n_samples_per_prompt / train.num_steps_per_rollout; for a global batch of {value}, "
+                         "set [train] num_steps_per_rollout = batch_size x n_samples_per_prompt / {value}",
 }
 
 # Tables people name otherwise.
