@@ -4,13 +4,17 @@ quiet with the default target, where [kuberay] is not used."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 from typing import Any
 
 import pytest
+import yaml
 from test_kuberay import KUBERAY
 
 from acrl.compiler import RULES, SpecError, compile_spec
+from acrl.compiler._pipeline.kuberay import SUBMITTER_ARG_MAX, submitter_argument_bytes
 from conftest import SpecWriter, merge
 
 K = "kuberay"
@@ -57,6 +61,7 @@ TRIGGERS: dict[str, list[tuple[dict[str, Any], str | list[str]]]] = {
                   ({K: {"labels": {"Team_/x": "a"}}}, "kuberay.labels.Team_/x"),
                   ({K: {"annotations": {"example.com/api-token": "t"}}}, "kuberay.annotations.example.com/api-token"),
                   ({K: {"annotations": {"-x": "t"}}}, "kuberay.annotations.-x"),
+                  ({K: {"annotations": {"acrl/experiment-id": "other"}}}, "kuberay.annotations.acrl/experiment-id"),
                   ({K: {"worker": {"node_selector": {"pool": "gpu nodes"}}}}, "kuberay.worker.node_selector.pool"),
                   ({K: {"head": {"node_affinity": {"zone": []}}}}, "kuberay.head.node_affinity.zone"),
                   ({K: {"worker": {"instance_types": ["p5 48xlarge"]}}}, "kuberay.worker.instance_types.0"),
@@ -103,7 +108,7 @@ TRIGGERS: dict[str, list[tuple[dict[str, Any], str | list[str]]]] = {
                       "node.kubernetes.io/instance-type": "p4de.24xlarge"}}}},
                    "kuberay.worker.node_selector.node.kubernetes.io/instance-type")],
     # 19 values of 16,000 characters: no string may be longer than 16,384 (compiler/_spec/setting.py: MAX_STRING)
-    "ACRL-K010": [({"env": {"vars": {f"BIG{i}": "x" * 16_000 for i in range(19)}}}, "kuberay")],
+    "ACRL-K010": [({"env": {"vars": {f"BIG{i}": "x" * 16_000 for i in range(19)}}}, ["kuberay", "kuberay"])],
     "ACRL-K011": [({"cluster": {"num_nodes": 2}, "checkpoint": {"save": "/data/ckpt"},
                     K: {"volumes": [{"name": "models", "mount_path": "/models", "claim": "m"},
                                     {"name": "data", "mount_path": "/data", "host_path": "/mnt/data"}]}},
@@ -186,9 +191,32 @@ def test_messages_name_the_value_and_the_fix(write_spec: SpecWriter) -> None:
 def test_the_size_error_names_the_largest_parts(write_spec: SpecWriter) -> None:
     with pytest.raises(SpecError) as info:
         compile_kuberay(write_spec, {"extra": {"args": ["--x", *["y" * 16_000] * 19]}})
-    (finding,) = [d for d in info.value.diagnostics if d.rule == "ACRL-K010"]
+    (finding, submitter) = [d for d in info.value.diagnostics if d.rule == "ACRL-K010"]
     assert "the RayJob of rayjob.yaml is 30" in finding.message
     assert re.search(r"the largest parts: entrypoint \(the slime argv\) 30\d,\d{3} bytes, ", finding.message)
+    assert submitter.message.startswith("the submitter's command line would be about 30")
+
+
+def test_a_runtime_env_too_long_for_the_submitters_one_argument_is_refused(write_spec: SpecWriter) -> None:
+    """KubeRay v1.7.0 gives the submitter the whole `ray job submit` line as one bash argument
+    (rayjob_controller.go:646), which Linux refuses over 128 KiB: 9 values of 16,000 characters fit the API
+    server's 252 KiB, not the argument. The estimate is checked against the real thing: bash -c with the argument
+    built as KubeRay builds it."""
+    big = {"env": {"vars": {f"BIG{i}": "x" * 16_000 for i in range(9)}}}
+    with pytest.raises(SpecError) as info:
+        compile_kuberay(write_spec, big)
+    [finding] = [d for d in info.value.diagnostics if d.rule == "ACRL-K010"]
+    assert "the submitter's command line would be about 14" in finding.message
+    assert "[env] vars (the runtime env) about 14" in finding.message
+    fits = {"env": {"vars": {f"BIG{i}": "x" * 16_000 for i in range(7)}}}
+    bundle = compile_kuberay(write_spec, fits)
+    job = next(d for d in yaml.safe_load_all(bundle.files["rayjob.yaml"]) if d["kind"] == "RayJob")["spec"]
+    env = json.dumps(yaml.safe_load(job["runtimeEnvYAML"]), separators=(",", ":"))
+    argument = f"ray job submit --runtime-env-json {json.dumps(env)} -- {job['entrypoint'].strip()} ;"
+    assert submitter_argument_bytes(job) >= len(argument.encode())
+    assert subprocess.run(["bash", "-c", "true", argument], check=False).returncode == 0  # it fits: bash starts
+    with pytest.raises(OSError, match="Argument list too long"):
+        subprocess.run(["bash", "-c", "true", argument + " " + "x" * SUBMITTER_ARG_MAX], check=False)
 
 
 @pytest.mark.parametrize(("text", "value"), [

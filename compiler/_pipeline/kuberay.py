@@ -32,8 +32,9 @@ from .argv import CUSTOM_CONFIG, actor_gpus, runtime_args
 from .kuberay_pods import CONFIG_MOUNT, ray_pod, submitter_pod
 from .render import CHECKPOINT_SH, comment_text, yaml_dumper  # comment_text: spec values on a comment line, escaped
 
-__all__ = ["CONFIG_MOUNT", "DOCUMENT_MAX", "MAX_NAME", "documents_size", "entrypoint", "name_stem", "pythonpath",
-           "rayjob_documents", "rayjob_yaml", "worker_replicas"]
+__all__ = ["CONFIG_MOUNT", "DOCUMENT_MAX", "MAX_NAME", "SUBMITTER_ARG_MAX", "documents_size", "entrypoint",
+           "name_stem", "pythonpath", "rayjob_documents", "rayjob_yaml", "submitter_argument_bytes",
+           "worker_replicas"]
 
 MAX_NAME = 47  # KubeRay's MaxRayJobNameLength (constant.go:381 at v1.7.0)
 HASH_DIGITS = 8
@@ -46,6 +47,13 @@ TTL_DEFAULT = 3600
 # (core/v1 validation: MaxSecretSize), and etcd takes 1.5 MiB per request. The smallest, less room for the object's
 # own annotations, bounds every document.
 DOCUMENT_MAX = 256 * 1024 - 4 * 1024
+# KubeRay runs the submitter as `/bin/bash -ce ARG`, ARG the whole `ray job submit` command line: the runtime env as
+# Go's strconv.Quote of its JSON and the entrypoint as written (rayjob_controller.go:646, common/job.go:177 and 202 at
+# v1.7.0). Linux refuses one argument longer than MAX_ARG_STRLEN, 32 pages with its NUL (include/uapi/linux/binfmts.h):
+# the submitter would fail to start. KubeRay's own words around them (the dashboard wait loop, the address, the job
+# id, `ray job logs --follow`) are under 2 KiB.
+SUBMITTER_ARG_MAX = 32 * 4096 - 1
+SUBMITTER_OVERHEAD = 2 * 1024
 _PLACEHOLDER = "acrl-name"
 
 
@@ -179,6 +187,19 @@ def documents_size(documents: list[dict[str, Any]]) -> list[tuple[str, int, list
                      ("submitter pod template", document_bytes(job["submitterPodTemplate"]))]
         out.append((doc["kind"], document_bytes(doc), sorted(parts, key=lambda p: -p[1])))
     return out
+
+
+def submitter_argument_bytes(job: dict[str, Any]) -> int:
+    """About how many bytes the submitter's one bash argument has for the RayJob spec ``job`` (SUBMITTER_ARG_MAX):
+    the runtime env's JSON, compact, quoted (Go's json.Marshal writes <, > and & as 6-byte escapes), the entrypoint,
+    and KubeRay's own words."""
+    import yaml  # lazy: as rayjob_yaml
+
+    env = json.dumps(yaml.safe_load(job["runtimeEnvYAML"]) or {}, separators=(",", ":"), ensure_ascii=False)
+    quoted = json.dumps(env, ensure_ascii=False)
+    escaped = 5 * sum(quoted.count(c) for c in "<>&")
+    return len(quoted.encode("utf-8", "surrogatepass")) + escaped + \
+        len(job["entrypoint"].strip().encode("utf-8", "surrogatepass")) + SUBMITTER_OVERHEAD
 
 
 def rayjob_yaml(spec: Spec, argv: list[str], custom_config: bytes | None, sglang_config: bytes | None = None,

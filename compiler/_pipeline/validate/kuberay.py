@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from ..._secrets import is_secret_name
 from ..._spec.kuberay import Head, Submitter, Toleration, Worker
 from .. import placement_spec
+from ..kuberay import EXPERIMENT_ANNOTATION
 from ..kuberay_pods import CONFIG_MOUNT, GPU_RESOURCE, SHM_PATH, secret_refs
 from .engine import Context, Finding, rule
 from .k8s_syntax import (
@@ -116,9 +117,9 @@ def _quantities(ctx: Context) -> Iterator[Finding]:
 def _labels(ctx: Context) -> Iterator[Finding]:
     """Label, annotation, node-selector, node-affinity and toleration keys must be Kubernetes qualified names
     ([prefix/]name); label and node-selection values label values (at most 63 characters of letters, digits, '-',
-    '_', '.'); no label under ray.io/ or that KubeRay or acrl sets; no label or
-    annotation named as a secret (anyone who can list pods reads them). A toleration with operator "Exists" has no
-    value, one without a key needs "Exists", and toleration_seconds needs effect "NoExecute"."""
+    '_', '.'); no label under ray.io/ or that KubeRay or acrl sets, nor acrl's acrl/experiment-id annotation; no
+    label or annotation named as a secret (anyone who can list pods reads them). A toleration with operator
+    "Exists" has no value, one without a key needs "Exists", and toleration_seconds needs effect "NoExecute"."""
     k = ctx.spec.kuberay
     for kind, table in (("labels", k.labels), ("annotations", k.annotations)):
         for key, value in table.items():
@@ -128,8 +129,9 @@ def _labels(ctx: Context) -> Iterator[Finding]:
             if problem:
                 yield Finding(f"{kind[:-1]} key {key!r} is not a Kubernetes qualified name: {problem}",
                               "use a key like \"team\" or \"example.com/team\"", keys=(path,))
-            elif kind == "labels" and (key.startswith(OWNED_PREFIX) or key in OWNED_LABELS):
-                yield Finding(f"label {key!r} is set by KubeRay or acrl on the objects it makes",
+            elif (kind == "labels" and (key.startswith(OWNED_PREFIX) or key in OWNED_LABELS)) or \
+                    (kind == "annotations" and key == EXPERIMENT_ANNOTATION):
+                yield Finding(f"{kind[:-1]} {key!r} is set by KubeRay or acrl on the objects it makes",
                               "use a key of your own (e.g. under your domain)", keys=(path,))
             elif is_secret_name(key.rpartition("/")[2]):
                 yield Finding(f"{kind[:-1]} {key!r} is named as a secret: labels and annotations are read by anyone "

@@ -14,7 +14,14 @@ from ..._spec.kuberay import Volume
 from .. import placement_spec
 from ..argv import flat_argv
 from ..eks_gpus import INSTANCE_GPUS, INSTANCE_TYPE_LABEL
-from ..kuberay import DOCUMENT_MAX, documents_size, rayjob_documents, worker_replicas
+from ..kuberay import (
+    DOCUMENT_MAX,
+    SUBMITTER_ARG_MAX,
+    documents_size,
+    rayjob_documents,
+    submitter_argument_bytes,
+    worker_replicas,
+)
 from ..kuberay_pods import memory_limit
 from ..render import checkpoint_sh, custom_config_yaml, sglang_config_yaml
 from .engine import ARGV, MODEL_ARGS, PLACEMENT, Context, Finding, KeyRef, rule
@@ -163,8 +170,10 @@ def _instance_types(ctx: Context) -> Iterator[Finding]:
 def _size(ctx: Context) -> Iterator[Finding]:
     """--target kuberay: the ConfigMap (the custom config, the sglang config) and the RayJob (the argv in its
     entrypoint, [env] vars) must each be at most 252 KiB as JSON: `kubectl apply` keeps a copy of the object in an
-    annotation, and an object's annotations hold 256 KiB (a ConfigMap's data 1 MiB, etcd 1.5 MiB a request). A
-    larger bundle is refused, not cut; nothing larger is delivered another way."""
+    annotation, and an object's annotations hold 256 KiB (a ConfigMap's data 1 MiB, etcd 1.5 MiB a request). The
+    submitter's command line (the runtime env, quoted, and the entrypoint in one bash argument: KubeRay v1.7.0's
+    rayjob_controller.go:646) must be under Linux's 128 KiB for one argument. A larger bundle is refused, not cut;
+    nothing larger is delivered another way."""
     if not placement_spec.RAYJOB.get():
         return
     spec = ctx.spec
@@ -177,6 +186,17 @@ def _size(ctx: Context) -> Iterator[Finding]:
                           f"apply` can store; the largest parts: {largest}", "shorten what the largest parts hold "
                           "(the spec's [extra] args, [env] vars, [sglang.models]), or run with train.sh on a Ray "
                           "cluster", keys=(("kuberay",),))
+    job = documents[-1]["spec"]
+    submitter = submitter_argument_bytes(job)
+    if submitter > SUBMITTER_ARG_MAX:
+        parts = [("[env] vars (the runtime env)", submitter_argument_bytes({**job, "entrypoint": ""})),
+                 ("the entrypoint (the slime argv)", len(job["entrypoint"].encode("utf-8", "surrogatepass")))]
+        largest = ", ".join(f"{part} about {n:,} bytes" for part, n in sorted(parts, key=lambda p: -p[1]))
+        yield Finding(f"the submitter's command line would be about {submitter:,} bytes, over the "
+                      f"{SUBMITTER_ARG_MAX:,} Linux allows one argument: KubeRay runs it as one bash argument, and "
+                      f"the submitter would not start; {largest}", "shorten [env] vars and [extra] args (or move "
+                      "large values into files on a volume), or run with train.sh on a Ray cluster",
+                      keys=(("kuberay",),))
 
 
 @rule("ACRL-K011", "warning", ["kuberay.volumes", "kuberay.head", "kuberay.worker", "kuberay.backoff_limit"],
