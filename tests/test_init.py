@@ -63,7 +63,9 @@ def test_every_catalog_model_compiles_or_is_refused_with_the_reason(integration:
                 assert code == 1 and not out.exists(), (name, printed.err)
                 assert f"acrl init: {name} does not fit {nodes} node" in printed.err
                 assert "(ACRL-M007)" in printed.err or "(ACRL-M001)" in printed.err, printed.err
-                assert "nothing was written" in printed.err and "fix: more GPUs (--nodes " in printed.err
+                assert "nothing was written" in printed.err
+                assert re.search(r"fix: more GPUs \(--nodes \d+ fits\)|fix: more GPUs per node \(no --nodes up to 64 "
+                                 r"of \d+ GPU\(s\) fits\)", printed.err), printed.err
     # The small models fit one GPU, the largest no single node: both branches are exercised.
     assert fitted > len(CATALOG) and refused > 10
 
@@ -108,7 +110,11 @@ def test_a_model_too_large_for_the_gpus_is_refused_with_the_compilers_numbers(tm
     first = proc.stderr.splitlines()[0]
     assert first.startswith("acrl init: qwen3-235B-A22B does not fit 1 node x 8 GPUs of 80 GiB")
     assert re.search(r"the training actor needs about [\d.]+ GiB per GPU .*\(ACRL-M007\)", proc.stderr)
-    assert "fix: more GPUs (--nodes 2), or GPUs with more memory (--gpu-memory-gib 141" in proc.stderr
+    assert "fix: more GPUs (--nodes 8 fits), or GPUs with more memory (--gpu-memory-gib 141" in proc.stderr
+    # the fewest that fit, doubling: 4 nodes do not, 8 do (the review's three tries, 2 -> 4 -> 8, in one)
+    with pytest.raises(InitRefused):
+        fit(Answers(model=CATALOG["qwen3-235B-A22B"], data="/d.jsonl", nodes=4, integration="slime"))
+    assert fit(Answers(model=CATALOG["qwen3-235B-A22B"], data="/d.jsonl", nodes=8, integration="slime")).layout
     with pytest.raises(InitRefused):
         fit(Answers(model=CATALOG["kimi-k2"], data="/d.jsonl", nodes=4, integration="slime"))
 

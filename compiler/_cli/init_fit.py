@@ -112,8 +112,9 @@ def _actor_layouts(a: Answers, engine: int) -> list[Layout]:
     return sorted(found, key=lambda c: (c.tensor, c.pipeline * c.expert, c.pipeline))
 
 
-def choose_layout(a: Answers) -> Layout:
-    """The layout init writes for ``a`` (see the module's docstring); InitRefused when there is none."""
+def choose_layout(a: Answers, *, search_nodes: bool = True) -> Layout:
+    """The layout init writes for ``a`` (see the module's docstring); InitRefused when there is none, whose fix names
+    the fewest nodes (doubling, up to MAX_NODES_TRIED) that hold the model where ``search_nodes``."""
     engine, engine_problems = None, []
     for size in _engine_sizes(a):
         problems = [d for d in _problems(a, Layout(gpus_per_engine=size, batch_size=batch_for(a.gpus)))
@@ -123,7 +124,8 @@ def choose_layout(a: Answers) -> Layout:
             break
         engine_problems = problems
     if engine is None:
-        raise _refusal(a, "no SGLang engine of these GPUs holds it; with the largest engine tried", engine_problems)
+        raise _refusal(a, "no SGLang engine of these GPUs holds it; with the largest engine tried", engine_problems,
+                       search_nodes)
     last: list[Diagnostic] = []
     short_of_memory: list[Diagnostic] = []  # the last layout slime could place, refused only by the memory estimate
     for layout in _actor_layouts(a, engine):
@@ -134,14 +136,33 @@ def choose_layout(a: Answers) -> Layout:
         if all(d.rule == "ACRL-M007" for d in problems):
             short_of_memory = problems
     raise _refusal(a, "no tensor, pipeline and expert parallel sizes of these GPUs train it; with the largest layout "
-                   "tried" + (" that slime can place" if short_of_memory else ""), short_of_memory or last)
+                   "tried" + (" that slime can place" if short_of_memory else ""), short_of_memory or last,
+                   search_nodes)
 
 
-def _refusal(a: Answers, what: str, problems: list[Diagnostic]) -> InitRefused:
+MAX_NODES_TRIED = 64
+
+
+def _fewest_nodes(a: Answers) -> int | None:
+    """The fewest nodes, doubling from ``a``'s, on which a layout fits (None: none up to MAX_NODES_TRIED)."""
+    nodes = a.nodes * 2
+    while nodes <= MAX_NODES_TRIED:
+        try:
+            choose_layout(attrs.evolve(a, nodes=nodes), search_nodes=False)
+            return nodes
+        except InitRefused:
+            nodes *= 2
+    return None
+
+
+def _refusal(a: Answers, what: str, problems: list[Diagnostic], search_nodes: bool = False) -> InitRefused:
     gpus = f"{a.nodes} node{'s' if a.nodes > 1 else ''} x {a.gpus_per_node} GPUs of {a.gpu_memory_gib:g} GiB"
     why = "\n".join(f"  {d.message}" + (f" ({d.rule})" if d.rule else "") for d in problems[:3])
     more = [] if a.gpu_memory_gib >= 141 else ["GPUs with more memory (--gpu-memory-gib 141 for an H200)"]
-    hint = ", or ".join([f"more GPUs (--nodes {a.nodes * 2})", *more, "a smaller model (`acrl models`)"])
+    nodes = _fewest_nodes(a) if search_nodes else None
+    first = f"more GPUs (--nodes {nodes} fits)" if nodes else f"more GPUs per node (no --nodes up to " \
+        f"{MAX_NODES_TRIED} of {a.gpus_per_node} GPU(s) fits)" if search_nodes else f"more GPUs (--nodes {a.nodes * 2})"
+    hint = ", or ".join([first, *more, "a smaller model (`acrl models`)"])
     return InitRefused(f"acrl init: {a.model.name} does not fit {gpus}: {what}:\n"
                        f"{why}\nnothing was written", hint=hint)
 
