@@ -48,6 +48,18 @@ def _sweep_spec_error() -> AcrlError:
     return SweepSpecError(parse_spec_text('[sweep]\n"train.lr" = [1e-6]\n', "s.toml"))
 
 
+def _sweep_key_error() -> AcrlError:
+    from acrl.compiler._pipeline.parse import parse_spec_text
+    from acrl.compiler._pipeline.sweep_points import SweepKeyError, sweep_points
+
+    try:
+        sweep_points(parse_spec_text('[sweep]\ngrid = { "train.lrr" = [1e-6], "rollout.batch_size" = [8] }\n',
+                                     "s.toml"))
+    except SweepKeyError as exc:
+        return exc
+    raise AssertionError("an unknown key in a grid is a SweepKeyError")
+
+
 def _import_input_error() -> AcrlError:
     from acrl.compiler._importers.base import ImportInputError
 
@@ -84,6 +96,7 @@ EXAMPLES: dict[str, tuple[Callable[[], AcrlError], int]] = {
     "UsageError": (lambda: UsageError("--skip nope: no such check", hint="use one of gpu"), 2),
     "SpecError": (lambda: SpecError([Diagnostic("error", "bad", file="s.toml", hint="good")]), 1),
     "SweepSpecError": (_sweep_spec_error, 1),
+    "SweepKeyError": (_sweep_key_error, 1),
     "BundleExistsError": (lambda: BundleExistsError(path="out", reason="differs"), 3),
     "BundleWriteError": (lambda: BundleWriteError(path="out", reason="disk full"), 1),
     "BundleReadError": (lambda: BundleReadError(path="m.json", reason="not JSON", fix="compile again"), 2),

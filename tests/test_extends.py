@@ -141,6 +141,28 @@ def test_extends_must_be_a_path(tmp_path: Path, value: str, shown: str) -> None:
     assert 'extends = "base.toml"' in error.hint
 
 
+@pytest.mark.parametrize("extends", ["5", '"missing.toml"'])
+def test_a_broken_extends_still_reports_the_specs_own_errors_and_the_closing_line(
+        tmp_path: Path, extends: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # the spec's own unknown key and out-of-range value are errors whatever the base holds; its missing tables
+    # ([model], [data], ...) are not (the base may hold them), and no rule runs
+    child = write(tmp_path / "child.toml", f'extends = {extends}\n[experiment]\nid = "x"\nnmu_rollout = 3\n'
+                  "[rollout]\nbatch_size = 0\n")
+    with pytest.raises(SpecError) as caught:
+        compile_spec(child)
+    assert [(d.key, d.line) for d in caught.value.diagnostics] == [
+        ("extends", 1), ("experiment.nmu_rollout", 4), ("rollout.batch_size", 6)]
+    assert caught.value.unchecked
+    assert compile_main([str(child), "-o", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err.endswith("fixing these may reveal more.\n")
+    chained = write(tmp_path / "mid.toml", 'extends = "gone.toml"\n[rollout]\nbatch_size = -1\n')
+    top = write(tmp_path / "top.toml", 'extends = "mid.toml"\n[experiment]\nid = "x"\n')  # a base's own errors too
+    with pytest.raises(SpecError) as caught:
+        compile_spec(top)
+    assert [(d.file, d.key) for d in caught.value.diagnostics] == [(str(chained), "extends"),
+                                                                   (str(chained), "rollout.batch_size")]
+
+
 def test_the_cli_prints_no_traceback_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     child = write(tmp_path / "child.toml", 'extends = "missing.toml"\n')
     assert compile_main([str(child), "-o", str(tmp_path / "out")]) == 1

@@ -507,3 +507,19 @@ def test_the_importers_compile_reports_every_error_at_once(tmp_path: Path) -> No
     assert "'qwen3-9B' is not in acrl's catalog either; did you mean 'qwen3.5-9B'?" in proc.stderr
     assert "(ACRL-P001)" in proc.stderr  # tensor 3 on 8 GPUs: checked although MODEL_ARGS are not resolved
     assert "fixing these may reveal more." in proc.stderr
+
+
+def test_an_unknown_slime_runner_field_still_reports_the_in_memory_compiles_errors(tmp_path: Path) -> None:
+    """A field SlimeRunner does not have is refused, and the spec made without it is still compiled in memory: its
+    errors come in the same run, with the closing line, and nothing is written."""
+    config = tmp_path / "runner.yaml"
+    config.write_text("exp_id: x\nagent_runtime_arn: arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/a-b1\n"
+                      "s3_bucket: acrl-rollouts\nmodel_dir: /m\ndata_path: /d.jsonl\nmodel_type: qwen3-9B\n"
+                      "tp_size: 3\neval_interval: 5\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "acrl.runtime._cli", "import", "slime-runner", "runner.yaml", "-o",
+                           "spec.toml"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("runner.yaml:8: eval_interval: not a SlimeRunner field")
+    assert "[model] args_source: " in proc.stderr and "(ACRL-P001)" in proc.stderr  # the in-memory compile's
+    assert proc.stderr.rstrip().endswith("fixing these may reveal more.")
+    assert not (tmp_path / "spec.toml").exists()

@@ -15,7 +15,7 @@ from acrl.compiler import compile_spec
 from acrl.compiler._cli.main import acrl_main, compile_main
 from acrl.compiler._pipeline.compile import SweepSpecError
 from acrl.compiler._pipeline.layers import load_spec
-from acrl.compiler._pipeline.sweep import sweep_points
+from acrl.compiler._pipeline.sweep import compile_sweep, sweep_points
 from acrl.compiler._review.diff import diff_paths
 from acrl.compiler.errors import SpecError
 from conftest import MINIMAL, merge
@@ -136,6 +136,33 @@ def test_unknown_keys_in_the_sweep_are_errors_with_did_you_mean(tmp_path: Path) 
         ("expected a non-empty table of key = value", 'write { "rollout.temperature" = 0.7 }'),
     }
     assert all(d.file == str(spec) and d.line is not None for d in caught.value.diagnostics)
+
+
+def test_an_unknown_swept_key_does_not_hide_the_points_errors(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # the points without the unknown key are compiled all the same: one compile reports both, and the closing line
+    spec = sweep_spec(tmp_path, '[sweep]\ngrid = { "train.lrr" = [1e-6, 3e-6], "rollout.batch_size" = [0, 64] }\n'
+                                'points = [ { "rollout.temperature" = 0.5, "rollout.n_samples_per_prompt" = 0 } ]\n')
+    code, _, err = run(capsys, str(spec), "-o", str(tmp_path / "out"))
+    assert code == 1 and not (tmp_path / "out").exists()
+    assert err.count("unknown key 'train.lrr'") == 1 and "sweep point batch_size=0: must be at least 1" in err
+    assert "n_samples_per_prompt=0" in err
+    assert err.endswith("The points were compiled without the [sweep] keys with errors: fixing these may reveal "
+                        "more.\n")
+    for argv in ([str(spec), "-o", str(tmp_path / "out"), "--keep-going"], ["--check", str(spec), "-o", str(tmp_path)]):
+        code, _, err = run(capsys, *argv)
+        assert code == 1 and "sweep point batch_size=0" in err and not (tmp_path / "out").exists()
+    # a key the unknown one was probably meant to be: its errors in the points are not reported (the swept value
+    # would replace what was checked); an error of the [sweep] table itself compiles no point
+    spec = sweep_spec(tmp_path, '[sweep]\ngrid = { "rollout.batch_sise" = [8], "train.lr" = [1e-6] }\n',
+                      {"rollout": {"batch_size": 0}})
+    with pytest.raises(SpecError) as caught:
+        compile_sweep(load_spec(spec))
+    assert [d.key for d in caught.value.diagnostics] == ["sweep.grid"]
+    spec = sweep_spec(tmp_path, '[sweep]\ngrid = { "train.lrr" = [1e-6], "rollout.batch_size" = [] }\n')
+    with pytest.raises(SpecError) as caught:
+        sweep_points(load_spec(spec))
+    assert len(caught.value.diagnostics) == 2 and caught.value.unchecked == "No sweep point was compiled"
 
 
 @pytest.mark.parametrize(("sweep", "message"), [

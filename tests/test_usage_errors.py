@@ -44,6 +44,14 @@ def test_a_missing_input_is_a_usage_error(argv: list[str], message: str, tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written
 
 
+def test_check_bundles_counts_a_missing_spec_as_a_usage_error_not_a_stale_bundle(tmp_path: Path) -> None:
+    proc = cli("acrl", "check-bundles", "nope.toml", cwd=tmp_path)
+    assert proc.returncode == 2 and "not what their specs compile to" not in proc.stderr, proc.stderr
+    shutil.copy(SMOKE, tmp_path / "spec.toml")  # with a spec whose bundle is missing too: only that one is stale
+    proc = cli("acrl", "check-bundles", "nope.toml", "spec.toml", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.endswith("1 of 2 bundle(s) are not what their specs compile to\n")
+
+
 @pytest.mark.parametrize(("argv", "usage"), [
     (["acrl", "run", "b", "--bogus"], "usage: acrl run "),
     (["acrl", "compile", "s.toml", "--bogus"], "usage: acrl compile "),

@@ -247,8 +247,10 @@ def run_check_bundles(args: argparse.Namespace) -> int:
             result: CheckResult | SweepCheckResult = check_to(spec, None, CheckOptions(strict=args.strict),
                                                               bundles_dir=args.bundles_dir, sweeps=False)
         except AcrlError as exc:
-            failed += 1
-            usage += exc.exit_code == EXIT_USAGE  # a spec named that is not there: the command line is wrong
+            if exc.exit_code == EXIT_USAGE:  # a spec named that is not there: the command line is wrong, no bundle
+                usage += 1                   # was compared, so none is counted as stale
+            else:
+                failed += 1
             results.append({"spec": spec, "up_to_date": False, "error": exc.as_json()})
             if not args.json:
                 print(exc, file=sys.stderr)
@@ -259,7 +261,7 @@ def run_check_bundles(args: argparse.Namespace) -> int:
         if not args.json:
             print(format_check(result))
     if args.json:
-        _print_json({"ok": failed == 0, "results": results})
+        _print_json({"ok": failed == 0 and not usage, "results": results})
     elif failed:
         print(f"{failed} of {len(specs)} bundle(s) are not what their specs compile to", file=sys.stderr)
     return EXIT_USAGE if usage else EXIT_FAILED if failed else EXIT_OK

@@ -259,8 +259,7 @@ def _sweep_results(source: SpecSource, options: CompileOptions) -> tuple[SpecSou
     from .._pipeline import sweep as _sweep
     from ..errors import SpecError
 
-    base, points = _sweep.sweep_points(source)
-    results = _sweep.compile_points(base, points, strict=options.strict, target=options.target)
+    base, points, results = _sweep.compile_sweep(source, strict=options.strict, target=options.target)
     invalid = tuple(r for r in results if r.bundle is None)
     if invalid and not options.keep_going:
         error = SpecError([d for r in invalid for d in r.diagnostics])
@@ -279,9 +278,8 @@ def _check_sweep(spec: str, out: str | None, source: SpecSource, options: CheckO
 
     if out is None:
         raise UsageError("--check of a sweep needs the directory of its bundles", hint="add -o DIR")
-    base, points = _sweep.sweep_points(source)
     with read_only():
-        results = _sweep.compile_points(base, points, strict=options.strict, target=options.target)
+        _, _, results = _sweep.compile_sweep(source, strict=options.strict, target=options.target)
     invalid = [d for r in results if r.bundle is None for d in r.diagnostics]
     if invalid:
         raise SpecError(invalid)

@@ -57,10 +57,13 @@ class Imported:
 class ImportInputError(AcrlError):
     """The input cannot be imported: unreadable, not the expected shape, an unknown key."""
 
-    def __init__(self, *, path: str, reason: str, fix: str, before: Sequence[ImportInputError] = ()) -> None:
-        """``before``: other problems of the same input, printed first, each with its own fix."""
+    def __init__(self, *, path: str, reason: str, fix: str, before: Sequence[ImportInputError] = (),
+                 partial: Imported | None = None) -> None:
+        """``before``: other problems of the same input, printed first, each with its own fix. ``partial``: the
+        spec made without the keys refused (ones the input's program does not have), when one could be made:
+        run_import compiles it in memory and reports its errors with these."""
         super().__init__("".join(f"{problem}\n" for problem in before) + f"{path}: {reason}", hint=fix)
-        self.path, self.reason = path, reason
+        self.path, self.reason, self.partial = path, reason, partial
 
 
 YAML_NODES = 100_000  # the most values a YAML may expand to, its aliases (*name) counted at each use
@@ -254,7 +257,10 @@ def run_import(kind: str, source: str, output: str, *, force: bool = False, **op
     if target.exists() and Path(source).exists() and target.resolve() == Path(source).resolve():
         raise UsageError(f"{output}: is the file being imported; --force or not, it is not overwritten.",
                          hint="write the spec to another file, e.g. -o spec.toml")
-    imported = importer(kind)(Path(source), **options)
+    try:
+        imported = importer(kind)(Path(source), **options)
+    except ImportInputError as exc:
+        raise _with_compile_errors(exc, target) from None
     text = render_spec(imported)
     write_new_file(target, text, force=force)
 
@@ -264,6 +270,23 @@ def run_import(kind: str, source: str, output: str, *, force: bool = False, **op
         closing = f"\n{exc.unchecked}: fixing these may reveal more." if exc.unchecked else ""
         return Report(output, imported.notes, False, "\n".join(d.format() for d in exc.diagnostics) + closing)
     return Report(output, imported.notes, True)
+
+
+def _with_compile_errors(exc: ImportInputError, target: Path) -> AcrlError:
+    """``exc`` followed by the errors of the in-memory compile of the spec made without the refused keys (nothing
+    is written), and the closing line: the refused keys were not checked, and their fix may reveal more."""
+    if exc.partial is None:
+        return exc
+    try:
+        compile_spec(target, data=render_spec(exc.partial).encode("utf-8"))
+    except SpecError as compiled:
+        found = "\n".join(d.format() for d in compiled.diagnostics)
+        errors = sum(d.severity == "error" for d in compiled.diagnostics)
+        return exc.evolve(message=f"{exc}\n{found}\n{errors} more error{'s' if errors != 1 else ''} in the {target} "
+                          "it would write, compiled in memory without the keys refused above; nothing was written.\n"
+                          f"{compiled.unchecked or 'The refused keys were not checked'}: fixing these may reveal "
+                          "more.", hint="")
+    return exc
 
 
 def experiment_id(file_name: str) -> str:

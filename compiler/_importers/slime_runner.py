@@ -68,17 +68,22 @@ class _Problems:
 
     def __init__(self, path: Path, lines: Mapping[str, int]) -> None:
         self.path, self.lines, self.found = path, lines, list[tuple[str, str, str]]()
+        self.stops = False  # a problem after which the spec cannot be made (a field of the wrong type, missing)
 
-    def add(self, key: str, reason: str, fix: str) -> None:
+    def add(self, key: str, reason: str, fix: str, *, stops: bool = True) -> None:
+        """``stops``: False for a key the spec is made without (a field SlimeRunner does not have), whose spec is
+        still compiled in memory, to report its errors with this one (base.run_import)."""
         line = self.lines.get(key)
         self.found.append((f"{self.path}:{line}" if line else str(self.path), f"{key}: {reason}", fix))
+        self.stops |= stops
 
-    def raise_any(self) -> None:
+    def raise_any(self, *, partial: Imported | None = None) -> None:
+        """Raise ImportInputError listing every problem; ``partial``: the spec made without the keys refused."""
         if not self.found:
             return
         # each problem followed by its own fix
         *before, (where, reason, fix) = self.found
-        raise ImportInputError(path=where, reason=reason, fix=fix,
+        raise ImportInputError(path=where, reason=reason, fix=fix, partial=partial,
                                before=[ImportInputError(path=w, reason=r, fix=f) for w, r, f in before])
 
 
@@ -106,7 +111,7 @@ def import_slime_runner(path: Path, *, num_rollout: int | None = None, target_co
             close = difflib.get_close_matches(key, [*FIELDS, NUM_ROLLOUT_KEY], n=1, cutoff=0.6)
             problems.add(key, "not a SlimeRunner field (SlimeRunner(**data) would raise TypeError)",
                          f'did you mean "{close[0]}"?' if close else
-                         "remove it; SlimeRunner's fields are listed in docs/migration-slime-runner.md")
+                         "remove it; SlimeRunner's fields are listed in docs/migration-slime-runner.md", stops=False)
         else:
             table, name, kind = FIELDS[key]
             converted = _checked(problems, key, value, kind)
@@ -120,7 +125,8 @@ def import_slime_runner(path: Path, *, num_rollout: int | None = None, target_co
     if missing:
         problems.add(", ".join(missing), "required by SlimeRunner but missing",
                      "add " + ", ".join(f"{k}: ..." for k in missing) + " to the YAML")
-    problems.raise_any()
+    if problems.stops:
+        problems.raise_any()
     if spec.get("slime", {}).get("dir"):  # SlimeRunner used Path(slime_dir): "/root/slime/" meant "/root/slime"
         spec["slime"]["dir"] = str(PurePosixPath(spec["slime"]["dir"]))
     experiment = spec.setdefault("experiment", {})
@@ -144,7 +150,9 @@ def import_slime_runner(path: Path, *, num_rollout: int | None = None, target_co
     notes += [Note("difference", f"{key}: its value looks like a secret (a token, or a URL with user:password): "
                    "it is not copied into the spec; give it on the cluster, in the environment", key)
               for key in drop_secret_values(spec)]  # type: ignore[arg-type]
-    return Imported(spec=spec, notes=tuple(notes), source=str(path))
+    imported = Imported(spec=spec, notes=tuple(notes), source=str(path))
+    problems.raise_any(partial=imported)  # only fields SlimeRunner lacks: the spec made without them is compiled
+    return imported
 
 
 def _load(path: Path) -> tuple[dict[str, Any], dict[str, int]]:

@@ -59,9 +59,39 @@ def resolve_extends(source: SpecSource, *, opened: str | None = None) -> SpecSou
         return source
     layers = [source]
     opened_paths = [opened or source.name]
+    try:
+        bases = _read_bases(layers, opened_paths)
+    except SpecError as exc:  # the chain is broken: what the layers read so far can still be checked
+        raise _with_own_errors(exc, layers) from None
+    merged = _without_extends(layers[-1])
+    for layer in reversed(layers[:-1]):
+        merged = overlay(merged, _without_extends(layer), named=layer)
+    return SpecSource(source.name, source.text, merged.data, merged.positions, merged.files, merged.texts,
+                      bases=tuple(bases), base_paths=tuple(opened_paths[1:]))
+
+
+def _with_own_errors(exc: SpecError, layers: list[SpecSource]) -> SpecError:
+    """``exc`` (a base that cannot be read or merged) with the errors of the keys the layers read so far wrote
+    themselves: an unknown key, a value of the wrong type or refused (a bad path or name). They are errors whatever
+    the missing base holds, since a key the spec writes wins over the base's. A missing required key or table is not
+    one (the base may hold it), and no rule runs: the closing line says so."""
+    from .structure import is_set, problems  # lazy: structure reads the key suggestions, which import this module
+
+    merged = _without_extends(layers[-1])
+    for layer in reversed(layers[:-1]):
+        merged = overlay(merged, _without_extends(layer), named=layer)
+    merged = attrs.evolve(merged, data={k: v for k, v in merged.data.items() if k != SWEEP})
+    own = [d for paths, d in problems(merged)[1] if is_set(merged.data, paths[0])]
+    unchecked = exc.unchecked or "No other check of the spec ran, as it needs the base spec"
+    return SpecError([*exc.diagnostics, *own], unchecked=unchecked)
+
+
+def _read_bases(layers: list[SpecSource], opened_paths: list[str]) -> list[tuple[str, str, str]]:
+    """Read the chain of bases of ``layers[0]``, appending each to ``layers`` (and the path it was opened at to
+    ``opened_paths``); returns (as written, sha256, name in messages) of each. Raises SpecError."""
     seen = [os.path.realpath(opened_paths[0])]
     bases: list[tuple[str, str, str]] = []
-    current = source
+    current = layers[0]
     while EXTENDS in current.data:
         ref = current.data[EXTENDS]
         if not isinstance(ref, str) or not ref.strip():
@@ -97,11 +127,7 @@ def resolve_extends(source: SpecSource, *, opened: str | None = None) -> SpecSou
         opened_paths.append(base_path)
         seen.append(real)
         bases.append((ref, hashlib.sha256(raw).hexdigest(), base_name))
-    merged = _without_extends(layers[-1])
-    for layer in reversed(layers[:-1]):
-        merged = overlay(merged, _without_extends(layer), named=layer)
-    return SpecSource(source.name, source.text, merged.data, merged.positions, merged.files, merged.texts,
-                      bases=tuple(bases), base_paths=tuple(opened_paths[1:]))
+    return bases
 
 
 def _without_extends(source: SpecSource) -> SpecSource:

@@ -40,10 +40,10 @@ from .manifest import ManifestWarning
 from .ownership import refusal
 from .parse import NO_LINE, KeyPath, Position, SpecSource, Written
 from .sweep_index import IndexPoint, InvalidPoint, PointValue, SweepIndex
-from .sweep_points import MAX_POINTS, Point, Value, sweep_points
+from .sweep_points import MAX_POINTS, Point, SweepKeyError, Value, sweep_points
 
-__all__ = ["INDEX", "MAX_POINTS", "Point", "PointResult", "Value", "compile_points", "point_source", "sweep_index",
-           "sweep_points", "write_sweep"]
+__all__ = ["INDEX", "MAX_POINTS", "Point", "PointResult", "Value", "compile_points", "compile_sweep", "point_source",
+           "sweep_index", "sweep_points", "write_sweep"]
 
 
 @attrs.frozen
@@ -94,6 +94,21 @@ def compile_points(base: SpecSource, points: tuple[Point, ...], *, strict: bool 
             continue
         results.append(PointResult(point, bundle))
     return tuple(results)
+
+
+def compile_sweep(source: SpecSource, *, strict: bool = False,
+                  target: Target = "ray") -> tuple[SpecSource, tuple[Point, ...], tuple[PointResult, ...]]:
+    """The points of ``source``'s [sweep] (sweep_points), each compiled. When the [sweep] names keys a spec does
+    not have, the points without them are compiled all the same and SpecError lists both: the unknown keys, then
+    the points' errors (but those at a key an unknown one was probably meant to be), with the closing line."""
+    try:
+        base, points = sweep_points(source)
+    except SweepKeyError as exc:
+        results = compile_points(exc.base, exc.points, strict=strict, target=target)
+        found = [d for r in results if r.bundle is None for d in r.diagnostics
+                 if not any(d.key == t or d.key.startswith(f"{t}.") for t in exc.targets)]
+        raise SpecError([*exc.diagnostics, *found], unchecked=exc.unchecked) from None
+    return base, points, compile_points(base, points, strict=strict, target=target)
 
 
 INDEX = "sweep.json"

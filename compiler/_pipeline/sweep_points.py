@@ -69,25 +69,43 @@ def _json_value(value: Any) -> Any:
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
+class SweepKeyError(SpecError):
+    """The [sweep] table names keys a spec does not have (and nothing else is wrong with it): ``base`` and
+    ``points`` are the sweep without them, whose points can still be compiled, so that their errors are reported
+    in the same run (compiler/_cli/front.py). ``targets``: the keys they were probably meant to be (did-you-mean),
+    whose errors in the points are not reported (the swept value would replace the one checked)."""
+
+    def __init__(self, dropped: list[Diagnostic], base: SpecSource, points: tuple[Point, ...]) -> None:
+        super().__init__(dropped, unchecked=DROPPED)
+        self.base, self.points = base, points
+        self.targets = frozenset(m for d in dropped for m in re.findall(r'did you mean "([^"]+)"', d.hint))
+
+
+DROPPED = "The points were compiled without the [sweep] keys with errors"
+NOT_COMPILED = "No sweep point was compiled"
+
+
 def sweep_points(source: SpecSource) -> tuple[SpecSource, tuple[Point, ...]]:
     """The spec without its [sweep] table, and the sweep's points. Raises SpecError listing every
-    problem of the [sweep] table itself (unknown keys, values that are not arrays, ...)."""
+    problem of the [sweep] table itself (unknown keys, values that are not arrays, ...); SweepKeyError when
+    they are only keys a spec does not have (the points without them can be compiled)."""
     table = source.data.get(SWEEP)
     problems: list[Diagnostic] = []
+    dropped: list[Diagnostic] = []  # a key no spec has: its values are left out of the points
     if not isinstance(table, Mapping):
         raise SpecError([source.diagnostic((SWEEP,), "[sweep] must be a table",
                                            hint='write [sweep] with grid = {"table.key" = [values]} and/or points')])
     for key in table:
         if key not in _TABLE_KEYS:
             close = difflib.get_close_matches(key, _TABLE_KEYS, n=1)
-            problems.append(source.diagnostic((SWEEP, key), f"unknown key {key!r}",
+            dropped.append(source.diagnostic((SWEEP, key), f"unknown key {key!r}",
                                               hint=f'did you mean "{close[0]}"?' if close else
                                               "keys allowed in [sweep]: grid, points"))
-    axes = list(_grid(source, table.get("grid", {}), problems))
-    explicit = list(_explicit(source, table.get("points", []), problems))
+    axes = list(_grid(source, table.get("grid", {}), problems, dropped))
+    explicit = [p for p in _explicit(source, table.get("points", []), problems, dropped) if p]
     for values in [[axis[0] for axis in axes], *explicit]:
         problems += _overlapping(values)
-    if not problems and not axes and not explicit:
+    if not problems and not dropped and not axes and not explicit:
         problems.append(source.diagnostic((SWEEP,), "the sweep has no points",
                                           hint='add grid = {"table.key" = [values, ...]} or points = [{...}, ...]'))
     size = math.prod(len(axis) for axis in axes) if axes else 0
@@ -95,20 +113,33 @@ def sweep_points(source: SpecSource) -> tuple[SpecSource, tuple[Point, ...]]:
         problems.append(source.diagnostic((SWEEP, "grid"), f"the grid has {size:,} points, more than {MAX_POINTS:,}",
                                           hint="sweep fewer keys or values at once"))
     if problems:
-        raise SpecError(problems)
+        raise SpecError(_in_order([*problems, *dropped]), unchecked=NOT_COMPILED)
     combos = [tuple(combo) for combo in itertools.product(*axes)] if axes else []
     every = [*combos, *(tuple(p) for p in explicit)]
     base = attrs.evolve(source, data={k: v for k, v in source.data.items() if k != SWEEP},
                         positions={p: pos for p, pos in source.positions.items() if p[0] != SWEEP})
-    return base, _named(source, every)
+    try:
+        points = _named(source, every)
+    except SpecError as exc:  # without the dropped values, two points may be the same: only the dropped are sure
+        raise SpecError(dropped or exc.diagnostics, unchecked=NOT_COMPILED if dropped else "") from None
+    if dropped:
+        if not points:
+            raise SpecError(dropped, unchecked=NOT_COMPILED)
+        raise SweepKeyError(dropped, base, points)
+    return base, points
 
 
-def _grid(source: SpecSource, grid: Any, problems: list[Diagnostic]) -> Iterator[list[Value]]:
+def _in_order(found: list[Diagnostic]) -> list[Diagnostic]:
+    return sorted(found, key=lambda d: (d.line is None, d.line or 0, d.column or 0))
+
+
+def _grid(source: SpecSource, grid: Any, problems: list[Diagnostic],
+          dropped: list[Diagnostic]) -> Iterator[list[Value]]:
     if not isinstance(grid, Mapping):
         problems.append(source.diagnostic((SWEEP, "grid"), "expected a table of arrays",
                                           hint='write grid = { "rollout.batch_size" = [32, 64] }'))
         return
-    for raw, path, values in _flatten(source, grid, (SWEEP, "grid"), (), problems, arrays=True):
+    for raw, path, values in _flatten(source, grid, (SWEEP, "grid"), (), dropped, arrays=True):
         if not isinstance(values, list) or not values:
             problems.append(source.diagnostic(raw, f"expected a non-empty array of the values of {dotted(path)}",
                                               hint=f'write "{dotted(path)}" = [value, value, ...]'))
@@ -116,7 +147,8 @@ def _grid(source: SpecSource, grid: Any, problems: list[Diagnostic]) -> Iterator
         yield [_value(source, path, v, (*raw, i)) for i, v in enumerate(values)]
 
 
-def _explicit(source: SpecSource, points: Any, problems: list[Diagnostic]) -> Iterator[list[Value]]:
+def _explicit(source: SpecSource, points: Any, problems: list[Diagnostic],
+              dropped: list[Diagnostic]) -> Iterator[list[Value]]:
     if not isinstance(points, list):
         problems.append(source.diagnostic((SWEEP, "points"), "expected an array of tables",
                                           hint='write points = [ { "rollout.temperature" = 0.7 }, ... ]'))
@@ -127,7 +159,7 @@ def _explicit(source: SpecSource, points: Any, problems: list[Diagnostic]) -> It
                                               hint='write { "rollout.temperature" = 0.7 }'))
             continue
         yield [_value(source, path, v, raw) for raw, path, v in
-               _flatten(source, point, (SWEEP, "points", i), (), problems, arrays=False)]
+               _flatten(source, point, (SWEEP, "points", i), (), dropped, arrays=False)]
 
 
 def _overlapping(values: list[Value]) -> Iterator[Diagnostic]:
