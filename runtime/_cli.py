@@ -13,6 +13,12 @@ import sys
 
 from acrl.compiler import HelpFormatter, acrl_main
 
+# The preflight checks' names, for shell completion of --skip without importing the checks (tests/test_completion.py
+# holds it to _preflight's CHECKS and kube_checks).
+CHECK_NAMES = ("bash", "ray-cli", "slime", "megatron", "sglang", "slime-parser", "rollout-module", "external-engines",
+               "opd-teacher", "model", "datasets", "wandb", "checkpoint", "gpus", "cuda-home", "aws-identity",
+               "s3-bucket", "agent-runtime", "kubectl", "kube-context", "rayjob-crd", "secrets", "rayjob-exists")
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     import argparse
@@ -39,8 +45,10 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("bundle", metavar="BUNDLE", help="a bundle directory (bundles/<exp_id>)")
     run.add_argument("--dry-run", action="store_true",
                      help="verify and run the checks, print the command; run nothing, record nothing")
-    run.add_argument("--skip", action="append", default=[], metavar="CHECK[,CHECK]",
-                     help="skip these preflight checks (comma-separated or repeated; e.g. --skip gpus,aws-identity)")
+    skip = run.add_argument("--skip", action="append", default=[], metavar="CHECK[,CHECK]",
+                            help="skip these preflight checks (comma-separated or repeated; e.g. --skip "
+                            "gpus,aws-identity)")
+    skip.completions = CHECK_NAMES  # type: ignore[attr-defined]  # what `acrl completion` offers after --skip
     run.add_argument("--allow-modified", action="store_true",
                      help="run a bundle whose files differ from its manifest (recorded in run.json)")
     run.add_argument("--address", metavar="ADDR",

@@ -161,3 +161,17 @@ def test_bash_completes_option_values_and_files(bash_completion: Path, tmp_path:
     (tmp_path / "specs").mkdir()
     assert complete(bash_completion, ["acrl", "compile", "sp"], tmp_path) == ["spec.toml", "specs"]
     assert complete(bash_completion, ["acrl", "layout", "x", "-o", "sp"], tmp_path) == ["spec.toml", "specs"]
+
+
+def test_bash_completes_the_preflight_checks_after_skip(bash_completion: Path, tmp_path: Path) -> None:
+    """acrl run --skip takes check names (not a choices list: comma-separated): runtime/_cli.py's CHECK_NAMES, which
+    must be every check acrl run can run, Ray's and Kubernetes' alike."""
+    from acrl.runtime._cli import CHECK_NAMES
+    from acrl.runtime._preflight.checks import CHECKS
+    from acrl.runtime._preflight.kube_checks import kube_checks
+
+    kube = [c.name for c in kube_checks(None)]  # type: ignore[arg-type]  # names only: no check runs
+    assert sorted(CHECK_NAMES) == sorted({c.name for c in CHECKS} | set(kube))
+    assert complete(bash_completion, ["acrl", "run", "b/", "--skip", "aws"], tmp_path) == ["aws-identity"]
+    assert complete(bash_completion, ["acrl", "run", "b/", "--skip", "rayj"], tmp_path) == ["rayjob-crd",
+                                                                                              "rayjob-exists"]

@@ -71,7 +71,8 @@ def commands(roots: Iterable[argparse.ArgumentParser], models: list[str] | None 
                     command.subcommands[name] = helps.get(name, "")
                     stack.append(sub)
             elif action.option_strings:
-                choices = [str(c) for c in action.choices] if action.choices else []
+                choices = [str(c) for c in action.choices] if action.choices else \
+                    list(getattr(action, "completions", ()))  # a value that is not a choice: acrl run --skip
                 if command.path == "acrl init" and "--model" in action.option_strings:
                     choices = list(models or [])
                 command.options.append(Option(list(action.option_strings), action.nargs != 0, choices,
