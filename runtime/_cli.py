@@ -48,7 +48,7 @@ def _add_run_commands(commands: argparse._SubParsersAction[Any]) -> None:
     skip = run.add_argument("--skip", action="append", default=[], metavar="CHECK[,CHECK]",
                             help="skip these preflight checks (comma-separated or repeated; e.g. --skip "
                             "gpus,aws-identity)")
-    skip.completions = CHECK_NAMES  # type: ignore[attr-defined]  # what `acrl completion` offers after --skip
+    skip.completions = CHECK_NAMES  # what `acrl completion` offers after --skip (argparse keeps what is set)
     run.add_argument("--allow-modified", action="store_true",
                      help="run a bundle whose files differ from its manifest (recorded in run.json)")
     run.add_argument("--address", metavar="ADDR",
