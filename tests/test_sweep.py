@@ -392,7 +392,8 @@ def test_a_sweep_lists_its_folder_once_not_once_per_point(tmp_path: Path, capsys
     monkeypatch.setattr(os, "listdir", listdir)
     code, _, err = run(capsys, str(spec), "-o", str(out), "--no-cache")
     assert code == 0, err
-    assert listed.count(str(out)) == 2  # to recover, and to find the points' directories: never per point (6)
+    # to recover, to find the points' directories, and to name bundles that are no points: never per point (6)
+    assert listed.count(str(out)) == 3
 
 
 def test_a_valid_spec_is_not_scanned_for_secrets_to_mask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -410,3 +411,20 @@ def test_a_valid_spec_is_not_scanned_for_secrets_to_mask(tmp_path: Path, monkeyp
     with pytest.raises(SpecError):
         compile_spec(spec)
     assert len(calls) == 1  # an invalid spec's messages are masked
+
+
+def test_points_of_an_earlier_grid_are_named_and_left_as_they_are(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    spec = sweep_spec(tmp_path, '[sweep]\ngrid = { "train.lr" = [1e-6, 3e-6] }\n')
+    out = tmp_path / "out"
+    assert run(capsys, str(spec), "-o", str(out))[0] == 0
+    spec.write_text(spec.read_text().replace("3e-6", "2e-6"), encoding="utf-8")
+    code, _, err = run(capsys, str(spec), "-o", str(out))
+    assert code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["lr-1e-06", "lr-2e-06", "lr-3e-06", "sweep.json"]  # nothing lost
+    assert [p["directory"] for p in json.loads((out / "sweep.json").read_text())["points"]] == ["lr-1e-06", "lr-2e-06"]
+    stale = [line for line in err.splitlines() if "no point of this sweep" in line]
+    assert len(stale) == 1 and f"{out / 'lr-3e-06'}: a bundle that is no point of this sweep" in stale[0]
+    assert run(capsys, str(spec), "-o", str(out))[2].count("no point of this sweep") == 1  # until it is removed
+    (out / "notes").mkdir()  # a directory of the user's that is no bundle: not named
+    assert run(capsys, str(spec), "-o", str(out))[2].count("no point of this sweep") == 1

@@ -245,11 +245,24 @@ def _compile_sweep(spec: str, out: str | None, source: SpecSource, options: Comp
     where = _directory(out, "bundles", name if isinstance(name, str) else Path(spec).stem)
     writer = BundleWriter.for_folder(where, force=options.force)
     statuses = _sweep.write_sweep(where, source.name, results, force=options.force, writer=writer)
-    warnings = tuple(dict.fromkeys(w.format() for r in results if r.bundle for w in r.bundle.warnings))
+    warnings = tuple(dict.fromkeys(w.format() for r in results if r.bundle for w in r.bundle.warnings)) + tuple(
+        f"warning: {os.path.join(where, d)}: a bundle that is no point of this sweep (an earlier grid's?): left as "
+        "it is, and sweep.json does not list it (remove it with rm -r, or keep it)"
+        for d in _other_bundles(where, {r.point.directory for r in results}))
     notes = tuple(dict.fromkeys(n for r in results if r.bundle for n in r.bundle.notes))
     previous = {os.path.basename(path): dict(files) for path, files in writer.replaced.items()}
     return SweepResult(out=where, index=os.path.join(where, _sweep.INDEX), points=len(results),
                        written=tuple(statuses), invalid=invalid, warnings=warnings, notes=notes, previous=previous)
+
+
+def _other_bundles(folder: str, points: set[str]) -> list[str]:
+    """The bundles in a sweep's folder (directories with a manifest.json) that are not its points: an earlier grid's,
+    said on every compile until they are removed (never removed by acrl: they may be someone's results)."""
+    try:
+        entries = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [d for d in entries if d not in points and os.path.isfile(os.path.join(folder, d, "manifest.json"))]
 
 
 def _sweep_results(source: SpecSource, options: CompileOptions) -> tuple[SpecSource, tuple[Point, ...],
