@@ -92,6 +92,8 @@ def under(header: str, lines: str) -> tuple[str, ...]:
     return ("under", header, lines)
 
 
+END = "<end of the file>"  # a Mistake's ``at`` where the error points after the last line (a missing table)
+
 MISTAKES = [
     # --- TOML syntax: tomllib's errors, in plain words
     Mistake("a key written twice", under("[rollout]", "batch_size = 64"), "batch_size = 32", "batch_size",
@@ -171,9 +173,9 @@ MISTAKES = [
             "temperature = 0.7", (
                 "27:1 [train] temperature: unknown key 'temperature' | temperature is a key of [rollout] and [eval]: "
                 "write temperature = 0.7 under the table you mean",)),
-    Mistake("no [data] table", ('[data]\npath = "/data/gsm8k/train.jsonl"\n', ""), 'gsm8k = "/data/gsm8k/test.jsonl"',
+    Mistake("no [data] table", ('[data]\npath = "/data/gsm8k/train.jsonl"\n', ""), END,
             "[data]", "path = ...", (
-                "31:1 missing required table [data] | add a [data] table with path = ... (Training prompt JSONL on "
+                "32:1 missing required table [data] | add a [data] table with path = ... (Training prompt JSONL on "
                 "the cluster)",)),
     Mistake("no model dir", ('dir = "/data/models/Qwen3-8B"\n', ""), "[model]", "dir", "dir = ...", (
         "9:1 [model] dir: missing required key 'dir' in [model] | add dir = ... under [model] (Hugging Face "
@@ -359,7 +361,8 @@ def errors_of(text: str, tmp_path: Path) -> SpecError:
 def grade(mistake: Mistake, text: str, first: Diagnostic) -> list[str]:
     """Where the first error falls short of the rubric (the module's docstring), in words; [] when it does not."""
     shortcomings = []
-    line = text.count("\n", 0, text.index(mistake.at)) + 1
+    # END: after the last line, where a missing table is added (no line of the spec is wrong)
+    line = text.count("\n") + 1 if mistake.at == END else text.count("\n", 0, text.index(mistake.at)) + 1
     if first.file != "spec.toml" or first.line != line or not first.column:
         shortcomings.append(f"1: it does not point at spec.toml line {line} with a column "
                             f"({first.file}:{first.line}:{first.column})")

@@ -258,14 +258,15 @@ def test_rule_fires(rule_id: str, overrides: dict[str, Any], compile_overrides) 
 
 
 def test_a_missing_agentcore_table_is_reported_as_the_other_missing_tables(write_spec: SpecWriter) -> None:
-    """Without integration written, ACRL-I001 points where the table can be added, the spec's last line, as a
-    missing [data] does."""
+    """Without integration written, ACRL-I001 points where the table can be added, after the spec's last line, as a
+    missing [data] does (quoting none of the spec's lines: none is wrong)."""
     path = write_spec({"agentcore": None, "data": None})
     with pytest.raises(SpecError) as info:
         compile_spec(path)
-    last = len(path.read_text().splitlines())
+    after = len(path.read_text().splitlines()) + 1
     assert sorted((d.rule, d.key, d.line, d.column) for d in info.value.diagnostics) == [
-        ("", "", last, 1), ("ACRL-I001", "", last, 1)]
+        ("", "", after, 1), ("ACRL-I001", "", after, 1)]
+    assert all(d.source_line == "" for d in info.value.diagnostics)
 
 
 def test_warnings_are_errors_with_strict(compile_overrides) -> None:  # type: ignore[no-untyped-def]

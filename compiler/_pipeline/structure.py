@@ -330,13 +330,13 @@ def leaves(source: SpecSource, exc: BaseException, path: KeyPath, cl: Any) -> It
 
 
 def _at(source: SpecSource, path: KeyPath, message: str, hint: str, rule: str = "") -> Diagnostic:
-    """A diagnostic at ``path``, or, where the spec wrote nothing to point at (a missing table), at its last line:
-    where the table can be added."""
+    """A diagnostic at ``path``, or, where the spec wrote nothing to point at (a missing table), after its last line:
+    where the table can be added (no line of the spec is quoted: none is wrong)."""
     if source.position(path) is not None:
         return source.diagnostic(path, message, hint=hint, rule=rule)
     lines = source.text.splitlines()
-    return attrs.evolve(source.diagnostic(path, message, hint=hint, rule=rule), line=max(1, len(lines)), column=1,
-                        source_line=lines[-1] if lines else "")
+    return attrs.evolve(source.diagnostic(path, message, hint=hint, rule=rule), line=len(lines) + 1, column=1,
+                        source_line="")
 
 
 def _doc(path: KeyPath) -> str:
