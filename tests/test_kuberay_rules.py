@@ -248,3 +248,14 @@ def test_annotation_keys_may_have_capitals_label_keys_not_in_their_prefix(write_
     with pytest.raises(SpecError) as info:
         compile_kuberay(write_spec, {K: {"labels": {"Example.com/team": "x"}}})
     assert [d.key for d in info.value.diagnostics if d.rule == "ACRL-K003"] == ["kuberay.labels.Example.com/team"]
+
+
+def test_no_shm_comparison_with_a_quantity_k002_refuses(write_spec: SpecWriter) -> None:
+    """A memory of -1Gi is ACRL-K002's error; ACRL-K011 does not also compare /dev/shm with it (the review saw
+    "shm_size 0 is more than the pod's memory limit -1Gi")."""
+    with pytest.raises(SpecError) as info:
+        compile_kuberay(write_spec, {K: {"head": {"shm_size": "0", "memory": "-1Gi"}}})
+    rules = [d.rule for d in info.value.diagnostics]
+    assert "ACRL-K002" in rules and "ACRL-K011" not in rules
+    warned = compile_kuberay(write_spec, {K: {"head": {"shm_size": "32Gi", "memory": "16Gi"}}}).warnings
+    assert [w.key for w in warned if w.rule == "ACRL-K011"] == ["kuberay.head.shm_size"]

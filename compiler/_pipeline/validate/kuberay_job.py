@@ -236,7 +236,8 @@ def _sharing(ctx: Context) -> Iterator[Finding]:
     for name, group in (("head", k.head), ("worker", k.worker)):
         limit, shm = memory_limit(group), group.shm_size
         amounts = (quantity(shm) if shm else None, quantity(limit) if limit else None)
-        if amounts[0] is not None and amounts[1] is not None and amounts[0] > amounts[1]:
+        # both positive: anything else is ACRL-K002's error, not something to compare
+        if amounts[0] is not None and amounts[1] is not None and 0 < amounts[1] < amounts[0]:
             yield Finding(f"[kuberay.{name}] shm_size {shm} is more than the pod's memory limit {limit}, which its "
                           "pages count against", f"lower shm_size, or raise [kuberay.{name}] memory",
                           keys=(("kuberay", name, "shm_size"),))
