@@ -6,6 +6,7 @@ TemplateSyntaxError: a ``file:line:col:`` prefix, the offending source line, and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import attrs
@@ -63,6 +64,7 @@ class UsageError(AcrlError):
 
 
 SHOWN_LINE = 160  # the most characters of a spec's line an error shows
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")  # a TOML bare key: a table name shown as written
 
 
 @attrs.frozen
@@ -78,6 +80,8 @@ class Diagnostic:
     hint: str = ""
     rule: str = ""  # stable rule id for cross-field rules, e.g. "ACRL-P001"
     source_line: str = ""
+    # the key's parts, where known: a part holding a dot ([kuberay.head] resources' "nvidia.com/gpu") is shown whole
+    path: tuple[str | int, ...] = attrs.field(default=(), eq=False)
 
     @property
     def location(self) -> str:
@@ -89,7 +93,11 @@ class Diagnostic:
     def table_and_key(self) -> str:
         if not self.key:
             return ""
-        table, _, leaf = self.key.rpartition(".")
+        if self.path and ".".join(map(str, self.path)) == self.key:
+            *tables, leaf = (str(p) for p in self.path)
+            table = ".".join(t if _BARE_KEY.fullmatch(t) else '"' + t.replace('"', '\\"') + '"' for t in tables)
+        else:
+            table, _, leaf = self.key.rpartition(".")
         return f"[{table}] {leaf}" if table else leaf
 
     def format(self) -> str:

@@ -259,3 +259,17 @@ def test_no_shm_comparison_with_a_quantity_k002_refuses(write_spec: SpecWriter) 
     assert "ACRL-K002" in rules and "ACRL-K011" not in rules
     warned = compile_kuberay(write_spec, {K: {"head": {"shm_size": "32Gi", "memory": "16Gi"}}}).warnings
     assert [w.key for w in warned if w.rule == "ACRL-K011"] == ["kuberay.head.shm_size"]
+
+
+def test_a_key_holding_a_dot_is_shown_whole(write_spec: SpecWriter) -> None:
+    """The review saw `[kuberay.head.resources.nvidia] com/gpu`: the key's parts are kept, so the table and the key
+    are shown as written (the JSON key stays the dotted path)."""
+    from acrl.compiler.errors import Diagnostic
+
+    with pytest.raises(SpecError) as info:
+        compile_kuberay(write_spec, {K: {"head": {"resources": {"nvidia.com/gpu": "1"}}, "labels": {"ray.io/x": "a"}}})
+    heads = {d.rule: d.format().splitlines()[0] for d in info.value.diagnostics if d.rule in ("ACRL-K002", "ACRL-K003")}
+    assert ": error: [kuberay.head.resources] nvidia.com/gpu: " in heads["ACRL-K002"]
+    assert ": error: [kuberay.labels] ray.io/x: " in heads["ACRL-K003"]
+    assert Diagnostic("error", "m", key="a.b.c", path=("a.b", "c")).table_and_key == '["a.b"] c'
+    assert Diagnostic("error", "m", key="x.y").table_and_key == "[x] y"  # no parts: as before

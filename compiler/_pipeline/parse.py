@@ -101,6 +101,7 @@ class SpecSource:
             message=message,
             file=file,
             key=".".join(str(p) for p in path),
+            path=tuple(path),
             line=pos[0] if pos else None,
             column=pos[1] if pos else None,
             hint=hint,
