@@ -167,9 +167,13 @@ JUNK = st.recursive(SCALAR, lambda inner: st.one_of(st.lists(inner, max_size=4),
 
 def as_toml(value: Any) -> Any:
     """A value hypothesis built for a field's type, as a spec writes it: a table's attrs instance (a [kuberay.head]
-    Head) as its table, None left out."""
+    Head, each of [[kuberay.volumes]]) as its table, None left out."""
     if attrs.has(type(value)):
         return attrs.asdict(value, filter=lambda _, v: v is not None)
+    if isinstance(value, (list, tuple)):  # [[kuberay.volumes]]: an array of tables
+        return [as_toml(v) for v in value if v is not None]
+    if isinstance(value, dict):
+        return {k: as_toml(v) for k, v in value.items() if v is not None}
     return value
 
 
