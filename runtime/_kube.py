@@ -19,7 +19,6 @@ Failed are final (IsJobDeploymentTerminal); so is ValidationFailed, which KubeRa
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -29,6 +28,8 @@ from typing import Any
 import attrs
 
 from acrl.compiler import AcrlError, redact
+
+from ._settings import env_seconds
 
 DEFAULT_TIMEOUT_S = 60.0
 TERMINAL = ("Complete", "Failed", "ValidationFailed")
@@ -51,17 +52,8 @@ class KubectlError(AcrlError):
 
 def kubectl_timeout() -> float:
     """ACRL_KUBECTL_TIMEOUT: how long one kubectl call may take, in seconds (default 60)."""
-    value = os.environ.get("ACRL_KUBECTL_TIMEOUT", "")
-    if not value:
-        return DEFAULT_TIMEOUT_S
-    try:
-        seconds = float(value)
-        if not 0 < seconds <= 86400:
-            raise ValueError
-    except ValueError:
-        raise AcrlError(f"ACRL_KUBECTL_TIMEOUT={value!r}: not a number of seconds",
-                        hint="set it to how long one kubectl call may take (e.g. 60), or unset it") from None
-    return seconds
+    return env_seconds("ACRL_KUBECTL_TIMEOUT", DEFAULT_TIMEOUT_S,
+                       "set it to how long one kubectl call may take (e.g. 60), or unset it", zero=False)
 
 
 def error_kind(stderr: str) -> str:

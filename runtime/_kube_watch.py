@@ -31,10 +31,9 @@ from typing import IO, Any
 
 import attrs
 
-from acrl.compiler import AcrlError
-
 from ._kube import EXIT_UNKNOWN, Kubectl, KubectlError, RayJobState, rayjob_state
-from ._stream import _Copy
+from ._settings import env_seconds
+from ._stream import DEFAULT_STOP_GRACE_S, _Copy
 
 DEFAULT_POLL_S = 5.0
 DEFAULT_STATUS_GRACE_S = 300.0  # as train.sh's ACRL_STATUS_GRACE: how long an unanswered status is retried
@@ -52,20 +51,6 @@ class Ending:
     state: RayJobState | None = None
     note: str | None = None
     error: str | None = None
-
-
-def seconds_from(name: str, default: float) -> float:
-    """A number of seconds from the environment variable ``name`` (``default`` when unset)."""
-    value = os.environ.get(name, "")
-    if not value:
-        return default
-    try:
-        seconds = float(value)
-        if not 0 <= seconds <= 86400:
-            raise ValueError
-    except ValueError:
-        raise AcrlError(f"{name}={value!r}: not a number of seconds", hint=f"unset {name}, or give seconds") from None
-    return seconds
 
 
 class Signals:
@@ -184,8 +169,8 @@ def watch(kubectl: Kubectl, namespace: str, name: str, copy: _Copy, signals: Sig
           seen: Callable[[RayJobState], None]) -> Ending:
     """Follow RayJob ``name`` until it ends, is deleted, cannot be read for ACRL_STATUS_GRACE seconds, or a signal
     comes (then it is deleted); ``seen`` gets each new state (the caller updates the record)."""
-    poll = max(seconds_from("ACRL_KUBE_POLL", DEFAULT_POLL_S), 0.01)
-    grace = seconds_from("ACRL_STATUS_GRACE", DEFAULT_STATUS_GRACE_S)
+    poll = max(env_seconds("ACRL_KUBE_POLL", DEFAULT_POLL_S), 0.01)
+    grace = env_seconds("ACRL_STATUS_GRACE", DEFAULT_STATUS_GRACE_S)
 
     def say(line: str) -> None:
         copy.write((line + "\n").encode("utf-8", "replace"))
@@ -268,7 +253,7 @@ def _delete(kubectl: Kubectl, namespace: str, name: str, signals: Signals, say: 
     """Delete the RayJob after a signal; a second signal stops waiting for it."""
     first = signals.caught[0]
     code = 130 if first == signal.SIGINT else 143
-    grace = seconds_from("ACRL_STOP_GRACE", 90.0)
+    grace = env_seconds("ACRL_STOP_GRACE", DEFAULT_STOP_GRACE_S)
     look = kubectl.shown("get", "rayjob", name, namespace=namespace)
     delete = kubectl.shown("delete", "rayjob", name, namespace=namespace)
     say(f"acrl: {signal.Signals(first).name}: deleting RayJob {name} (KubeRay stops its Ray job, then deletes its "

@@ -21,6 +21,8 @@ import attrs
 
 from acrl.compiler import AcrlError, UsageError, address_has_credentials, redact, without_credentials
 
+from ._settings import env_seconds
+
 DEFAULT_TIMEOUT_S = 30.0
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 # Ray's terminal job states as a run record's statuses (runtime/_records.py STATUSES)
@@ -65,17 +67,8 @@ class JobNotFound(Exception):
 
 def ray_timeout() -> float:
     """ACRL_RAY_TIMEOUT: how long one question to Ray may take, in seconds (default 30)."""
-    value = os.environ.get("ACRL_RAY_TIMEOUT", "")
-    if not value:
-        return DEFAULT_TIMEOUT_S
-    try:
-        seconds = float(value)
-        if not 0 < seconds <= 86400:
-            raise ValueError
-    except ValueError:
-        raise AcrlError(f"ACRL_RAY_TIMEOUT={value!r}: not a number of seconds",
-                        hint="set it to how long one question to Ray may take (e.g. 30), or unset it") from None
-    return seconds
+    return env_seconds("ACRL_RAY_TIMEOUT", DEFAULT_TIMEOUT_S,
+                       "set it to how long one question to Ray may take (e.g. 30), or unset it", zero=False)
 
 
 def job_address(recorded: str | None, option: str | None) -> str:

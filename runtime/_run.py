@@ -45,6 +45,7 @@ from ._preflight import checks as _preflight
 from ._preflight.kube import RAYJOB_FILE, KubeTarget, read_target
 from ._preflight.kube_checks import kube_checks
 from ._preflight.python import train_sh_env
+from ._settings import env_seconds
 from ._stream import DEFAULT_STOP_GRACE_S, RESUME_MARKER, Outcome, _say, _say_to
 from ._stream import run_streamed as _run_streamed  # a module global: tests replace it
 
@@ -228,18 +229,8 @@ def _finish_record(run_dir: Path, record: _records.RunRecord, outcome: Outcome, 
 
 def _stop_grace() -> float:
     """ACRL_STOP_GRACE: seconds train.sh gets to stop the Ray job after the first signal."""
-    value = os.environ.get("ACRL_STOP_GRACE", "")
-    if not value:
-        return DEFAULT_STOP_GRACE_S
-    try:
-        grace = float(value)
-        if not 0 <= grace <= 86400:
-            raise ValueError
-    except ValueError:
-        raise AcrlError(f"ACRL_STOP_GRACE={value!r}: not a number of seconds",
-                        hint="set it to how long train.sh may take to stop the Ray job (default 90), "
-                        "or unset it") from None
-    return grace
+    return env_seconds("ACRL_STOP_GRACE", DEFAULT_STOP_GRACE_S,
+                       "set it to how long train.sh may take to stop the Ray job (default 90), or unset it")
 
 
 def cluster_address(option: str | None) -> str | None:
