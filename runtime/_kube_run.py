@@ -137,11 +137,7 @@ def _finish(run_dir: Path, record: _records.RunRecord, ending: Ending, log_error
     record = attrs.evolve(record, status=ending.status, exit_status=ending.code, ended_at=_records.utc(ended),
                           duration_s=round(ended - started, 3), note=ending.note, error=ending.error,
                           log_error=log_error or None)
-    try:
-        path: Path | str = _records.write_record(run_dir, record)
-    except OSError as exc:
-        path = f"not written ({exc.strerror or exc})"
-        _say(f"acrl: error: cannot write the final record {run_dir / _records.RECORD}: {exc.strerror or exc}")
+    path = _records.write_final_record(run_dir, record, _say)
     _say_to(out, f"run {record.run_id} {ending.status} (exit status {ending.code}); record: {path}")
     if ending.note:
         _say_to(out, f"run {record.run_id}: {ending.note}")

@@ -22,7 +22,7 @@ import secrets
 import socket
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -313,6 +313,16 @@ def utc(seconds: float) -> str:
 def public_address(address: str | None) -> str | None:
     """``address`` without a user:password part, which never goes into a record."""
     return without_credentials(address) if address else address
+
+
+def write_final_record(run_dir: Path, record: RunRecord, say: Callable[[str], None]) -> Path | str:
+    """Write a run's last record; where it went, or "not written (why)" after ``say`` told why (the run's outcome is
+    still reported: a full disk must not hide it)."""
+    try:
+        return write_record(run_dir, record)
+    except OSError as exc:
+        say(f"acrl: error: cannot write the final record {run_dir / RECORD}: {exc.strerror or exc}")
+        return f"not written ({exc.strerror or exc})"
 
 
 def write_record(run_dir: Path, record: RunRecord) -> Path:

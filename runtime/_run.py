@@ -215,11 +215,7 @@ def _finish_record(run_dir: Path, record: _records.RunRecord, outcome: Outcome, 
     record = attrs.evolve(record, status=status, exit_status=code, ended_at=_records.utc(ended),
                           duration_s=round(ended - started, 3), note=note if may_run else None,
                           log_error=outcome.log_error or None, error=outcome.error or None)
-    try:
-        path: Path | str = _records.write_record(run_dir, record)
-    except OSError as exc:
-        path = f"not written ({exc.strerror or exc})"
-        _say(f"acrl: error: cannot write the final record {run_dir / _records.RECORD}: {exc.strerror or exc}")
+    path = _records.write_final_record(run_dir, record, _say)
     _say_to(out, f"run {record.run_id} {status} (exit status {code}); record: {path}")
     if outcome.details:  # Ray's whole output of a failed ray command, kept off the terminal (runtime/_stream.py)
         _say_to(out, f"run {record.run_id}: Ray's whole output is in {run_dir / _records.LOG}")
