@@ -160,16 +160,10 @@ def table_example(value: object) -> str | None:
 def _flags(argv: list[str]) -> dict[str, Any]:
     """["--apply-chat-template", "--rm-type", "deepscaler"] as { apply-chat-template = true, rm-type = "deepscaler" }:
     a flag alone is true, one value is the value, several a list (as [extra.flags] passes them back)."""
-    out: dict[str, Any] = {}
-    name = None
-    for word in argv:
-        if word.startswith("--") and len(word) > 2:
-            name = word[2:]
-            out[name] = True
-        elif name is not None:
-            held = out[name]
-            out[name] = word if held is True else [*held, word] if isinstance(held, list) else [held, word]
-    return out
+    from .._spec.flags import parse_flags  # lazy: as table_example, only an error's fix reads it
+
+    return {flag[2:]: True if not values else values[0] if len(values) == 1 else values
+            for flag, values in parse_flags(argv).items()}
 
 
 def _pair(item: str) -> tuple[str, str]:
