@@ -64,7 +64,15 @@ class UsageError(AcrlError):
 
 
 SHOWN_LINE = 160  # the most characters of a spec's line an error shows
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")  # a TOML bare key: a table name shown as written
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")  # a TOML bare key, written without quotes
+
+
+def dotted(path: Sequence[str | int]) -> str:
+    """A key path as a TOML dotted key: ``rollout.batch_size``, ``eval.datasets."a.b"``."""
+    def part(p: str) -> str:
+        return p if _BARE_KEY.fullmatch(p) else '"' + p.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    return ".".join(part(str(p)) for p in path)
 
 
 @attrs.frozen
@@ -94,8 +102,7 @@ class Diagnostic:
         if not self.key:
             return ""
         if self.path and ".".join(map(str, self.path)) == self.key:
-            *tables, leaf = (str(p) for p in self.path)
-            table = ".".join(t if _BARE_KEY.fullmatch(t) else '"' + t.replace('"', '\\"') + '"' for t in tables)
+            table, leaf = dotted(self.path[:-1]), str(self.path[-1])
         else:
             table, _, leaf = self.key.rpartition(".")
         return f"[{table}] {leaf}" if table else leaf

@@ -11,9 +11,9 @@ import pytest
 
 from acrl.compiler import compile_spec
 from acrl.compiler._cli.main import acrl_main, compile_main
-from acrl.compiler._pipeline.layers import dotted, parse_assignment
+from acrl.compiler._pipeline.layers import parse_assignment
 from acrl.compiler._review.explain import explain_path
-from acrl.compiler.errors import SpecError
+from acrl.compiler.errors import SpecError, dotted
 from conftest import SpecWriter
 
 

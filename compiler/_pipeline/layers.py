@@ -13,7 +13,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-import re
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -23,7 +22,7 @@ import attrs
 
 from .._secrets import redact
 from .._spec.tables import Spec, table_class
-from ..errors import Diagnostic, SpecError
+from ..errors import Diagnostic, SpecError, dotted
 from .bundle import read_input
 from .key_positions import Scanner
 from .parse import (
@@ -40,7 +39,6 @@ from .parse import (
 EXTENDS = "extends"
 MAX_BASES = 64  # specs in one extends chain: each is read whole (up to 1 MiB) and kept for messages
 SWEEP = "sweep"
-_BARE = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def load_spec(path: Path, *, data: bytes | None = None, display_name: str | None = None,
@@ -270,12 +268,6 @@ def parse_key(text: str) -> tuple[KeyPath, int]:
     if not parts:
         raise ValueError(text)
     return tuple(name for name, _ in parts), scanner.i
-
-
-def dotted(path: KeyPath) -> str:
-    """A key path as a TOML dotted key: ``rollout.batch_size``, ``eval.datasets."a.b"``."""
-    return ".".join(str(p) if _BARE.fullmatch(str(p)) else '"' + str(p).replace("\\", "\\\\").replace('"', '\\"') + '"'
-                    for p in path)
 
 
 def _spec_keys(tp: Any = Spec, prefix: str = "") -> list[str]:

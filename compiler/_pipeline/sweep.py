@@ -32,10 +32,10 @@ from typing import Any
 import attrs
 
 from .._secrets import masked_overrides, redact
-from ..errors import BundleExistsError, BundleWriteError, Diagnostic, SpecError
+from ..errors import BundleExistsError, BundleWriteError, Diagnostic, SpecError, dotted
 from .bundle import MANIFEST, BundleWriter, _writer_gone, read_bundle, read_file
 from .compile import Bundle, Target, compile_source, manifest_file_name
-from .layers import dotted, overlay
+from .layers import overlay
 from .manifest import ManifestWarning
 from .ownership import refusal
 from .parse import NO_LINE, KeyPath, Position, SpecSource, Written

@@ -23,8 +23,8 @@ from typing import Any, get_args, get_origin
 import attrs
 
 from .._spec.tables import Spec, table_class
-from ..errors import Diagnostic, SpecError
-from .layers import SWEEP, dotted, key_problem, parse_key
+from ..errors import Diagnostic, SpecError, dotted
+from .layers import SWEEP, key_problem, parse_key
 from .parse import NO_LINE, KeyPath, Position, SpecSource
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
